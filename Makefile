@@ -1,0 +1,32 @@
+# `make demo` and `make test` bootstrap .venv from the package registries on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m foldline.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/resume.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

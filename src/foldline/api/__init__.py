@@ -1,0 +1,1 @@
+"""Request assembly (SPEC §4): validate, normalize, cache breakpoints, params."""

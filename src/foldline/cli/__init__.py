@@ -1,0 +1,21 @@
+"""The `foldline` command line: a thin shell over the library (SPEC §10).
+
+Each command lives in its own module and is registered here.
+"""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ["cli", "main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="foldline")
+def cli() -> None:
+    """foldline: the message pipeline of a coding agent, with an offline Messages API server."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

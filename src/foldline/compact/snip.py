@@ -1,0 +1,65 @@
+"""Snip, level 1 of compaction: the model deletes messages by short id (SPEC §3.1).
+
+Owns the short-id tag (R3.1.1) and `apply_snip_removals` (R3.1.4), which rebuilds the deletion
+view from `snip_boundary` records and relinks `parent_uuid` so that every survivor's parent is a
+survivor (or none). The disk is never touched (R3.1.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import msgspec
+
+from foldline.timeline import AnyRecord, Entry, SnipBoundary
+
+__all__ = ["apply_snip_removals", "short_id", "snipped_uuids"]
+
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def short_id(uuid: str) -> str:
+    """The first 10 hex digits of a uuid read as an integer, written in base 36 (R3.1.1)."""
+    value = int(uuid.replace("-", "")[:10], 16)
+    if value == 0:
+        return "0"
+    digits = []
+    while value:
+        value, rem = divmod(value, 36)
+        digits.append(_BASE36[rem])
+    return "".join(reversed(digits))
+
+
+def snipped_uuids(records: Iterable[AnyRecord]) -> set[str]:
+    """Every uuid removed by any snip boundary in `records`."""
+    removed: set[str] = set()
+    for record in records:
+        if isinstance(record, SnipBoundary):
+            removed.update(record.removed_uuids)
+    return removed
+
+
+def apply_snip_removals(entries: Sequence[Entry], removed: set[str]) -> list[Entry]:
+    """Drop `removed` entries and repoint each survivor's parent at its nearest surviving ancestor.
+
+    Survivors keep their order. A parent chain that leaves the known entries, or loops, ends at
+    `None` rather than hanging.
+    """
+    if not removed:
+        return list(entries)
+    parent_of = {e.uuid: e.parent_uuid for e in entries}
+    result: list[Entry] = []
+    for entry in entries:
+        if entry.uuid in removed:
+            continue
+        parent = entry.parent_uuid
+        seen: set[str] = set()
+        while parent is not None and parent in removed and parent not in seen:
+            seen.add(parent)
+            parent = parent_of.get(parent)
+        if parent is not None and parent in removed:
+            parent = None
+        if parent != entry.parent_uuid:
+            entry = msgspec.structs.replace(entry, parent_uuid=parent)
+        result.append(entry)
+    return result

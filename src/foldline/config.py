@@ -1,0 +1,131 @@
+"""Every tunable number of the pipeline, in one typed, frozen configuration object.
+
+Defaults are SPEC.md's. Nothing else in the package hard-codes a threshold: stages take the
+`Config` (or the sub-config they need) they were built with.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+__all__ = [
+    "AutoCompactConfig",
+    "CollapseConfig",
+    "Config",
+    "MicrocompactConfig",
+    "RetryConfig",
+    "TranscriptConfig",
+    "default_sessions_dir",
+]
+
+FsyncPolicy = Literal["always", "boundaries", "never"]
+
+
+def default_sessions_dir() -> Path:
+    """`$FOLDLINE_HOME/projects` (default `~/.foldline/projects`): where sessions live (R2.4)."""
+    home = os.environ.get("FOLDLINE_HOME")
+    return (Path(home) if home else Path.home() / ".foldline") / "projects"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TranscriptConfig:
+    """Persistence (SPEC §2)."""
+
+    sessions_dir: Path = field(default_factory=default_sessions_dir)
+    fsync: FsyncPolicy = "boundaries"
+    """`boundaries`: fsync before a tool runs and before each API call; `always`: after every
+    record; `never`: leave it to the OS (tests, benchmarks)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MicrocompactConfig:
+    """Level 2 (SPEC §3.2)."""
+
+    compactable_tools: frozenset[str] = frozenset(
+        {"Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write"}
+    )
+    keep_recent: int = 5
+    time_based_after_s: float = 60 * 60
+    cached_trigger_tokens: int = 20_000
+    placeholder: str = "[Old tool result content cleared]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollapseConfig:
+    """Level 3 (SPEC §3.3)."""
+
+    enabled: bool = True
+    commit_at: float = 0.90
+    emergency_at: float = 0.95
+
+
+@dataclass(frozen=True, kw_only=True)
+class AutoCompactConfig:
+    """Level 4 (SPEC §3.4)."""
+
+    buffer_tokens: int = 13_000
+    warning_below_threshold: int = 20_000
+    blocking_margin: int = 3_000
+    max_consecutive_failures: int = 3
+    thrash_turns: int = 3
+    thrash_repeats: int = 3
+    summary_max_tokens: int = 20_000
+    ptl_max_retries: int = 3
+    reattach_files: int = 5
+    reattach_tokens_per_file: int = 5_000
+    reattach_tokens_total: int = 50_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryConfig:
+    """Transient-error retries (R5.6, R5.7): one layer, bounded in attempts and in wall time."""
+
+    max_attempts: int = 5
+    """Total HTTP attempts per turn across every layer (the SDK's own retries are turned off)."""
+    max_retry_after_s: float = 60.0
+    """A `retry-after` longer than this surfaces as an error instead of a silent wait."""
+    base_backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+    stream_idle_timeout_s: float = 300.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """The whole pipeline's configuration (SPEC's defaults)."""
+
+    model: str = "claude-sonnet-4-5"
+    context_window: int = 200_000
+    output_reserve: int = 20_000
+    max_output_tokens: int = 8_192
+    escalated_max_output_tokens: int = 64_000
+    max_output_recoveries: int = 3
+    tool_result_budget_chars: int = 50_000
+    snip_enabled: bool = True
+    transcript: TranscriptConfig = field(default_factory=TranscriptConfig)
+    microcompact: MicrocompactConfig = field(default_factory=MicrocompactConfig)
+    collapse: CollapseConfig = field(default_factory=CollapseConfig)
+    autocompact: AutoCompactConfig = field(default_factory=AutoCompactConfig)
+    retry: RetryConfig = field(default_factory=RetryConfig)
+
+    @property
+    def effective_window(self) -> int:
+        """Context window minus the output reserve (R3.4.1: 200K -> 180K)."""
+        return self.context_window - self.output_reserve
+
+    @property
+    def autocompact_threshold(self) -> int:
+        """Effective window minus the AutoCompact buffer (167K for a 200K window)."""
+        return self.effective_window - self.autocompact.buffer_tokens
+
+    @property
+    def warning_threshold(self) -> int:
+        """Where the UI turns yellow (147K for a 200K window)."""
+        return self.autocompact_threshold - self.autocompact.warning_below_threshold
+
+    @property
+    def blocking_limit(self) -> int:
+        """Above this the request is refused with an error telling the user to compact (177K)."""
+        return self.effective_window - self.autocompact.blocking_margin

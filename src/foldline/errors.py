@@ -1,0 +1,103 @@
+"""Every exception foldline raises, split by whose fault it is.
+
+```
+FoldlineError
+├── UserError                       caller misuse: bad arguments, bad configuration
+│   └── RequestValidationError      a request body the Messages API would reject (status, type, path)
+├── TranscriptError                 a session file we cannot read or write
+│   ├── TranscriptLockedError       another live process holds the session
+│   ├── TranscriptWriteError        write/fsync failed (disk full, EIO); the writer is poisoned
+│   └── TranscriptFormatError       not a transcript at all (bad header, unknown format version)
+├── ModelAPIError                   the model endpoint failed
+│   └── ModelHTTPError              ... with an HTTP status and error body
+└── UnexpectedModelBehavior         the model returned something we cannot use
+```
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FoldlineError",
+    "ModelAPIError",
+    "ModelHTTPError",
+    "RequestValidationError",
+    "TranscriptError",
+    "TranscriptFormatError",
+    "TranscriptLockedError",
+    "TranscriptWriteError",
+    "UnexpectedModelBehavior",
+    "UserError",
+]
+
+
+class FoldlineError(Exception):
+    """Base class of every foldline error."""
+
+
+class UserError(FoldlineError):
+    """The caller asked for something that cannot be done as asked."""
+
+
+class RequestValidationError(UserError):
+    """A Messages API request body breaks one of the API's validation rules.
+
+    Carries what the real API would answer: `status` (400, 413, ...), `error_type`
+    (`invalid_request_error`, `request_too_large`), the API's `message` text, and the JSON
+    `path` of the offending element (`messages.3.content.1`), empty when the whole body is at fault.
+    """
+
+    def __init__(
+        self, message: str, *, path: str = "", status: int = 400, error_type: str = "invalid_request_error"
+    ):
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.status = status
+        self.error_type = error_type
+
+
+class TranscriptError(FoldlineError):
+    """A session transcript could not be read or written."""
+
+
+class TranscriptLockedError(TranscriptError):
+    """Another live process is appending to this session."""
+
+    def __init__(self, path: str, holder_pid: int | None):
+        who = f"process {holder_pid}" if holder_pid else "another process"
+        super().__init__(
+            f"{path}: session is open in {who}; close it there, or resume a fork of it "
+            "(a dead holder's lock is released automatically)"
+        )
+        self.path = path
+        self.holder_pid = holder_pid
+
+
+class TranscriptWriteError(TranscriptError):
+    """Appending or syncing failed; nothing further is written through this writer."""
+
+
+class TranscriptFormatError(TranscriptError):
+    """The file is not a transcript foldline can read (bad header, newer format version)."""
+
+
+class ModelAPIError(FoldlineError):
+    """The model endpoint failed to answer usefully."""
+
+    def __init__(self, model: str, message: str):
+        super().__init__(f"{model}: {message}")
+        self.model = model
+        self.message = message
+
+
+class ModelHTTPError(ModelAPIError):
+    """The model endpoint answered with an HTTP error status."""
+
+    def __init__(self, model: str, status: int, body: object, message: str = ""):
+        super().__init__(model, message or f"HTTP {status}: {body!r}")
+        self.status = status
+        self.body = body
+
+
+class UnexpectedModelBehavior(FoldlineError):
+    """The model returned something the pipeline cannot use (an empty summary, say)."""

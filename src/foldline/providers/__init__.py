@@ -1,0 +1,1 @@
+"""Model providers: the Anthropic Messages API and anything that speaks it (R0.2)."""

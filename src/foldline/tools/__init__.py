@@ -1,0 +1,1 @@
+"""Built-in tools and permissions (SPEC §9)."""
