@@ -22,6 +22,7 @@ import msgspec
 from foldline._types import Block, JSONObject
 
 __all__ = [
+    "ENTRY_TYPES",
     "AnyRecord",
     "ApiErrorInfo",
     "AssistantEntry",

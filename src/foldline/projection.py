@@ -1,0 +1,100 @@
+"""The API projection of a timeline: what control records say the model should see (R1.4, R2.2).
+
+Snip boundaries remove entries (R3.1.4), committed collapses replace spans by their summaries
+(R3.3.3), and the latest compact boundary starts the view (R3.4.4). The UI never sees any of this:
+it reads the timeline itself. Everything here is a pure function of the records, so a resumed
+session rebuilds exactly the projection it had (R2.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from foldline.compact.snip import apply_snip_removals
+from foldline.timeline import (
+    ENTRY_TYPES,
+    AnyRecord,
+    CachePin,
+    CollapseCommit,
+    CompactBoundary,
+    Entry,
+    LatchedHeaders,
+    SnipBoundary,
+    UserEntry,
+    UserMessage,
+)
+
+__all__ = ["ProjectionState", "collapse_summary_text", "project_view", "rebuild_state"]
+
+
+@dataclass(frozen=True)
+class ProjectionState:
+    """Everything the control records of a session imply, rebuilt from the records alone."""
+
+    removed: frozenset[str]
+    """Entries snipped away (R3.1.2)."""
+    collapses: tuple[CollapseCommit, ...]
+    """Committed folds, in commit order (R3.3.3)."""
+    boundary_index: int | None
+    """Index in the records of the latest compact boundary (R3.4.4), if any."""
+    pins: tuple[CachePin, ...]
+    """Pinned cache_edits blocks, in pin order (R4.2.3)."""
+    betas: tuple[str, ...]
+    """Latched beta headers, first-sent order, no duplicates (R7.5)."""
+
+
+def rebuild_state(records: Sequence[AnyRecord]) -> ProjectionState:
+    """Replay every control record of `records` into one `ProjectionState`."""
+    removed: set[str] = set()
+    collapses: list[CollapseCommit] = []
+    pins: list[CachePin] = []
+    betas: dict[str, None] = {}
+    boundary_index: int | None = None
+    for i, record in enumerate(records):
+        if isinstance(record, SnipBoundary):
+            removed.update(record.removed_uuids)
+        elif isinstance(record, CollapseCommit):
+            collapses.append(record)
+        elif isinstance(record, CompactBoundary):
+            boundary_index = i
+        elif isinstance(record, CachePin):
+            pins.append(record)
+        elif isinstance(record, LatchedHeaders):
+            betas.update(dict.fromkeys(record.betas))
+    return ProjectionState(frozenset(removed), tuple(collapses), boundary_index, tuple(pins), tuple(betas))
+
+
+def collapse_summary_text(commit: CollapseCommit) -> str:
+    """The text that stands in for a folded span in the API view."""
+    return f"<collapsed-context id={commit.collapse_id}>\n{commit.summary}\n</collapsed-context>"
+
+
+def _apply_collapses(entries: list[Entry], collapses: Sequence[CollapseCommit]) -> list[Entry]:
+    for commit in collapses:
+        index = {e.uuid: i for i, e in enumerate(entries)}
+        first, last = index.get(commit.first_uuid), index.get(commit.last_uuid)
+        if first is None or last is None or last < first:
+            continue  # the span is gone (snipped, or before a compact boundary): nothing to fold
+        summary = UserEntry(
+            uuid=commit.uuid,
+            parent_uuid=entries[first].parent_uuid,
+            timestamp=commit.timestamp,
+            is_meta=True,
+            message=UserMessage(content=collapse_summary_text(commit)),
+        )
+        entries = [*entries[:first], summary, *entries[last + 1 :]]
+    return entries
+
+
+def project_view(records: Sequence[AnyRecord], state: ProjectionState | None = None) -> list[Entry]:
+    """The entries the API layer starts from, before `normalize_messages_for_api`.
+
+    Order of application: cut at the latest compact boundary, remove snipped entries (relinking
+    parents), then replace committed collapse spans by their summaries.
+    """
+    state = state or rebuild_state(records)
+    start = 0 if state.boundary_index is None else state.boundary_index + 1
+    entries = [r for r in records[start:] if isinstance(r, ENTRY_TYPES)]
+    entries = apply_snip_removals(entries, set(state.removed))
+    return _apply_collapses(entries, state.collapses)
