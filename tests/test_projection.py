@@ -1,0 +1,88 @@
+"""The API projection rebuilt from control records alone (R1.4, R2.2)."""
+
+from __future__ import annotations
+
+from foldline._json import decode_record, encode_line
+from foldline.projection import collapse_summary_text, project_view, rebuild_state
+from foldline.timeline import (
+    AnyRecord,
+    CachePin,
+    CollapseCommit,
+    CompactBoundary,
+    LatchedHeaders,
+    SnipBoundary,
+    UserEntry,
+    UserMessage,
+)
+
+
+def _user(uuid: str, parent: str | None = None) -> UserEntry:
+    return UserEntry(uuid=uuid, parent_uuid=parent, timestamp="t", message=UserMessage(content=uuid))
+
+
+def _session() -> list[AnyRecord]:
+    return [
+        _user("a"),
+        _user("b", "a"),
+        _user("c", "b"),
+        SnipBoundary(uuid="s1", timestamp="t", removed_uuids=("b",)),
+        _user("d", "c"),
+        _user("e", "d"),
+        _user("f", "e"),
+        CollapseCommit(
+            uuid="k1", timestamp="t", collapse_id="fold-1", first_uuid="d", last_uuid="e", summary="D+E"
+        ),
+        LatchedHeaders(uuid="l1", timestamp="t", betas=("x-beta",)),
+        LatchedHeaders(uuid="l2", timestamp="t", betas=("y-beta", "x-beta")),
+        CachePin(uuid="p1", timestamp="t", message_index=1, block_index=0, block={"type": "cache_edits"}),
+    ]
+
+
+def test_snip_and_collapse_projection() -> None:
+    view = project_view(_session())
+    assert [e.uuid for e in view] == ["a", "c", "k1", "f"]
+    assert view[1].parent_uuid == "a"  # relinked over the snipped "b"
+    folded = view[2]
+    assert isinstance(folded, UserEntry)
+    assert folded.is_meta
+    assert folded.message.content == collapse_summary_text(_session()[7])  # type: ignore[arg-type]
+
+
+def test_state_collects_pins_and_latched_betas_in_first_sent_order() -> None:
+    state = rebuild_state(_session())
+    assert state.betas == ("x-beta", "y-beta")
+    assert [p.uuid for p in state.pins] == ["p1"]
+    assert state.removed == {"b"}
+
+
+def test_view_starts_after_latest_compact_boundary() -> None:
+    records = [
+        *_session(),
+        CompactBoundary(uuid="cb", timestamp="t", logical_parent_uuid="f"),
+        UserEntry(
+            uuid="sum",
+            parent_uuid="cb",
+            timestamp="t",
+            is_compact_summary=True,
+            message=UserMessage(content="S"),
+        ),
+        _user("g", "sum"),
+    ]
+    assert [e.uuid for e in project_view(records)] == ["sum", "g"]
+
+
+def test_collapse_of_a_span_cut_by_snip_or_boundary_is_ignored() -> None:
+    records: list[AnyRecord] = [
+        _user("a"),
+        _user("b", "a"),
+        SnipBoundary(uuid="s", timestamp="t", removed_uuids=("a",)),
+        CollapseCommit(uuid="k", timestamp="t", collapse_id="f", first_uuid="a", last_uuid="b", summary="x"),
+    ]
+    assert [e.uuid for e in project_view(records)] == ["b"]
+
+
+def test_projection_survives_a_jsonl_round_trip() -> None:
+    records = _session()
+    resumed: list[AnyRecord] = [decode_record(encode_line(r)) for r in records]
+    assert project_view(resumed) == project_view(records)
+    assert rebuild_state(resumed) == rebuild_state(records)
