@@ -17,6 +17,7 @@ __all__ = [
     "Config",
     "MicrocompactConfig",
     "RetryConfig",
+    "ToolsConfig",
     "TranscriptConfig",
     "default_sessions_dir",
 ]
@@ -93,6 +94,31 @@ class RetryConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ToolsConfig:
+    """Built-in tools (SPEC §9): timeouts and output caps."""
+
+    bash_timeout_s: float = 120.0
+    """Default Bash timeout when the model gives none."""
+    bash_max_timeout_s: float = 600.0
+    """The longest timeout the model may ask for."""
+    kill_grace_s: float = 2.0
+    """SIGTERM -> SIGKILL grace period for a Bash process group."""
+    background_grace_s: float = 0.5
+    """How long output pipes may stay open after the shell exits (background children) before the
+    group is killed."""
+    max_output_chars: int = 30_000
+    """Bash output (stdout and stderr each) beyond this keeps its head and tail."""
+    read_default_lines: int = 2_000
+    read_max_line_chars: int = 2_000
+    read_max_bytes: int = 10 * 1024 * 1024
+    """Text files above this must be read with `offset`/`limit`; images above it are refused."""
+    search_max_results: int = 100
+    """Glob paths / Grep files or lines returned before the list is cut."""
+    search_max_file_bytes: int = 5 * 1024 * 1024
+    """Grep skips files larger than this."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """The whole pipeline's configuration (SPEC's defaults)."""
 
@@ -109,6 +135,7 @@ class Config:
     collapse: CollapseConfig = field(default_factory=CollapseConfig)
     autocompact: AutoCompactConfig = field(default_factory=AutoCompactConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
 
     @property
     def effective_window(self) -> int:

@@ -10,7 +10,8 @@ FoldlineError
 │   └── TranscriptFormatError       not a transcript at all (bad header, unknown format version)
 ├── ModelAPIError                   the model endpoint failed
 │   └── ModelHTTPError              ... with an HTTP status and error body
-└── UnexpectedModelBehavior         the model returned something we cannot use
+├── UnexpectedModelBehavior         the model returned something we cannot use
+└── ToolError                       a tool call cannot be carried out (becomes an is_error result)
 ```
 """
 
@@ -21,6 +22,7 @@ __all__ = [
     "ModelAPIError",
     "ModelHTTPError",
     "RequestValidationError",
+    "ToolError",
     "TranscriptError",
     "TranscriptFormatError",
     "TranscriptLockedError",
@@ -101,3 +103,11 @@ class ModelHTTPError(ModelAPIError):
 
 class UnexpectedModelBehavior(FoldlineError):
     """The model returned something the pipeline cannot use (an empty summary, say)."""
+
+
+class ToolError(FoldlineError):
+    """A tool call the model made cannot be carried out (missing file, ambiguous edit, bad input).
+
+    Tools raise it internally; `Tool.run` turns it into an `is_error` tool result whose text is the
+    message, so the model reads the reason and can correct itself.
+    """
