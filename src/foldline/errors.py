@@ -20,8 +20,11 @@ from __future__ import annotations
 __all__ = [
     "FoldlineError",
     "ModelAPIError",
+    "ModelConnectionError",
     "ModelHTTPError",
+    "PromptTooLongError",
     "RequestValidationError",
+    "RetriesExhaustedError",
     "ToolError",
     "TranscriptError",
     "TranscriptFormatError",
@@ -93,12 +96,57 @@ class ModelAPIError(FoldlineError):
 
 
 class ModelHTTPError(ModelAPIError):
-    """The model endpoint answered with an HTTP error status."""
+    """The model endpoint answered with an HTTP error status, or an `error` event inside a 200 stream.
 
-    def __init__(self, model: str, status: int, body: object, message: str = ""):
+    `error_type` is the API's `error.type` (`overloaded_error`, `rate_limit_error`, ...);
+    `retry_after` is the server's `retry-after` in seconds, when it sent one; `in_stream` is true
+    for an `error` event that arrived after a 200 status.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        status: int,
+        body: object,
+        message: str = "",
+        *,
+        error_type: str = "",
+        retry_after: float | None = None,
+        in_stream: bool = False,
+    ):
         super().__init__(model, message or f"HTTP {status}: {body!r}")
         self.status = status
         self.body = body
+        self.error_type = error_type
+        self.retry_after = retry_after
+        self.in_stream = in_stream
+
+    @property
+    def transient(self) -> bool:
+        """Whether retrying the same request may succeed (R5.6)."""
+        if self.in_stream:
+            return self.error_type in {"overloaded_error", "api_error", "rate_limit_error"}
+        return self.status in {408, 409, 429, 529} or self.status >= 500
+
+    @property
+    def prompt_too_long(self) -> bool:
+        """The API said the prompt does not fit the context window (R5.4)."""
+        return self.status == 413 or "prompt is too long" in self.message
+
+
+class ModelConnectionError(ModelAPIError):
+    """The connection failed or dropped, or the stream produced no event for too long (R5.7)."""
+
+
+class RetriesExhaustedError(ModelAPIError):
+    """The retry layer gave up: too many attempts this turn, or a `retry-after` beyond the cap.
+
+    Deliberately not transient: no layer above retries it again (reliability.md §1.11).
+    """
+
+
+class PromptTooLongError(FoldlineError):
+    """The conversation does not fit the context window and recovery could not shrink it (R5.4)."""
 
 
 class UnexpectedModelBehavior(FoldlineError):

@@ -1,0 +1,177 @@
+"""The Anthropic Messages API (and anything that speaks it) through the official `anthropic` SDK.
+
+The SDK's own retries are turned off (`max_retries=0`): the engine owns the one retry layer, so
+HTTP attempts per turn are bounded in one place (reliability.md §1.11). SDK errors are mapped to
+foldline's in one context manager.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import anthropic
+
+from foldline.errors import ModelConnectionError, ModelHTTPError
+from foldline.providers.base import Capabilities
+from foldline.stream import (
+    BlockStart,
+    BlockStop,
+    InputJSONDelta,
+    MessageDelta,
+    MessageStart,
+    MessageStop,
+    SignatureDelta,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+)
+from foldline.timeline import Usage
+
+__all__ = ["AnthropicProvider", "map_event"]
+
+
+class AnthropicProvider:
+    """A `Provider` over `anthropic.AsyncAnthropic`.
+
+    Args:
+        api_key: API key; the SDK reads `ANTHROPIC_API_KEY` when omitted.
+        base_url: Another server that speaks the API, e.g. `foldline serve`.
+        capabilities: What the endpoint supports (cache_edits only where declared).
+        client: An existing client (tests inject one with custom transport).
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        capabilities: Capabilities | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+        timeout: float = 600.0,
+    ) -> None:
+        self._client = client or anthropic.AsyncAnthropic(
+            api_key=api_key or "unused-by-local-servers", base_url=base_url, max_retries=0, timeout=timeout
+        )
+        self._capabilities = capabilities or Capabilities(name="anthropic")
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this endpoint supports."""
+        return self._capabilities
+
+    async def stream(self, body: dict[str, Any], *, betas: Sequence[str] = ()) -> AsyncIterator[StreamEvent]:
+        """One streaming HTTP attempt; yields foldline stream events."""
+        model = str(body.get("model", ""))
+        headers = {"anthropic-beta": ",".join(betas)} if betas else None
+        request = {k: v for k, v in body.items() if k != "stream"}
+        with _map_api_errors(model):
+            events = await self._client.messages.create(**request, stream=True, extra_headers=headers)
+            try:
+                async for raw in events:
+                    event = map_event(raw.model_dump(mode="json", exclude_none=True))
+                    if event is not None:
+                        yield event
+            finally:
+                await events.close()
+
+    async def aclose(self) -> None:
+        """Close the underlying HTTP client."""
+        await self._client.close()
+
+
+@contextmanager
+def _map_api_errors(model: str) -> Iterator[None]:
+    """Turn SDK exceptions into foldline's, most specific first, keeping the cause."""
+    try:
+        yield
+    except anthropic.APIStatusError as e:
+        in_stream = e.status_code == 200  # an `error` event inside a 200 stream
+        error_type: str = e.type or ""
+        if in_stream and not error_type and isinstance(e.body, dict):
+            error_type = str(e.body.get("error", {}).get("type", ""))
+        message = e.api_message or str(e.message)
+        raise ModelHTTPError(
+            model,
+            e.status_code,
+            e.body,
+            message,
+            error_type=error_type,
+            retry_after=_retry_after(e.response.headers),
+            in_stream=in_stream,
+        ) from e
+    except anthropic.APIConnectionError as e:
+        raise ModelConnectionError(model, f"connection failed: {e}") from e
+
+
+def _retry_after(headers: Any) -> float | None:
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return float(value) * scale
+            except ValueError:
+                continue
+    return None
+
+
+def _usage(data: dict[str, Any] | None) -> Usage:
+    data = data or {}
+    fields = (
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+        "cache_deleted_input_tokens",
+    )
+    values = {k: int(data[k]) for k in fields if isinstance(data.get(k), int)}
+    creation = data.get("cache_creation")
+    return Usage(**values, cache_creation=dict(creation) if isinstance(creation, dict) else None)
+
+
+def map_event(data: dict[str, Any]) -> StreamEvent | None:
+    """Map one wire stream event (as JSON) to a foldline stream event; `None` for pings/unknown."""
+    kind = data.get("type")
+    if kind == "message_start":
+        message = data["message"]
+        return MessageStart(
+            id=message["id"], model=message.get("model", ""), usage=_usage(message.get("usage"))
+        )
+    if kind == "content_block_start":
+        return BlockStart(index=data["index"], block=_start_block(data["content_block"]))
+    if kind == "content_block_delta":
+        return _map_delta(data["index"], data["delta"])
+    if kind == "content_block_stop":
+        return BlockStop(index=data["index"])
+    if kind == "message_delta":
+        delta = data.get("delta", {})
+        return MessageDelta(
+            stop_reason=delta.get("stop_reason"),
+            stop_sequence=delta.get("stop_sequence"),
+            usage=_usage(data.get("usage")),
+        )
+    if kind == "message_stop":
+        return MessageStop()
+    return None
+
+
+def _start_block(block: dict[str, Any]) -> dict[str, Any]:
+    # Deltas build text/thinking/input up from empty; the start event's copies are placeholders.
+    block = dict(block)
+    if block.get("type") == "tool_use":
+        block.setdefault("input", {})
+    return block
+
+
+def _map_delta(index: int, delta: dict[str, Any]) -> StreamEvent | None:
+    kind = delta.get("type")
+    if kind == "text_delta":
+        return TextDelta(index, delta["text"])
+    if kind == "thinking_delta":
+        return ThinkingDelta(index, delta["thinking"])
+    if kind == "signature_delta":
+        return SignatureDelta(index, delta["signature"])
+    if kind == "input_json_delta":
+        return InputJSONDelta(index, delta["partial_json"])
+    return None
