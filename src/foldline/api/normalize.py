@@ -1,0 +1,851 @@
+"""`normalize_messages_for_api`: projected timeline in, valid Messages API messages out (SPEC §4.1).
+
+The input is `project_view(records)` (entries after snip, collapse and compact projection). The
+output is a list of `{role, content}` messages the strict validator accepts. The work is a fixed
+pipeline of small pure steps, one per SPEC step, composed in `STEPS` in the documented order:
+
+```
+lift entries -> S0 filter -> S1 attachments -> S2 media -> S3 merge ids -> S4 merge users
+  -> S5 snip tags -> S6.a .. S6.g edge cleanup -> S6.h tool pairing -> S7 media limits -> final shape
+```
+
+Invariants:
+- Nothing is mutated: entries are frozen, and every block a step changes is copied first. Blocks a
+  step does not change are passed through as the same objects, so thinking blocks and signatures
+  reach the wire byte-exact (api_rules #21, #22).
+- Text the user typed (non-meta user text) is never dropped; only whitespace-only text is.
+- The result starts with a user message, alternates roles, has no empty content and no
+  whitespace-only text, pairs every `tool_use` with a `tool_result` at the start of the next message,
+  and never ends with an assistant message unless a prefill was asked for.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import hashlib
+import re
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal, TypeAlias, TypedDict
+
+from foldline._types import Block
+from foldline.compact.snip import short_id
+from foldline.errors import UserError
+from foldline.timeline import (
+    AssistantEntry,
+    AttachmentEntry,
+    Entry,
+    ProgressEntry,
+    SystemEntry,
+    UserEntry,
+    is_api_visible,
+)
+
+__all__ = [
+    "INTERRUPTED_RESULT_TEXT",
+    "STEPS",
+    "MediaLimits",
+    "MessageParam",
+    "NormalizeOptions",
+    "NormalizeStep",
+    "normalize_messages_for_api",
+    "run_steps",
+]
+
+INTERRUPTED_RESULT_TEXT = "[Tool call interrupted: no result was recorded]"
+"""The `is_error` result synthesized for a `tool_use` whose result never reached the timeline."""
+EMPTY_ASSISTANT_TEXT = "(no content)"
+EMPTY_ERROR_TEXT = "[Tool error: no details were recorded]"
+LEADING_USER_TEXT = "[Earlier conversation omitted]"
+
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+_MEDIA = frozenset({"image", "document"})
+_STRIP_KEYS = frozenset({"caller", "cache_control", "cache_reference"})
+"""Fields that are ours or Claude Code's, not the API's: breakpoints are re-placed by `api.cache`."""
+_REMINDER_PREFIX = "<system-reminder>"
+_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+class MessageParam(TypedDict):
+    """One Messages API message as sent: role and a list of content blocks."""
+
+    role: Literal["user", "assistant"]
+    content: list[Block]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MediaLimits:
+    """The API's image and document limits (api_rules #29-#33), checked by S7 before sending."""
+
+    max_image_bytes: int = 5 * 1024 * 1024
+    max_image_px: int = 8000
+    many_images_threshold: int = 20
+    """More images than this in one request lower the dimension limit to `many_images_px`."""
+    many_images_px: int = 2000
+    max_media_items: int = 100
+    """Images plus PDF pages per request."""
+    image_media_types: frozenset[str] = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class NormalizeOptions:
+    """What a request needs from normalization besides the entries."""
+
+    snip_enabled: bool = False
+    """S5: tag each user message with `[id:<short>]` so the model can snip it (R3.1.1)."""
+    thinking_enabled: bool = True
+    """With thinking off, a kept final assistant prefill loses its thinking blocks (api_rules #23)."""
+    allow_prefill: bool = False
+    """Keep a trailing assistant message as a prefill instead of dropping it (api_rules #9)."""
+    media: MediaLimits = field(default_factory=MediaLimits)
+
+
+Role: TypeAlias = Literal["user", "assistant", "system", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Msg:
+    """A message in the making. `system` and `error` roles never leave the pipeline."""
+
+    role: Role
+    content: list[Block]
+    uuids: tuple[str, ...]
+    msg_id: str = ""
+    is_meta: bool = True
+    """No typed user text in it (tool results, injected context, assistant output)."""
+    entry: Entry | None = None
+    """The single entry it was lifted from, until a merge makes it several."""
+    attach_to: str | None = None
+    """S1: the tool_use id an attachment belongs beside."""
+    error_text: str = ""
+
+
+Step: TypeAlias = Callable[[list[_Msg], NormalizeOptions], list[_Msg]]
+
+
+@dataclass(frozen=True)
+class NormalizeStep:
+    """One named step of the pipeline; `name` is the SPEC's label (`"S6.h"`)."""
+
+    name: str
+    run: Step
+
+
+# --- lifting entries into messages ------------------------------------------------------------
+
+
+def _clean_block(block: Block) -> Block:
+    """The block without CC/foldline-only fields; thinking blocks are never touched."""
+    kind = block.get("type")
+    if kind in _THINKING:
+        return block
+    content = block.get("content")
+    if kind == "tool_result" and isinstance(content, list):
+        cleaned = [_clean_block(b) for b in content]
+        if any(c is not b for c, b in zip(cleaned, content, strict=True)) or _STRIP_KEYS & block.keys():
+            return {k: v for k, v in block.items() if k not in _STRIP_KEYS} | {"content": cleaned}
+    if _STRIP_KEYS & block.keys():
+        return {k: v for k, v in block.items() if k not in _STRIP_KEYS}
+    return block
+
+
+def _blocks(content: str | Sequence[Block]) -> list[Block]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [_clean_block(b) for b in content if isinstance(b, dict)]
+
+
+def _reminder(content: str | Sequence[Block]) -> list[Block]:
+    """Attachment text as the model sees it: wrapped in `<system-reminder>` like Claude Code does."""
+    if isinstance(content, str):
+        if not content.strip() or content.startswith(_REMINDER_PREFIX):
+            return _blocks(content)
+        return [{"type": "text", "text": f"{_REMINDER_PREFIX}\n{content}\n</system-reminder>"}]
+    return _blocks(content)
+
+
+def _error_text(entry: AssistantEntry) -> str:
+    texts = [b.get("text", "") for b in entry.message.content if b.get("type") == "text"]
+    if entry.api_error is not None:
+        texts += [entry.api_error.message, entry.api_error.error_type, str(entry.api_error.status or "")]
+    return "\n".join(t for t in texts if isinstance(t, str))
+
+
+def _lift(entry: Entry) -> _Msg:
+    """Every entry as a message, before any filtering (S0 decides what is sent)."""
+    uuids = (entry.uuid,)
+    if isinstance(entry, UserEntry):
+        typed = not entry.is_meta and not entry.is_compact_summary
+        return _Msg("user", _blocks(entry.message.content), uuids, is_meta=not typed, entry=entry)
+    if isinstance(entry, AssistantEntry):
+        content = _blocks(entry.message.content)
+        error = _error_text(entry) if entry.is_api_error_message else ""
+        return _Msg("assistant", content, uuids, msg_id=entry.message.id, entry=entry, error_text=error)
+    if isinstance(entry, AttachmentEntry):
+        return _Msg("user", _reminder(entry.content), uuids, entry=entry, attach_to=entry.tool_use_id)
+    if isinstance(entry, SystemEntry):
+        role: Role = "user" if entry.subtype == "local_command" else "system"
+        return _Msg(role, _blocks(entry.content), uuids, entry=entry)
+    if isinstance(entry, ProgressEntry):
+        return _Msg("system", _blocks(entry.text), uuids, entry=entry)
+    raise UserError(f"entry {getattr(entry, 'uuid', '?')}: not a timeline entry: {type(entry).__name__}")
+
+
+# --- S0 .. S5 ---------------------------------------------------------------------------------
+
+
+def s0_filter(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S0: drop virtual, progress, non-`local_command` system and sidechain entries (R1.5).
+
+    Synthetic API-error entries are turned into `error` markers that S2 reads and removes.
+    """
+    out: list[_Msg] = []
+    for m in msgs:
+        if m.entry is None or is_api_visible(m.entry):
+            out.append(m)
+        elif isinstance(m.entry, AssistantEntry) and m.entry.is_api_error_message and not m.entry.is_virtual:
+            out.append(_Msg("error", [], m.uuids, entry=m.entry, error_text=m.error_text))
+    return out
+
+
+def s1_reorder_attachments(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S1: move each hook attachment right after the message holding its tool call's result."""
+    result_at: dict[str, int] = {}
+    for i, m in enumerate(msgs):
+        if m.role == "user":
+            for b in m.content:
+                if b.get("type") == "tool_result":
+                    result_at.setdefault(str(b.get("tool_use_id")), i)
+    moved: dict[int, list[_Msg]] = {}
+    keep: list[tuple[int, _Msg]] = []
+    for i, m in enumerate(msgs):
+        target = result_at.get(m.attach_to) if m.attach_to else None
+        if target is not None and target != i:
+            moved.setdefault(target, []).append(m)
+        else:
+            keep.append((i, m))
+    if not moved:
+        return msgs
+    out: list[_Msg] = []
+    for i, m in keep:
+        out.append(m)
+        out.extend(moved.pop(i, ()))
+    return out
+
+
+_MEDIA_ERRORS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
+    (re.compile(r"request[ _]too[ _]large|exceeds the maximum (allowed number of bytes|size)|\b413\b", re.I),
+     frozenset({"document", "image"})),
+    (re.compile(r"too (many images|much media)", re.I), frozenset({"document", "image"})),
+    (re.compile(r"pdf", re.I), frozenset({"document"})),
+    (re.compile(r"image", re.I), frozenset({"image"})),
+)  # fmt: skip
+"""API error texts (api_rules #29-#33, #41) -> the block types to strip; first match wins."""
+
+
+def media_types_to_strip(error_text: str) -> frozenset[str]:
+    """The block types an API error about media asks us to strip (empty when it is not about media)."""
+    for pattern, kinds in _MEDIA_ERRORS:
+        if pattern.search(error_text):
+            return kinds
+    return frozenset()
+
+
+def _strip_media(blocks: list[Block], kinds: frozenset[str]) -> list[Block]:
+    out: list[Block] = []
+    for b in blocks:
+        if b.get("type") in kinds:
+            continue
+        inner = b.get("content")
+        if b.get("type") == "tool_result" and isinstance(inner, list):
+            kept = _strip_media(inner, kinds)
+            if len(kept) != len(inner):
+                b = b | {"content": kept}
+        out.append(b)
+    return out
+
+
+def s2_strip_failed_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S2: after the API rejected media, strip it from the nearest injected (`is_meta`) user message.
+
+    The walk back from each error marker stops at an assistant message or at a user message with
+    typed text: the user's own input is never touched. A message left with nothing is dropped.
+    """
+    out = list(msgs)
+    emptied: set[int] = set()
+    for i, m in enumerate(msgs):
+        kinds = media_types_to_strip(m.error_text) if m.role == "error" else frozenset()
+        for j in range(i - 1, -1, -1) if kinds else ():
+            prev = out[j]
+            if prev.role == "error":
+                continue
+            if prev.role != "user" or not prev.is_meta:
+                break
+            stripped = _strip_media(prev.content, kinds)
+            if stripped != prev.content:
+                out[j] = replace(prev, content=stripped)
+                if not stripped:
+                    emptied.add(j)
+                break
+    return [m for i, m in enumerate(out) if m.role != "error" and i not in emptied]
+
+
+def _merge(a: _Msg, b: _Msg) -> _Msg:
+    return replace(
+        a,
+        content=[*a.content, *b.content],
+        uuids=a.uuids + b.uuids,
+        is_meta=a.is_meta and b.is_meta,
+        entry=None,
+    )
+
+
+def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S3: one streamed reply written as several entries (one per block) becomes one message.
+
+    Pieces merge across interleaved user messages (streaming tool execution writes each tool_result
+    between two tool_use pieces); those user messages then follow the merged reply, where S4 joins
+    them. A piece already merged (a replayed line with the same uuid) is not added twice.
+    """
+    out: list[_Msg] = []
+    open_at: int | None = None
+    for m in msgs:
+        if m.role != "assistant":
+            out.append(m)
+            continue
+        if open_at is not None and m.msg_id and out[open_at].msg_id == m.msg_id:
+            if not set(m.uuids) <= set(out[open_at].uuids):
+                out[open_at] = _merge(out[open_at], m)
+            continue
+        out.append(m)
+        open_at = len(out) - 1
+    return out
+
+
+def _merge_adjacent(msgs: list[_Msg], roles: frozenset[str]) -> list[_Msg]:
+    out: list[_Msg] = []
+    for m in msgs:
+        if out and out[-1].role == m.role and m.role in roles:
+            out[-1] = _merge(out[-1], m)
+        else:
+            out.append(m)
+    return out
+
+
+def s4_merge_users(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S4: join adjacent user messages (Bedrock rejects consecutive user turns, api_rules #3)."""
+    return _merge_adjacent(msgs, frozenset({"user"}))
+
+
+def s5_snip_tags(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S5: append `[id:<short>]` for each entry of every user message, as one final text block (R3.1.1)."""
+    if not opts.snip_enabled:
+        return msgs
+    out: list[_Msg] = []
+    for m in msgs:
+        if m.role == "user" and m.uuids:
+            tag = " ".join(f"[id:{short_id(u)}]" for u in m.uuids)
+            m = replace(m, content=[*m.content, {"type": "text", "text": tag}])
+        out.append(m)
+    return out
+
+
+# --- S6: edge cleanup -------------------------------------------------------------------------
+
+
+def _is_thinking(b: Block) -> bool:
+    return b.get("type") in _THINKING
+
+
+def _is_blank_text(b: Block) -> bool:
+    text = b.get("text")
+    return b.get("type") == "text" and (not isinstance(text, str) or not text.strip())
+
+
+def s6a_drop_orphan_thinking(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.a: drop thinking-only assistant messages whose reply has no other content anywhere.
+
+    Two passes: first the ids that have any non-thinking content, then the drop. These are streams
+    interrupted right after thinking (api_rules #24).
+    """
+    has_content = {
+        m.msg_id for m in msgs if m.role == "assistant" and any(not _is_thinking(b) for b in m.content)
+    }
+    return [
+        m
+        for m in msgs
+        if not (
+            m.role == "assistant"
+            and m.content
+            and all(_is_thinking(b) for b in m.content)
+            and m.msg_id not in has_content
+        )
+    ]
+
+
+def s6b_strip_trailing_thinking(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.b: an assistant message may not end with a thinking block (api_rules #24).
+
+    The rule bites on the final assistant message; any other one ending in thinking is a fragment
+    of the same kind (an interrupted stream), so it is treated alike.
+    """
+    out: list[_Msg] = []
+    for m in msgs:
+        if m.role == "assistant" and m.content and _is_thinking(m.content[-1]):
+            content = list(m.content)
+            while content and _is_thinking(content[-1]):
+                content.pop()
+            m = replace(m, content=content)
+        out.append(m)
+    return out
+
+
+def s6c_drop_whitespace(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.c: drop assistant messages made only of whitespace text, and whitespace-only text blocks.
+
+    Runs after S6.b so "thinking + whitespace" is caught. Whitespace-only text is rejected anywhere
+    (api_rules #6, #7); a user message left empty by it (or empty already) had nothing typed in it.
+    """
+    out: list[_Msg] = []
+    for m in msgs:
+        blank = [b for b in m.content if _is_blank_text(b)]
+        if not blank:
+            if m.content or m.role == "assistant":
+                out.append(m)
+            continue
+        if m.role == "assistant" and len(blank) == len(m.content):
+            continue
+        content = [b for b in m.content if not _is_blank_text(b)]
+        if content or m.role == "assistant":
+            out.append(replace(m, content=content))
+    return out
+
+
+def s6d_fill_empty_assistant(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.d: give an empty non-final assistant message placeholder text (api_rules #5)."""
+    last = len(msgs) - 1
+    return [
+        replace(m, content=[{"type": "text", "text": EMPTY_ASSISTANT_TEXT}])
+        if m.role == "assistant" and not m.content and i != last
+        else m
+        for i, m in enumerate(msgs)
+    ]
+
+
+def s6e_merge_adjacent(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.e: merge adjacent same-role messages again; the filters above may have made them adjacent."""
+    return _merge_adjacent(msgs, frozenset({"user", "assistant"}))
+
+
+def _fold_into(result: Block, texts: list[Block]) -> Block:
+    content = result.get("content")
+    base: list[Block]
+    if isinstance(content, list):
+        base = list(content)
+    else:
+        base = [{"type": "text", "text": content}] if isinstance(content, str) and content.strip() else []
+    return result | {"content": [*base, *texts]}
+
+
+def _is_reminder(b: Block) -> bool:
+    return b.get("type") == "text" and str(b.get("text", "")).lstrip().startswith(_REMINDER_PREFIX)
+
+
+def s6f_fold_reminders(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.f: fold `<system-reminder>` text beside tool_results into the nearest preceding result.
+
+    A reminder before the first result goes into the first one. Text among results would otherwise
+    sit where the API wants only results (api_rules #11).
+    """
+    out: list[_Msg] = []
+    for m in msgs:
+        results = [i for i, b in enumerate(m.content) if b.get("type") == "tool_result"]
+        if m.role != "user" or not results or not any(_is_reminder(b) for b in m.content):
+            out.append(m)
+            continue
+        folds: dict[int, list[Block]] = {}
+        for i, b in enumerate(m.content):
+            if _is_reminder(b):
+                target = max((r for r in results if r < i), default=results[0])
+                folds.setdefault(target, []).append(b)
+        content = [
+            _fold_into(b, folds[i]) if i in folds else b
+            for i, b in enumerate(m.content)
+            if not _is_reminder(b)
+        ]
+        out.append(replace(m, content=content))
+    return out
+
+
+def _clean_result(block: Block) -> Block:
+    content = block.get("content")
+    is_error = block.get("is_error") is True
+    if isinstance(content, list):
+        kept = [b for b in content if b.get("text") != "" and (not is_error or b.get("type") == "text")]
+        if len(kept) != len(content):
+            block = block | {"content": kept}
+            content = kept
+    if is_error and not (content.strip() if isinstance(content, str) else content):
+        block = block | {"content": EMPTY_ERROR_TEXT}
+    return block
+
+
+def s6g_text_only_errors(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.g: `is_error` results keep only text (api_rules #16) and are never empty (#17).
+
+    Empty text inside any result's content goes too (#6; whitespace-only output is legal there).
+    """
+    out: list[_Msg] = []
+    for m in msgs:
+        if m.role == "user" and any(b.get("type") == "tool_result" for b in m.content):
+            m = replace(
+                m, content=[_clean_result(b) if b.get("type") == "tool_result" else b for b in m.content]
+            )
+        out.append(m)
+    return out
+
+
+def _thinking_first(content: list[Block]) -> list[Block]:
+    """Move the first run of thinking blocks to the front, unchanged and in order (api_rules #20)."""
+    if not content or _is_thinking(content[0]) or not any(_is_thinking(b) for b in content):
+        return content
+    start = next(i for i, b in enumerate(content) if _is_thinking(b))
+    end = start
+    while end < len(content) and _is_thinking(content[end]):
+        end += 1
+    return [*content[start:end], *content[:start], *content[end:]]
+
+
+def _safe_tool_id(raw: object) -> str:
+    """A tool id the API accepts (api_rules #14); a bad one maps to a stable derived id."""
+    text = raw if isinstance(raw, str) else ""
+    if _TOOL_ID.match(text):
+        return text
+    return "toolu_fl" + hashlib.sha256(repr(raw).encode()).hexdigest()[:24]
+
+
+def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]]]:
+    """Assistant content with thinking first, unique well-formed tool_use ids; the ids per message."""
+    seen: set[str] = set()
+    out: list[_Msg] = []
+    uses: list[list[str]] = []
+    for m in msgs:
+        ids: list[str] = []
+        if m.role == "assistant":
+            content: list[Block] = []
+            for b in _thinking_first(m.content):
+                kind = b.get("type")
+                if kind == "tool_result":
+                    continue
+                if kind == "tool_use":
+                    tid = _safe_tool_id(b.get("id"))
+                    if tid in seen:
+                        continue
+                    seen.add(tid)
+                    ids.append(tid)
+                    b = b if tid == b.get("id") else b | {"id": tid}
+                content.append(b)
+            if content != m.content:
+                m = replace(m, content=content)
+        out.append(m)
+        uses.append(ids)
+    return out, uses
+
+
+def _claim_results(msgs: list[_Msg], uses: list[list[str]]) -> dict[str, Block]:
+    """The first result recorded after each tool_use, by id; orphans and duplicates are not claimed."""
+    declared: set[str] = set()
+    claimed: dict[str, Block] = {}
+    for m, ids in zip(msgs, uses, strict=True):
+        declared.update(ids)
+        if m.role != "user":
+            continue
+        for b in m.content:
+            if b.get("type") == "tool_result":
+                tid = _safe_tool_id(b.get("tool_use_id"))
+                if tid in declared and tid not in claimed:
+                    claimed[tid] = b if tid == b.get("tool_use_id") else b | {"tool_use_id": tid}
+    return claimed
+
+
+def _interrupted(tool_use_id: str) -> Block:
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "is_error": True,
+        "content": INTERRUPTED_RESULT_TEXT,
+    }
+
+
+def s6h_pair_tools(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.h: every tool_use is answered at the start of the next user message, in tool_use order.
+
+    Missing results are synthesized as `is_error` "interrupted" results; results with no tool_use
+    before them are dropped; tool_use ids are made unique; thinking comes first in its message
+    (api_rules #10-#14, #20). A user message left empty by moving results away is dropped.
+    """
+    msgs, uses = _dedupe_tool_uses(msgs)
+    claimed = _claim_results(msgs, uses)
+    out: list[_Msg] = []
+    pending: list[str] = []
+    for m, ids in zip(msgs, uses, strict=True):
+        rest = (
+            [b for b in m.content if b.get("type") not in ("tool_result", "tool_use")]
+            if m.role == "user"
+            else None
+        )
+        if pending:
+            answers = [claimed.get(t) or _interrupted(t) for t in pending]
+            if m.role == "user":
+                out.append(replace(m, content=[*answers, *(rest or [])]))
+                pending = ids
+                continue
+            out.append(_Msg("user", answers, ()))
+        if rest is not None and len(rest) != len(m.content):
+            m = replace(m, content=rest)
+        if m.content or m.role != "user":
+            out.append(m)
+        pending = ids
+    if pending:
+        out.append(_Msg("user", [claimed.get(t) or _interrupted(t) for t in pending], ()))
+    return out
+
+
+# --- S7: media limits -------------------------------------------------------------------------
+
+
+def _iter_media(msgs: list[_Msg]) -> Iterable[tuple[str, _Msg, Block]]:
+    for i, m in enumerate(msgs):
+        for j, b in enumerate(m.content):
+            if b.get("type") in _MEDIA:
+                yield f"messages.{i}.content.{j}", m, b
+            inner = b.get("content")
+            if b.get("type") == "tool_result" and isinstance(inner, list):
+                for k, c in enumerate(inner):
+                    if c.get("type") in _MEDIA:
+                        yield f"messages.{i}.content.{j}.content.{k}", m, c
+
+
+@functools.lru_cache(maxsize=4096)
+def _decoded(data: str) -> bytes | None:
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def sniff_image(raw: bytes) -> tuple[str, int, int] | None:
+    """(media type, width, height) read from an image's header bytes, or None if unrecognised."""
+    if raw.startswith(b"\x89PNG\r\n\x1a\n") and len(raw) >= 24:
+        w, h = struct.unpack(">II", raw[16:24])
+        return "image/png", w, h
+    if raw[:6] in (b"GIF87a", b"GIF89a") and len(raw) >= 10:
+        w, h = struct.unpack("<HH", raw[6:10])
+        return "image/gif", w, h
+    if raw.startswith(b"RIFF") and raw[8:12] == b"WEBP":
+        return "image/webp", *_webp_size(raw)
+    if raw.startswith(b"\xff\xd8"):
+        return "image/jpeg", *_jpeg_size(raw)
+    return None
+
+
+def _webp_size(raw: bytes) -> tuple[int, int]:
+    chunk = raw[12:16]
+    if chunk == b"VP8X" and len(raw) >= 30:
+        return 1 + int.from_bytes(raw[24:27], "little"), 1 + int.from_bytes(raw[27:30], "little")
+    if chunk == b"VP8L" and len(raw) >= 25:
+        bits = int.from_bytes(raw[21:25], "little")
+        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+    if chunk == b"VP8 " and len(raw) >= 30:
+        w, h = struct.unpack("<HH", raw[26:30])
+        return w & 0x3FFF, h & 0x3FFF
+    return 0, 0
+
+
+def _jpeg_size(raw: bytes) -> tuple[int, int]:
+    i = 2
+    while i + 9 < len(raw):
+        if raw[i] != 0xFF:
+            i += 1
+            continue
+        marker = raw[i + 1]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            h, w = struct.unpack(">HH", raw[i + 5 : i + 9])
+            return w, h
+        i += 2 + int.from_bytes(raw[i + 2 : i + 4], "big")
+    return 0, 0
+
+
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+def _media_error(path: str, m: _Msg, problem: str) -> UserError:
+    source = ", ".join(m.uuids) or "a synthesized message"
+    return UserError(
+        f"{path} (entry {source}): {problem}. The API would reject the request (HTTP 400); "
+        "remove the media from the session (snip it, or /compact) before sending"
+    )
+
+
+def _check_image(path: str, m: _Msg, block: Block, px_limit: int, limits: MediaLimits) -> None:
+    source = block.get("source") or {}
+    if source.get("type") != "base64":
+        return  # url / file sources are fetched and checked by the API itself
+    media_type, data = source.get("media_type"), str(source.get("data", ""))
+    if media_type not in limits.image_media_types:
+        raise _media_error(path, m, f"image media type {media_type!r} is not one of jpeg, png, gif, webp")
+    if len(data) > limits.max_image_bytes:  # the API measures the base64 text
+        raise _media_error(
+            path, m, f"image is {len(data)} bytes, over the {limits.max_image_bytes} byte limit"
+        )
+    raw = _decoded(data)
+    if not raw:
+        raise _media_error(path, m, "image data is empty or not valid base64")
+    sniffed = sniff_image(raw)
+    if sniffed is None:
+        raise _media_error(path, m, "image data is not a recognisable jpeg, png, gif or webp")
+    actual, width, height = sniffed
+    if actual != media_type:
+        raise _media_error(path, m, f"image is declared {media_type} but its bytes are {actual}")
+    if max(width, height) > px_limit:
+        raise _media_error(path, m, f"image is {width}x{height} px, over the {px_limit} px limit")
+
+
+def s7_check_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S7: check image bytes, type, dimensions and the media count here, not by a 400 (api_rules #29-#35).
+
+    Raises:
+        UserError: naming the message path and the entries it came from.
+    """
+    limits = opts.media
+    media = list(_iter_media(msgs))
+    images = [x for x in media if x[2].get("type") == "image"]
+    px_limit = limits.many_images_px if len(images) > limits.many_images_threshold else limits.max_image_px
+    pages = 0
+    for path, m, block in media:
+        if block.get("type") == "image":
+            _check_image(path, m, block, px_limit, limits)
+            continue
+        source = block.get("source") or {}
+        raw = _decoded(str(source.get("data", ""))) if source.get("type") == "base64" else None
+        pages += max(1, len(_PDF_PAGE.findall(raw))) if raw else 1
+    if len(images) + pages > limits.max_media_items:
+        path, m, _ = media[-1]
+        raise _media_error(
+            path,
+            m,
+            f"the request holds {len(images)} images + {pages} document pages > {limits.max_media_items}",
+        )
+    return msgs
+
+
+# --- final shape ------------------------------------------------------------------------------
+
+
+def _rstrip_last_text(content: list[Block]) -> list[Block]:
+    for i in range(len(content) - 1, -1, -1):
+        b = content[i]
+        if b.get("type") == "text":
+            return [*content[:i], b | {"text": str(b.get("text", "")).rstrip()}, *content[i + 1 :]]
+        if not _is_thinking(b):
+            break
+    return content
+
+
+def final_shape(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """Start with a user message, alternate roles, and end with a user message (api_rules #1-#3, #8, #9).
+
+    A trailing assistant message is dropped unless a prefill was asked for; a kept prefill loses
+    trailing whitespace, and its thinking when thinking is off (#23).
+
+    Raises:
+        UserError: when nothing is left to send.
+    """
+    msgs = _merge_adjacent(msgs, frozenset({"user", "assistant"}))
+    if msgs and msgs[-1].role == "assistant":
+        last = msgs[-1]
+        if not opts.allow_prefill:
+            msgs = msgs[:-1]
+        else:
+            content = (
+                last.content if opts.thinking_enabled else [b for b in last.content if not _is_thinking(b)]
+            )
+            msgs = [*msgs[:-1], replace(last, content=_rstrip_last_text(content))]
+            if not msgs[-1].content or all(_is_blank_text(b) for b in msgs[-1].content):
+                msgs = msgs[:-1]
+    if not msgs:
+        raise UserError("nothing to send: the session has no user or assistant content after normalization")
+    if msgs[0].role != "user":
+        msgs = [_Msg("user", [{"type": "text", "text": LEADING_USER_TEXT}], ()), *msgs]
+    return msgs
+
+
+STEPS: tuple[NormalizeStep, ...] = (
+    NormalizeStep("S0", s0_filter),
+    NormalizeStep("S1", s1_reorder_attachments),
+    NormalizeStep("S2", s2_strip_failed_media),
+    NormalizeStep("S3", s3_merge_assistant_pieces),
+    NormalizeStep("S4", s4_merge_users),
+    NormalizeStep("S5", s5_snip_tags),
+    NormalizeStep("S6.a", s6a_drop_orphan_thinking),
+    NormalizeStep("S6.b", s6b_strip_trailing_thinking),
+    NormalizeStep("S6.c", s6c_drop_whitespace),
+    NormalizeStep("S6.d", s6d_fill_empty_assistant),
+    NormalizeStep("S6.e", s6e_merge_adjacent),
+    NormalizeStep("S6.f", s6f_fold_reminders),
+    NormalizeStep("S6.g", s6g_text_only_errors),
+    NormalizeStep("S6.h", s6h_pair_tools),
+    NormalizeStep("S7", s7_check_media),
+    NormalizeStep("final", final_shape),
+)
+"""The pipeline, in SPEC order. Tests run it with one step left out to show the 400 that step prevents."""
+
+
+def run_steps(
+    entries: Sequence[Entry], steps: Sequence[NormalizeStep] = STEPS, options: NormalizeOptions | None = None
+) -> list[MessageParam]:
+    """Lift `entries` into messages and run `steps` over them in order.
+
+    Messages whose role is not user/assistant (what S0 would have filtered) come out as
+    `{"role": "system", ...}`, which is what sending them unfiltered would look like.
+    """
+    opts = options or NormalizeOptions()
+    msgs = [_lift(e) for e in entries]
+    for step in steps:
+        msgs = step.run(msgs, opts)
+    return [{"role": m.role, "content": m.content} for m in msgs if m.role != "error"]  # type: ignore[typeddict-item]
+
+
+def normalize_messages_for_api(
+    entries: Sequence[Entry],
+    *,
+    snip_enabled: bool = False,
+    thinking_enabled: bool = True,
+    allow_prefill: bool = False,
+    media: MediaLimits | None = None,
+) -> list[MessageParam]:
+    """The Messages API `messages` for the API projection `entries` (SPEC §4.1, steps S0-S7).
+
+    Args:
+        entries: `project_view(records)`: the projected timeline, oldest first.
+        snip_enabled: append `[id:<short>]` tags to user messages (S5).
+        thinking_enabled: whether the request enables extended thinking.
+        allow_prefill: keep a trailing assistant message as a prefill instead of dropping it.
+        media: image/document limits for S7 (the API's by default).
+
+    Returns:
+        Messages that start with a user turn, alternate, and pass the strict validator.
+
+    Raises:
+        UserError: media over the API's limits (S7), or nothing left to send.
+    """
+    options = NormalizeOptions(
+        snip_enabled=snip_enabled,
+        thinking_enabled=thinking_enabled,
+        allow_prefill=allow_prefill,
+        media=media or MediaLimits(),
+    )
+    return run_steps(entries, STEPS, options)
