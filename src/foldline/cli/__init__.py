@@ -19,3 +19,6 @@ def cli() -> None:
 def main() -> None:
     """Console-script entry point."""
     cli()
+
+
+from foldline.cli import sessions as _sessions  # noqa: E402,F401

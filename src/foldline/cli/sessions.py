@@ -1,0 +1,262 @@
+"""`foldline sessions` (list session files) and `foldline show` (print one session readably), SPEC §10.
+
+Both read foldline transcripts and Claude Code transcripts through `foldline.sessions`; this module
+only renders. Invariant: every piece of session text is printed as a `rich.text.Text` (never parsed as
+markup) with terminal escape sequences removed, so a transcript cannot restyle or corrupt the terminal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import assert_never
+
+import click
+import orjson
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from foldline._types import Block
+from foldline.cli import cli
+from foldline.config import default_sessions_dir
+from foldline.errors import FoldlineError
+from foldline.sessions import FormatChoice, LoadedSession, SessionInfo, list_sessions, load_session
+from foldline.timeline import (
+    AnyRecord,
+    AssistantEntry,
+    AttachmentEntry,
+    CachePin,
+    CollapseCommit,
+    CompactBoundary,
+    LatchedHeaders,
+    ProgressEntry,
+    SnipBoundary,
+    SystemEntry,
+    UnknownRecord,
+    UserEntry,
+)
+
+__all__ = ["sessions", "show"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _clean(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = _clean(text)
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return f"{text[:limit]}… (+{len(text) - limit} chars)"
+
+
+def _human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+def _shown_path(path: Path, roots: Sequence[Path]) -> str:
+    for root in roots:
+        if root.is_dir() and path.is_relative_to(root):
+            return str(path.relative_to(root))
+    return str(path)
+
+
+def _sessions_table(infos: Iterable[SessionInfo], roots: Sequence[Path]) -> Table:
+    table = Table(show_lines=False, expand=False)
+    for name, justify in (("path", "left"), ("format", "left"), ("size", "right"), ("turns", "right")):
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    table.add_column("last activity", no_wrap=True)
+    for info in infos:
+        when = (info.last_activity or "-").replace("T", " ")[:19]
+        table.add_row(
+            Text(_shown_path(info.path, roots)),
+            info.format,
+            _human_size(info.size_bytes),
+            str(info.turns),
+            when,
+        )
+    return table
+
+
+@cli.command()
+@click.argument("dirs", nargs=-1, type=click.Path(path_type=Path))
+def sessions(dirs: tuple[Path, ...]) -> None:
+    """List the sessions (foldline or Claude Code) under DIRS (default: the sessions directory)."""
+    roots = list(dirs) or [default_sessions_dir()]
+    for root in roots:
+        if not root.exists():
+            raise click.ClickException(
+                f"{root}: no such directory; pass a folder of sessions (for Claude Code: ~/.claude/projects)"
+            )
+    try:
+        infos = list_sessions(roots)
+    except FoldlineError as exc:
+        raise click.ClickException(str(exc)) from exc
+    console = Console()
+    if not infos:
+        console.print(Text(f"No sessions under {', '.join(map(str, roots))}."))
+        return
+    infos.sort(key=lambda i: i.last_activity or "", reverse=True)
+    console.print(_sessions_table(infos, roots))
+
+
+# --- show ----------------------------------------------------------------------------------------
+
+
+def _result_text(block: Block) -> str:
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [str(b.get("text", "")) if b.get("type") == "text" else f"[{b.get('type')}]" for b in content]
+        return " ".join(parts)
+    return ""
+
+
+def _user_lines(entry: UserEntry, limit: int) -> list[Text]:
+    content = entry.message.content
+    if entry.is_compact_summary:
+        text = content if isinstance(content, str) else " ".join(str(b.get("text", "")) for b in content)
+        return [
+            Text("compact summary: ", style="bold magenta") + Text(_clip(text, limit * 2), style="magenta")
+        ]
+    label, style = ("meta", "dim") if entry.is_meta else ("user", "bold cyan")
+    if isinstance(content, str):
+        text = _clip(content, limit) if entry.is_meta else _clean(content)
+        return [Text(f"{label}: ", style=style) + Text(text, style="dim" if entry.is_meta else "")]
+    lines: list[Text] = []
+    for block in content:
+        kind = block.get("type")
+        if kind == "tool_result":
+            style = "red" if block.get("is_error") else "green"
+            head = Text(f"  ⎿ result {str(block.get('tool_use_id', ''))[-8:]}: ", style=style)
+            lines.append(head + Text(_clip(_result_text(block), limit), style="dim"))
+        elif kind == "text":
+            lines.append(Text(f"{label}: ", style=style) + Text(_clean(str(block.get("text", "")))))
+        else:
+            lines.append(Text(f"{label}: [{kind}]", style=style))
+    return lines
+
+
+def _assistant_lines(entry: AssistantEntry, limit: int) -> list[Text]:
+    if entry.is_api_error_message:
+        info = entry.api_error
+        detail = f"{info.status or ''} {info.message}".strip() if info else ""
+        return [Text("api error: ", style="bold red") + Text(_clip(detail, limit))]
+    lines: list[Text] = [Text(f"assistant ({entry.message.model})", style="bold yellow")]
+    for block in entry.message.content:
+        kind = block.get("type")
+        if kind == "text":
+            text = _clean(str(block.get("text", "")))
+            if text.strip():
+                lines.append(Text(text))
+        elif kind == "thinking":
+            lines.append(
+                Text(
+                    _clip(str(block.get("thinking", "")), limit * 2) or "(thinking: signature only)",
+                    style="dim italic",
+                )
+            )
+        elif kind == "tool_use":
+            args = orjson.dumps(block.get("input", {})).decode()
+            lines.append(Text(f"  → {block.get('name')}", style="bold blue") + Text(f" {_clip(args, limit)}"))
+        else:
+            lines.append(Text(f"  [{kind}]", style="dim"))
+    return lines
+
+
+def _control_line(record: AnyRecord) -> Text | None:
+    if isinstance(record, CompactBoundary):
+        return Text(
+            f"── context compacted ({record.trigger}, {record.pre_tokens:,} tokens before) ──",
+            style="magenta",
+        )
+    if isinstance(record, SnipBoundary):
+        return Text(f"── snipped {len(record.removed_uuids)} entries ──", style="dim")
+    if isinstance(record, CollapseCommit):
+        return Text(f"── collapsed span: {_clip(record.summary, 200)} ──", style="dim")
+    return None
+
+
+def _record_lines(record: AnyRecord, limit: int, verbose: bool) -> list[Text]:
+    if isinstance(record, UserEntry):
+        return _user_lines(record, limit)
+    if isinstance(record, AssistantEntry):
+        return _assistant_lines(record, limit)
+    if isinstance(record, SystemEntry):
+        body = _clip(record.content, limit)
+        return [Text(f"system/{record.subtype}" + (f": {body}" if body else ""), style="dim")]
+    if isinstance(record, AttachmentEntry | ProgressEntry):
+        if not verbose:
+            return []
+        if isinstance(record, AttachmentEntry):
+            label, note = record.attachment_type, _result_text({"content": record.content})
+        else:
+            label, note = "progress", record.text
+        return [Text(f"  [{label}] {_clip(note, limit)}", style="dim")]
+    if isinstance(record, SnipBoundary | CollapseCommit | CompactBoundary | CachePin | LatchedHeaders):
+        line = _control_line(record)
+        return [line] if line is not None else []
+    if isinstance(record, UnknownRecord):
+        return [Text(f"[unknown record kind {record.kind!r}]", style="dim")]
+    assert_never(record)
+
+
+def _render(console: Console, session: LoadedSession, limit: int, verbose: bool) -> None:
+    console.print(Text(f"{session.path} ({session.format}, session {session.session_id})", style="bold"))
+    for warning in session.warnings:
+        console.print(Text(f"warning: {warning}", style="yellow"))
+    for record in session.records:
+        if getattr(record, "is_sidechain", False) and not verbose:
+            continue
+        for line in _record_lines(record, limit, verbose):
+            console.print(line, soft_wrap=True)
+
+
+def _resolve(session: str) -> Path:
+    path = Path(session)
+    if path.is_file():
+        return path
+    if path.exists():
+        raise click.ClickException(f"{path}: not a file; pass a session .jsonl file")
+    root = default_sessions_dir()
+    matches = sorted(root.glob(f"*/{session}.jsonl")) if root.is_dir() and "/" not in session else []
+    if matches:
+        return matches[0]
+    raise click.ClickException(
+        f"{session}: no such session file, nor a session id under {root}; "
+        "run `foldline sessions [DIR]` to list sessions and pass a path"
+    )
+
+
+@cli.command()
+@click.argument("session")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "foldline", "claude-code"]),
+    default="auto",
+    show_default=True,
+    help="Transcript format of SESSION.",
+)
+@click.option(
+    "--max-chars", default=300, show_default=True, help="Truncate tool results and inputs (0: never)."
+)
+@click.option("-v", "--verbose", is_flag=True, help="Also show attachments, progress and subagent entries.")
+def show(session: str, fmt: FormatChoice, max_chars: int, verbose: bool) -> None:
+    """Print SESSION (a foldline or Claude Code transcript file, or a session id) readably."""
+    path = _resolve(session)
+    try:
+        loaded = load_session(path, fmt)
+    except FoldlineError as exc:
+        raise click.ClickException(f"{exc} (check the path, or force the reader with --format)") from exc
+    _render(Console(), loaded, max_chars, verbose)
