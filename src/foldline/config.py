@@ -13,6 +13,7 @@ from typing import Literal
 
 __all__ = [
     "AutoCompactConfig",
+    "CacheConfig",
     "CollapseConfig",
     "Config",
     "MicrocompactConfig",
@@ -119,6 +120,18 @@ class ToolsConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CacheConfig:
+    """Prompt-cache breakpoints (SPEC §4.2, reference/api_rules.md §6-§7)."""
+
+    static_ttl: Literal["5m", "1h"] = "5m"
+    """TTL of the tools and system breakpoints; a 1h one never follows a 5m one (api_rules #44)."""
+    message_ttl: Literal["5m", "1h"] = "5m"
+    max_breakpoints: int = 4
+    lookback_blocks: int = 20
+    """The API looks back this many blocks from a breakpoint for an earlier cache entry."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """The whole pipeline's configuration (SPEC's defaults)."""
 
@@ -130,11 +143,14 @@ class Config:
     max_output_recoveries: int = 3
     tool_result_budget_chars: int = 50_000
     snip_enabled: bool = True
+    thinking_budget_tokens: int | None = None
+    """Extended thinking budget per request; `None` sends no thinking configuration."""
     transcript: TranscriptConfig = field(default_factory=TranscriptConfig)
     microcompact: MicrocompactConfig = field(default_factory=MicrocompactConfig)
     collapse: CollapseConfig = field(default_factory=CollapseConfig)
     autocompact: AutoCompactConfig = field(default_factory=AutoCompactConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
 
     @property
