@@ -115,6 +115,8 @@ class MessageAccumulator:
     _open: dict[int, list[str]] = field(default_factory=dict)
     completed: list[int] = field(default_factory=list)
     """Indexes of blocks whose `content_block_stop` has arrived, in arrival order."""
+    incomplete: set[int] = field(default_factory=set)
+    """tool_use blocks whose input JSON never completed (output cut by `max_tokens`): never sent."""
 
     def feed(self, event: StreamEvent) -> None:
         """Apply one event; raises `UnexpectedModelBehavior` on an out-of-order event."""
@@ -145,8 +147,22 @@ class MessageAccumulator:
             self.stopped = True
 
     def message(self, *, complete_only: bool = False) -> AssistantMessage:
-        """The message so far; with `complete_only`, only blocks whose stop arrived (for aborts)."""
-        blocks = [self.blocks[i] for i in sorted(self.completed)] if complete_only else list(self.blocks)
+        """The message so far.
+
+        With `complete_only` (for aborts): blocks whose stop arrived, plus text cut mid-stream (the
+        user saw it, so the model should know it said it); half-streamed thinking and tool input
+        are dropped, since neither can be sent back incomplete.
+        """
+        blocks = [
+            block
+            for i, block in enumerate(self.blocks)
+            if i not in self.incomplete
+            and (
+                not complete_only
+                or i in self.completed
+                or (block.get("type") == "text" and block["text"].strip())
+            )
+        ]
         return AssistantMessage(
             id=self.id,
             model=self.model,

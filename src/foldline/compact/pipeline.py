@@ -1,0 +1,81 @@
+"""The compaction round that runs before every API call, and the interface every level implements.
+
+Levels run in the fixed order of SPEC §3; each returns the records to append (boundaries, commits,
+notices) and the tokens it freed, which are subtracted before the next level checks its threshold
+(R3.0.2). A level also gets a say when the API answers "prompt is too long" (R5.4): the recovery
+chain asks each level, in order, to free at least the reported gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from foldline.config import Config
+from foldline.providers.base import Capabilities
+from foldline.timeline import AnyRecord
+
+__all__ = ["CompactionContext", "Stage", "StageResult", "recover_prompt_too_long", "run_compaction"]
+
+
+@dataclass(frozen=True)
+class CompactionContext:
+    """What a level sees: a snapshot of the records and the budget numbers."""
+
+    records: tuple[AnyRecord, ...]
+    config: Config
+    capabilities: Capabilities
+    tokens: int
+    """Estimated tokens of the next request, minus what earlier levels already freed."""
+    now: float = 0.0
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What a level did: records to append and the tokens that frees."""
+
+    records: tuple[AnyRecord, ...] = field(default=())
+    tokens_freed: int = 0
+
+
+class Stage(Protocol):
+    """One compaction level."""
+
+    name: str
+
+    async def run(self, ctx: CompactionContext) -> StageResult:
+        """Compact if this level's threshold is crossed; otherwise return an empty result."""
+        ...
+
+    async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
+        """Free at least `gap_tokens` (unknown: as much as sensible) after a prompt-too-long error."""
+        ...
+
+
+async def run_compaction(stages: Sequence[Stage], ctx: CompactionContext) -> list[AnyRecord]:
+    """Run every level in order; each sees the records and tokens its predecessors left."""
+    added: list[AnyRecord] = []
+    for stage in stages:
+        result = await stage.run(ctx)
+        if result.records or result.tokens_freed:
+            added.extend(result.records)
+            ctx = CompactionContext(
+                records=ctx.records + result.records,
+                config=ctx.config,
+                capabilities=ctx.capabilities,
+                tokens=max(0, ctx.tokens - result.tokens_freed),
+                now=ctx.now,
+            )
+    return added
+
+
+async def recover_prompt_too_long(
+    stages: Sequence[Stage], ctx: CompactionContext, gap_tokens: int | None
+) -> list[AnyRecord]:
+    """The R5.4 chain: ask each level in order until one frees something; [] if none could."""
+    for stage in stages:
+        result = await stage.on_prompt_too_long(ctx, gap_tokens)
+        if result.records:
+            return list(result.records)
+    return []

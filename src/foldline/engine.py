@@ -1,0 +1,454 @@
+"""The query engine: `submit_message` and the do-while tool loop (SPEC §0, R1.1, §5, R6.1).
+
+```
+submit_message ─> run ─> step ──> compaction round ─> query (stream, retry) ─> persist reply
+                          ^                                                      │
+                          └───── Continue: tool results appended <── execute ────┘ tool_use?
+                                 Final: end_turn / stop_sequence / refusal / max recoveries
+```
+
+Invariants:
+- The timeline is the only history. Every record goes through `_append`, which also writes it to
+  the transcript; nothing is edited.
+- Write-ahead: the assistant message is fsynced before any tool with side effects starts, and
+  tool results before the next API call. A kill at any moment resumes into a valid request and no
+  tool runs twice (`QueryEngine.resume` answers dangling tool calls, it never re-runs them).
+- Cancellation (Ctrl-C) records what happened before it propagates: streamed text, real results of
+  finished tools, "interrupted" results for the rest, and a marker the model sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeAlias
+
+import anyio
+
+from foldline._types import Block
+from foldline.compact.pipeline import CompactionContext, Stage, recover_prompt_too_long, run_compaction
+from foldline.config import Config
+from foldline.errors import (
+    ModelAPIError,
+    ModelConnectionError,
+    ModelHTTPError,
+    PromptTooLongError,
+    UnexpectedModelBehavior,
+)
+from foldline.events import EventBus, NoticeEvent, RecordEvent, RetryEvent, TextDeltaEvent, ThinkingDeltaEvent
+from foldline.executor import PermissionGate, ToolExecutor
+from foldline.projection import project_view
+from foldline.providers.base import Provider
+from foldline.retry import AttemptBudget, retrying
+from foldline.stream import BlockStop, MessageAccumulator, StreamEvent, TextDelta, ThinkingDelta
+from foldline.timeline import (
+    AnyRecord,
+    ApiErrorInfo,
+    AssistantEntry,
+    AssistantMessage,
+    AttachmentEntry,
+    ProgressEntry,
+    Timeline,
+    UserEntry,
+    UserMessage,
+    api_filter,
+    new_uuid,
+    now_iso,
+)
+from foldline.tokens import context_tokens
+from foldline.tools.base import Tool, ToolContext
+
+__all__ = [
+    "Continue",
+    "Final",
+    "QueryEngine",
+    "RequestBuilder",
+    "RequestPlan",
+    "TranscriptSink",
+    "TurnResult",
+]
+
+INTERRUPT_MARKER = "[Request interrupted by user]"
+INTERRUPT_MARKER_TOOLS = "[Request interrupted by user for tool use]"
+RESUME_MARKER = (
+    "[The previous session stopped before these tool results were recorded; the tools may have run]"
+)
+CONTINUE_AFTER_MAX_TOKENS = (
+    "Output token limit hit. Resume directly where you stopped, with no apology and no recap; "
+    "split remaining work into smaller pieces."
+)
+_PTL = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
+
+
+@dataclass(frozen=True)
+class RequestPlan:
+    """What goes on the wire for one API call, and the records building it produced (pins, latches)."""
+
+    body: dict[str, Any]
+    betas: tuple[str, ...] = ()
+    new_records: tuple[AnyRecord, ...] = ()
+
+
+class RequestBuilder(Protocol):
+    """Records snapshot in, request out: projection -> normalize -> breakpoints -> params (SPEC §4)."""
+
+    def __call__(self, records: Sequence[AnyRecord], *, max_tokens: int) -> RequestPlan: ...
+
+
+class TranscriptSink(Protocol):
+    """Where records are persisted (a `TranscriptWriter`)."""
+
+    def append(self, record: AnyRecord, *, sync: bool = False) -> None: ...
+
+    def sync(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Continue:
+    """The step ran tools (or recovered): go round again."""
+
+
+@dataclass(frozen=True)
+class Final:
+    """The turn is over."""
+
+    stop_reason: str | None
+
+
+StepOutcome: TypeAlias = Continue | Final
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """How a `submit_message` turn ended."""
+
+    stop_reason: str | None
+    text: str
+    """The text of the last assistant message."""
+    attempts: int
+    """HTTP attempts this turn used (retries included)."""
+
+
+@dataclass
+class _Turn:
+    """Per-turn state: created by `run`, dropped when it ends (never leaks into the next turn)."""
+
+    budget: AttemptBudget
+    max_tokens: int
+    recoveries: int = 0
+    escalated: bool = False
+    ptl_recovered: bool = False
+    accumulator: MessageAccumulator | None = None
+    executor: ToolExecutor | None = None
+    last: AssistantEntry | None = None
+
+
+@dataclass
+class QueryEngine:
+    """Runs a session: one entry point for every input (R1.1), one loop (R0.1)."""
+
+    provider: Provider
+    build_request: RequestBuilder
+    config: Config = field(default_factory=Config)
+    tools: Sequence[Tool] = ()
+    workspace: Path = field(default_factory=Path.cwd)
+    permit: PermissionGate | None = None
+    stages: Sequence[Stage] = ()
+    timeline: Timeline = field(default_factory=Timeline)
+    transcript: TranscriptSink | None = None
+    events: EventBus = field(default_factory=EventBus)
+    attachment_hooks: Sequence[Callable[[str], Sequence[AttachmentEntry]]] = ()
+    tail_hooks: Sequence[Callable[[QueryEngine], Any]] = ()
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], Any] = asyncio.sleep
+    _turn: _Turn | None = field(default=None, init=False)
+    _tail: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+
+    # --- entry point -----------------------------------------------------------------------------
+
+    async def submit_message(self, text: str) -> TurnResult:
+        """Append the user's message (timeline, then transcript) and run the loop on it (R1.1)."""
+        for hook in self.attachment_hooks:
+            for attachment in hook(text):
+                self._append(attachment)
+        self._append(self._entry(UserEntry, message=UserMessage(content=text)))
+        return await self.run()
+
+    async def run(self) -> TurnResult:
+        """The do-while loop (R0.1): step until a final outcome; record any interruption."""
+        retry = self.config.retry
+        self._turn = turn = _Turn(AttemptBudget(retry.max_attempts), self.config.max_output_tokens)
+        try:
+            while True:
+                outcome = await self.step()
+                if isinstance(outcome, Final):
+                    break
+        except asyncio.CancelledError:
+            await self._record_interruption(turn)
+            raise
+        except (ModelAPIError, PromptTooLongError) as e:
+            self._record_api_error(e)
+            raise
+        finally:
+            self._turn = None
+            self._start_tail()
+        text = "".join(b.get("text", "") for b in turn.last.message.content) if turn.last else ""
+        return TurnResult(outcome.stop_reason, text, turn.budget.used)
+
+    async def step(self) -> StepOutcome:
+        """One round: compaction, one model reply, and the tools it asks for."""
+        turn = self._require_turn()
+        await self._compact()
+        accumulator, executor = await self.query(turn)
+        stop_reason = accumulator.stop_reason
+        if (
+            stop_reason == "max_tokens"
+            and not turn.escalated
+            and turn.max_tokens < self.config.escalated_max_output_tokens
+        ):
+            executor.discard()  # R5.5: the same request again with room to finish
+            turn.escalated, turn.max_tokens = True, self.config.escalated_max_output_tokens
+            self.events.emit(NoticeEvent(f"output limit hit; retrying with max_tokens={turn.max_tokens}"))
+            return Continue()
+        if accumulator.incomplete and stop_reason != "max_tokens":
+            raise UnexpectedModelBehavior("a tool_use block's input was not valid JSON")
+        entry = self._entry(AssistantEntry, message=accumulator.message())
+        turn.last, turn.accumulator = entry, None
+        self._append(entry, sync=bool(executor.calls))
+        if executor.calls:
+            results = await executor.results()
+            turn.executor = None
+            self._append(self._entry(UserEntry, message=UserMessage(content=results)))
+            return Continue()
+        if stop_reason == "max_tokens" and turn.recoveries < self.config.max_output_recoveries:
+            turn.recoveries += 1  # R5.5/R5.8: continue the message in a new reply
+            self._append(
+                self._entry(UserEntry, is_meta=True, message=UserMessage(content=CONTINUE_AFTER_MAX_TOKENS))
+            )
+            return Continue()
+        return Final(stop_reason)
+
+    # --- query: one model reply, streamed, with the one retry layer ------------------------------
+
+    async def query(self, turn: _Turn) -> tuple[MessageAccumulator, ToolExecutor]:
+        """Build the request, stream the reply (starting safe tools early), retry transient failures."""
+        plan = self._plan(turn)
+        self._sync()  # R2 fsync policy: everything the request is built from is durable first
+
+        async def attempt() -> tuple[MessageAccumulator, ToolExecutor]:
+            accumulator, executor = MessageAccumulator(), self._executor()
+            turn.accumulator, turn.executor = accumulator, executor
+            try:
+                async for event in self._watch(self.provider.stream(plan.body, betas=plan.betas)):
+                    self._on_stream_event(event, accumulator, executor)
+            except asyncio.CancelledError:
+                raise  # the interruption handler still needs what this attempt started
+            except BaseException:
+                executor.discard()  # a failed attempt's speculative reads are thrown away with it
+                raise
+            return accumulator, executor
+
+        def on_retry(attempt_no: int, delay: float, reason: str) -> None:
+            self.events.emit(RetryEvent(attempt_no, delay, reason))
+            self.events.telemetry("retry", attempt=attempt_no, delay=delay, reason=reason)
+
+        try:
+            return await retrying(
+                attempt, policy=self.config.retry, budget=turn.budget, on_retry=on_retry, sleep=self.sleep
+            )
+        except ModelHTTPError as e:
+            if not e.prompt_too_long or turn.ptl_recovered:
+                raise
+            turn.ptl_recovered = True
+            await self._recover_prompt_too_long(e)
+            return await self.query(turn)
+
+    def _plan(self, turn: _Turn) -> RequestPlan:
+        plan = self.build_request(self.timeline.snapshot(), max_tokens=turn.max_tokens)
+        for record in plan.new_records:
+            self._append(record)
+        return plan
+
+    def _on_stream_event(
+        self, event: StreamEvent, accumulator: MessageAccumulator, executor: ToolExecutor
+    ) -> None:
+        accumulator.feed(event)
+        if isinstance(event, TextDelta):
+            self.events.emit(TextDeltaEvent(event.text))
+        elif isinstance(event, ThinkingDelta):
+            self.events.emit(ThinkingDeltaEvent(event.thinking))
+        elif isinstance(event, BlockStop):
+            block = accumulator.blocks[event.index]
+            if block.get("type") == "tool_use" and event.index not in accumulator.incomplete:
+                executor.submit(block)
+
+    async def _watch(self, stream: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
+        """R5.7: a stream that produces no event for `stream_idle_timeout_s` is aborted (and retried)."""
+        idle = self.config.retry.stream_idle_timeout_s
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(idle):
+                        event = await anext(stream)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError as e:
+                    raise ModelConnectionError(
+                        self.config.model, f"stream idle for {idle:g} s; aborted"
+                    ) from e
+                yield event
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    # --- compaction and limits ------------------------------------------------------------------
+
+    def _compaction_context(self) -> CompactionContext:
+        records = self.timeline.snapshot()
+        tokens = context_tokens(api_filter(project_view(records)))
+        return CompactionContext(records, self.config, self.provider.capabilities, tokens, self.clock())
+
+    async def _compact(self) -> None:
+        """The compaction round before every API call (R0.1), then the blocking limit (R3.4.1)."""
+        for record in await run_compaction(self.stages, self._compaction_context()):
+            self._append(record)
+        ctx = self._compaction_context()
+        if ctx.tokens > self.config.blocking_limit:
+            await self._recover_prompt_too_long(None, gap=ctx.tokens - self.config.blocking_limit)
+
+    async def _recover_prompt_too_long(self, error: ModelHTTPError | None, gap: int | None = None) -> None:
+        """R5.4: ask the levels (drain collapse, reactive compact); else tell the user to compact."""
+        match = _PTL.search(error.message) if error else None
+        if match:
+            gap = int(match[1]) - int(match[2])
+        added = await recover_prompt_too_long(self.stages, self._compaction_context(), gap)
+        if not added:
+            detail = error.message if error else f"the conversation is {gap} tokens over the blocking limit"
+            raise PromptTooLongError(f"{detail}; nothing more could be compacted automatically: run /compact")
+        for record in added:
+            self._append(record)
+
+    # --- tools ---------------------------------------------------------------------------------
+
+    def _executor(self) -> ToolExecutor:
+        context = ToolContext(workspace=self.workspace, abort=anyio.Event())
+        return ToolExecutor(
+            {t.name: t for t in self.tools}, context, self.permit or _allow_all, self._on_progress
+        )
+
+    def _on_progress(self, tool_use_id: str, text: str) -> None:
+        self._append(self._entry(ProgressEntry, text=text, tool_use_id=tool_use_id))
+
+    # --- interruption and resume ------------------------------------------------------------------
+
+    async def _record_interruption(self, turn: _Turn) -> None:
+        """R5.3: leave a transcript that resumes cleanly, and a marker the model sees."""
+        content: list[Block] = []
+        if turn.accumulator is not None and turn.accumulator.started:
+            message = turn.accumulator.message(complete_only=True)
+            if message.content:
+                self._append(self._entry(AssistantEntry, message=message), sync=True)
+        if turn.executor is not None and turn.executor.calls:
+            content = await turn.executor.interrupt()
+        marker = INTERRUPT_MARKER_TOOLS if content else INTERRUPT_MARKER
+        content.append({"type": "text", "text": marker})
+        self._append(
+            self._entry(UserEntry, is_meta=not content[:-1], message=UserMessage(content=content)), sync=True
+        )
+
+    def _record_api_error(self, error: ModelAPIError | PromptTooLongError) -> None:
+        """A synthetic assistant entry saying the request failed: shown, never sent (S0), read by S2."""
+        status = error.status if isinstance(error, ModelHTTPError) else None
+        error_type = error.error_type if isinstance(error, ModelHTTPError) else type(error).__name__
+        text = error.message if isinstance(error, ModelAPIError) else str(error)
+        message = AssistantMessage(
+            id=new_uuid(), model="<synthetic>", content=[{"type": "text", "text": text}]
+        )
+        info = ApiErrorInfo(status=status, error_type=error_type, message=text)
+        self._append(
+            self._entry(AssistantEntry, message=message, is_api_error_message=True, api_error=info), sync=True
+        )
+
+    def answer_dangling_tool_calls(self) -> None:
+        """After a resume: give every tool call without a result a recorded "may have run" result.
+
+        Called instead of re-running them: a tool whose result was never recorded may still have
+        had its effect, and running it again could do the damage twice.
+        """
+        entries = api_filter(project_view(self.timeline.snapshot()))
+        answered = {
+            b.get("tool_use_id")
+            for e in entries
+            if isinstance(e, UserEntry) and isinstance(e.message.content, list)
+            for b in e.message.content
+        }
+        last = next((e for e in reversed(entries) if isinstance(e, AssistantEntry)), None)
+        if last is None:
+            return
+        dangling = [
+            b["id"] for b in last.message.content if b.get("type") == "tool_use" and b["id"] not in answered
+        ]
+        if dangling:
+            results: list[Block] = [
+                {"type": "tool_result", "tool_use_id": i, "is_error": True, "content": RESUME_MARKER}
+                for i in dangling
+            ]
+            self._append(self._entry(UserEntry, message=UserMessage(content=results)), sync=True)
+
+    # --- background tail (R6.1) ---------------------------------------------------------------------
+
+    def _start_tail(self) -> None:
+        task = asyncio.ensure_future(self._run_tail())
+        self._tail.add(task)
+        task.add_done_callback(self._tail.discard)
+
+    async def _run_tail(self) -> None:
+        self._sync()
+        for hook in self.tail_hooks:
+            try:
+                result = hook(self)
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception as e:  # the tail never breaks the session; it says what failed
+                self.events.emit(NoticeEvent(f"background task {hook!r} failed: {e}", "warning"))
+        self.events.telemetry("turn_end", records=len(self.timeline))
+
+    async def drain(self) -> None:
+        """Wait for background work (tests, shutdown); normal use never needs to."""
+        while self._tail:
+            await asyncio.gather(*list(self._tail))
+
+    # --- plumbing ---------------------------------------------------------------------------------
+
+    def _entry(self, cls: Any, **fields: Any) -> Any:
+        return cls(
+            uuid=new_uuid(),
+            parent_uuid=self.timeline.last_uuid,
+            timestamp=now_iso(),
+            session_id=self.timeline.session_id,
+            **fields,
+        )
+
+    def _append(self, record: AnyRecord, *, sync: bool = False) -> None:
+        self.timeline.append(record)
+        if self.transcript is not None:
+            self.transcript.append(record, sync=sync)
+        self.events.emit(RecordEvent(record))
+
+    def _sync(self) -> None:
+        if self.transcript is not None:
+            self.transcript.sync()
+
+    def _require_turn(self) -> _Turn:
+        if self._turn is None:
+            raise RuntimeError("step() runs inside run(); call submit_message()")
+        return self._turn
+
+
+async def _allow_all(tool: Tool, tool_input: Mapping[str, Any]) -> str | None:
+    return None

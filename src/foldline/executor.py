@@ -1,0 +1,144 @@
+"""The streaming tool executor (R5.2): tools start as their blocks complete, results come back in order.
+
+Concurrency-safe tools (Read, Grep, Glob) start the moment their `tool_use` block completes and run
+in parallel. A tool with side effects starts only after `release()`, which the engine calls once the
+assistant message that asks for it is durably in the transcript (write-ahead: a crash can never leave
+a side effect whose intent is not on disk), and it runs alone: it waits for every earlier call, and
+every later call waits for it. If the stream then fails and is retried, `discard()` cancels the
+speculative reads, which had no side effects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from foldline._types import Block
+from foldline.tools.base import Tool, ToolContext, ToolResult, result_block
+
+__all__ = [
+    "INTERRUPTED_BEFORE_START",
+    "INTERRUPTED_WHILE_RUNNING",
+    "PermissionGate",
+    "ToolCall",
+    "ToolExecutor",
+]
+
+INTERRUPTED_BEFORE_START = "[Request interrupted by user: this tool call was never started]"
+INTERRUPTED_WHILE_RUNNING = (
+    "[Request interrupted by user: this tool was stopped while running; it may have had effects]"
+)
+
+
+class PermissionGate(Protocol):
+    """Decides whether a call may run: `None` to allow, or the reason it may not."""
+
+    def __call__(self, tool: Tool, tool_input: Mapping[str, Any]) -> Awaitable[str | None]: ...
+
+
+@dataclass
+class ToolCall:
+    """One `tool_use` block and what became of it."""
+
+    block: Block
+    tool: Tool | None
+    task: asyncio.Task[ToolResult] | None = None
+    started: bool = False
+    result: ToolResult | None = None
+
+    @property
+    def id(self) -> str:
+        return str(self.block["id"])
+
+
+@dataclass
+class ToolExecutor:
+    """Runs the tool calls of one assistant message."""
+
+    tools: Mapping[str, Tool]
+    context: ToolContext
+    permit: PermissionGate
+    on_progress: Callable[[str, str], None] = lambda tool_use_id, text: None
+    calls: list[ToolCall] = field(default_factory=list)
+    released: bool = False
+
+    def submit(self, block: Block) -> None:
+        """A `tool_use` block completed: start it now if it is safe to, else queue it."""
+        call = ToolCall(block=block, tool=self.tools.get(str(block.get("name"))))
+        self.calls.append(call)
+        if self.released or (call.tool is not None and call.tool.concurrency_safe):
+            self._start(call)
+
+    def release(self) -> None:
+        """The assistant message is persisted: start every queued call."""
+        self.released = True
+        for call in self.calls:
+            if call.task is None:
+                self._start(call)
+
+    async def results(self) -> list[Block]:
+        """Wait for every call; `tool_result` blocks in tool_use order."""
+        self.release()
+        for call in self.calls:
+            assert call.task is not None
+            call.result = await call.task
+        return [result_block(call.id, call.result) for call in self.calls if call.result is not None]
+
+    def discard(self) -> None:
+        """Cancel everything (the message they belong to was thrown away)."""
+        for call in self.calls:
+            if call.task is not None:
+                call.task.cancel()
+
+    async def interrupt(self) -> list[Block]:
+        """Stop every call; results for all of them, finished ones real, the rest marked interrupted."""
+        self.context.abort.set()
+        self.discard()
+        tasks = [c.task for c in self.calls if c.task is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        blocks = []
+        for call in self.calls:
+            task = call.task
+            if task is not None and task.done() and not task.cancelled() and task.exception() is None:
+                result = task.result()
+            else:
+                text = INTERRUPTED_WHILE_RUNNING if call.started else INTERRUPTED_BEFORE_START
+                result = ToolResult(content=text, is_error=True)
+            blocks.append(result_block(call.id, result))
+        return blocks
+
+    def _start(self, call: ToolCall) -> None:
+        before = [c.task for c in self.calls[: self.calls.index(call)] if c.task is not None]
+        exclusive = call.tool is None or not call.tool.concurrency_safe
+        waits = before if exclusive else [c.task for c in self.calls if c.task in before and _exclusive(c)]
+        call.task = asyncio.ensure_future(self._run(call, waits))
+
+    async def _run(self, call: ToolCall, waits: Sequence[asyncio.Task[ToolResult]]) -> ToolResult:
+        if waits:
+            await asyncio.wait(waits)
+        if call.tool is None:
+            return ToolResult(
+                content=f"<tool_use_error>No such tool: {call.block.get('name')}</tool_use_error>",
+                is_error=True,
+            )
+        tool_input = call.block.get("input") or {}
+        refusal = await self.permit(call.tool, tool_input)
+        if refusal is not None:
+            return ToolResult(content=f"Permission denied: {refusal}", is_error=True)
+        call.started = True
+        context = dataclasses.replace(self.context, progress=lambda text: self.on_progress(call.id, text))
+        try:
+            return await call.tool.run(tool_input, context)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a tool bug must not kill the loop: the model gets the error
+            return ToolResult(
+                content=f"<tool_use_error>{call.tool.name} failed: {e!r}</tool_use_error>", is_error=True
+            )
+
+
+def _exclusive(call: ToolCall) -> bool:
+    return call.tool is None or not call.tool.concurrency_safe
