@@ -1,0 +1,383 @@
+"""The Starlette application behind `foldline serve`: routes, auth, validation, caching, faults.
+
+Request pipeline for `POST /v1/messages` (one concern per step):
+auth (401) -> request number and fault (429/529/500, stall) -> body size (413) -> JSON (400) ->
+flatten and cache_edits (400) -> validator (400/413) -> model (404) -> backend -> prompt cache and
+usage -> JSON body or SSE stream (with mid-stream faults).
+
+Invariants: every error is the API's envelope `{"type": "error", "error": {...}, "request_id": ...}`
+with its status; nothing ever puts a traceback in a response (unexpected exceptions become a 500
+`api_error`, or an `error` event once a stream has started); no CORS headers are ever sent; the cache
+is written only for requests that were accepted.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from foldline._json import dumps, loads
+from foldline.api.validate import ValidationLimits, validate_request
+from foldline.errors import RequestValidationError
+from foldline.server.backend import Backend, BackendRequest, ScenarioExhaustedError, ScriptedBackend
+from foldline.server.caching import (
+    CACHE_EDITS_BETA,
+    FlatBlock,
+    PromptCache,
+    ReferenceRegistry,
+    backend_messages,
+    cache_edits_deletions,
+    flatten,
+    has_beta,
+)
+from foldline.server.config import ServerConfig
+from foldline.server.faults import Fault, FaultPlan
+from foldline.server.sse import error_event, format_event, message_events
+
+__all__ = ["RequestRecord", "ServerState", "create_app", "error_body"]
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One `/v1/messages` request as the server handled it (for tests and the demo)."""
+
+    number: int
+    status: int
+    fault: str | None
+    stream: bool
+
+
+@dataclass
+class ServerState:
+    """Everything one server instance remembers between requests."""
+
+    config: ServerConfig
+    backend: Backend
+    faults: FaultPlan
+    cache: PromptCache
+    references: ReferenceRegistry = field(default_factory=ReferenceRegistry)
+    records: list[RequestRecord] = field(default_factory=list)
+    _count: int = 0
+
+    def next_number(self) -> int:
+        """Number the next `/v1/messages` request (1-based, retries included)."""
+        self._count += 1
+        return self._count
+
+
+class _ApiError(Exception):
+    """An error answer in the making: status, type, message, extra headers."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+def _request_id() -> str:
+    return "req_" + uuid.uuid4().hex[:24]
+
+
+def error_body(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
+    """The API's error envelope for `status` (the type defaults to the API's type for that status)."""
+    kind = error_type or _ERROR_TYPES.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": _request_id()}
+
+
+def _error_response(
+    status: int, message: str, error_type: str | None = None, headers: Mapping[str, str] | None = None
+) -> Response:
+    body = error_body(status, message, error_type)
+    return Response(
+        dumps(body),
+        status_code=status,
+        media_type="application/json",
+        headers={"request-id": body["request_id"], **(headers or {})},
+    )
+
+
+def _check_auth(request: Request, state: ServerState) -> None:
+    expected = state.config.api_key
+    if expected is None:
+        return
+    given = request.headers.get("x-api-key") or ""
+    bearer = request.headers.get("authorization", "")
+    if not given and bearer.lower().startswith("bearer "):
+        given = bearer[7:]
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise _ApiError(401, "invalid x-api-key")
+
+
+def _fault_error(fault: Fault) -> _ApiError | None:
+    if fault.kind == "429":
+        seconds = f"{fault.retry_after:g}"
+        return _ApiError(
+            429, "Number of request tokens has exceeded your rate limit", {"retry-after": seconds}
+        )
+    if fault.kind == "529":
+        return _ApiError(529, "Overloaded")
+    if fault.kind == "500":
+        return _ApiError(500, "Internal server error")
+    return None
+
+
+async def _read_json(request: Request, state: ServerState) -> tuple[dict[str, Any], int]:
+    raw = await request.body()
+    limit = state.config.max_request_bytes
+    if len(raw) > limit:
+        raise _ApiError(
+            413,
+            "Request exceeds the maximum allowed number of bytes. "
+            f"The maximum request size is {limit // (1024 * 1024)} MB for standard API endpoints.",
+        )
+    try:
+        body = loads(raw)
+    except ValueError as e:
+        raise _ApiError(400, f"There was an error parsing the body: {e}") from None
+    if not isinstance(body, dict):
+        raise _ApiError(400, "Input should be a valid dictionary")
+    return body, len(raw)
+
+
+def _limits(state: ServerState, input_tokens: int) -> ValidationLimits:
+    config = state.config
+    return ValidationLimits(
+        max_output_tokens={"": config.max_output_tokens},
+        context_window=config.context_window,
+        input_tokens=input_tokens,
+        max_request_bytes=config.max_request_bytes,
+        max_media=config.max_media,
+        prefill_allowed=config.prefill_allowed,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Accepted:
+    body: dict[str, Any]
+    blocks: list[FlatBlock]
+    deleted: set[str]
+
+
+def _accept(request: Request, state: ServerState, body: dict[str, Any], size: int) -> _Accepted:
+    """Validate a messages body; raises `RequestValidationError` or `_ApiError` when rejected."""
+    blocks = flatten(body)
+    beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
+    deleted = cache_edits_deletions(body, blocks, beta_enabled=beta)
+    validate_request(body, _limits(state, blocks[-1].end if blocks else 0), body_bytes=size)
+    model = str(body["model"])
+    if not model.startswith(state.config.model_prefixes):
+        raise _ApiError(404, f"model: {model}")
+    return _Accepted(body, blocks, deleted)
+
+
+def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
+    """Ask the backend, bill the cache, and build the complete response body."""
+    body, blocks = accepted.body, accepted.blocks
+    backend_request = BackendRequest(
+        model=str(body["model"]),
+        messages=backend_messages(body, accepted.deleted),
+        system=body.get("system"),
+        tools=list(body.get("tools") or ()),
+        max_tokens=int(body["max_tokens"]),
+        thinking=body.get("thinking"),
+        request_key=blocks[-1].key if blocks else "",
+    )
+    rendered = state.backend.reply(backend_request).render(backend_request)
+    usage = state.cache.apply(blocks, state.config.min_cacheable(backend_request.model))
+    state.references.record(blocks)
+    deleted = sum(b.end - b.start for b in blocks if b.reference in accepted.deleted)
+    usage_json = usage.as_usage(rendered.output_tokens)
+    if deleted:
+        usage_json["cache_deleted_input_tokens"] = deleted
+    return rendered.message(backend_request, usage_json)
+
+
+class _EventStream(StreamingResponse):
+    """An SSE response that can stall, emit an `error` event, or drop the connection mid-stream."""
+
+    def __init__(self, message: Mapping[str, Any], fault: Fault | None, chunk_tokens: int, request_id: str):
+        super().__init__(
+            (),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "request-id": request_id},
+        )
+        self.message = message
+        self.fault = fault
+        self.chunk_tokens = chunk_tokens
+
+    async def _frames(self) -> AsyncIterator[bytes | None]:
+        """SSE frames; None means: close the connection now, without finishing the response."""
+        fault = self.fault
+        for n, (name, data) in enumerate(message_events(self.message, chunk_tokens=self.chunk_tokens)):
+            if fault is not None and n == fault.after_events:
+                if fault.kind == "cut":
+                    yield None
+                    return
+                if fault.kind == "error":
+                    yield error_event("overloaded_error", "Overloaded")
+                    return
+                if fault.kind == "stall":
+                    await anyio.sleep(fault.seconds)
+            yield format_event(name, data)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        async for frame in self._frames():
+            if frame is None:
+                return  # the server closes the socket on an unfinished response: a real cut
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class _CutBody(Response):
+    """A non-streaming response whose body is cut halfway."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        await send(
+            {"type": "http.response.body", "body": self.body[: len(self.body) // 2], "more_body": True}
+        )
+
+
+def _plain_response(message: dict[str, Any], fault: Fault | None, request_id: str) -> Response:
+    headers = {"request-id": request_id}
+    if fault is not None and fault.kind == "error":
+        return _error_response(529, "Overloaded")
+    if fault is not None and fault.kind == "cut":
+        return _CutBody(dumps(message), media_type="application/json", headers=headers)
+    return Response(dumps(message), media_type="application/json", headers=headers)
+
+
+async def _messages(request: Request) -> Response:
+    state: ServerState = request.app.state.foldline
+    _check_auth(request, state)
+    number = state.next_number()
+    fault = state.faults.for_request(number)
+    stream = False
+    try:
+        immediate = _fault_error(fault) if fault else None
+        if immediate is not None:
+            raise immediate
+        if fault is not None and fault.kind == "stall" and fault.after_events == 0:
+            await anyio.sleep(fault.seconds)
+            fault = None
+        body, size = await _read_json(request, state)
+        stream = body.get("stream") is True
+        message = _respond(state, _accept(request, state, body, size))
+    except (_ApiError, RequestValidationError) as e:
+        state.records.append(RequestRecord(number, _status_of(e), fault.kind if fault else None, stream))
+        raise
+    state.records.append(RequestRecord(number, 200, fault.kind if fault else None, stream))
+    if stream:
+        return _EventStream(message, fault, state.config.stream_chunk_tokens, _request_id())
+    return _plain_response(message, fault, _request_id())
+
+
+def _status_of(error: Exception) -> int:
+    return error.status if isinstance(error, _ApiError | RequestValidationError) else 500
+
+
+async def _count_tokens(request: Request) -> Response:
+    state: ServerState = request.app.state.foldline
+    _check_auth(request, state)
+    body, size = await _read_json(request, state)
+    blocks = flatten(body)
+    # count_tokens takes no max_tokens; the validator's rules need one, and 1 cannot break any.
+    checked = {**body, "max_tokens": 1} if "max_tokens" not in body else body
+    validate_request(checked, _limits(state, blocks[-1].end if blocks else 0), body_bytes=size)
+    return JSONResponse({"input_tokens": blocks[-1].end if blocks else 0})
+
+
+async def _on_api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, _ApiError)
+    return _error_response(exc.status, exc.message, headers=exc.headers)
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return _error_response(exc.status, exc.message, exc.error_type)
+
+
+async def _on_http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return _error_response(404, f"Not found: {request.method} {request.url.path}")
+    if exc.status_code == 405:
+        return _error_response(405, f"Method {request.method} not allowed on {request.url.path}")
+    return _error_response(exc.status_code, str(exc.detail))
+
+
+async def _on_scenario_exhausted(request: Request, exc: Exception) -> Response:
+    return _error_response(500, f"scripted backend: {exc}")
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> Response:
+    # Deliberately no detail: the exception is logged server-side, never sent.
+    return _error_response(500, "Internal server error")
+
+
+def create_app(
+    config: ServerConfig | None = None,
+    *,
+    backend: Backend | None = None,
+    faults: FaultPlan | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Starlette:
+    """Build the local Messages API server.
+
+    Args:
+        config: limits, API key and cache settings (defaults: the real API's).
+        backend: what answers accepted requests (default: `ScriptedBackend()` with no script, which
+            echoes the last user message).
+        faults: failures to inject (default: none).
+        clock: seconds, monotonic; the prompt cache's TTLs run on it (inject a fake one in tests).
+
+    Returns:
+        The ASGI app; its `state.foldline` is the `ServerState` (cache, request records, backend).
+    """
+    config = config or ServerConfig()
+    app = Starlette(
+        routes=[
+            Route("/v1/messages", _messages, methods=["POST"]),
+            Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
+        ],
+        exception_handlers={
+            _ApiError: _on_api_error,
+            RequestValidationError: _on_validation_error,
+            HTTPException: _on_http_error,
+            ScenarioExhaustedError: _on_scenario_exhausted,
+            Exception: _on_unexpected,
+        },
+    )
+    app.state.foldline = ServerState(
+        config=config,
+        backend=backend if backend is not None else ScriptedBackend(),
+        faults=faults or FaultPlan(),
+        cache=PromptCache(clock=clock, lookback_blocks=config.lookback_blocks),
+    )
+    return app

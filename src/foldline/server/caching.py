@@ -1,0 +1,364 @@
+"""Prompt caching and cache_edits as the local server implements them (SPEC R8.3, R8.4, R3.2.6).
+
+The request is flattened into one ordered block sequence, tools -> system -> messages, and each block
+gets a cumulative prefix key (a hash of the model, every earlier block and itself). The rules follow
+the prompt-caching doc (reference/api_rules.md §7):
+
+- Entries are written only at `cache_control` breakpoints whose prefix reaches the model's minimum
+  cacheable length; a shorter prefix is processed without caching (no error).
+- A lookup starts at each breakpoint and walks back over at most `lookback_blocks` earlier blocks; the
+  longest live hit over all breakpoints is read, and reading refreshes that entry's TTL.
+- Billing positions: A = the hit, B = the last 1h breakpoint written after A, C = the last breakpoint
+  written. Read A; write 1h for B-A and 5m for C-B; `input_tokens` is what follows C (or A).
+- `cache_control` is not part of any key (moving a breakpoint does not invalidate the prefix);
+  `tool_choice` and `thinking` are keyed in front of the messages, so changing them invalidates the
+  messages but not tools or system.
+
+cache_edits: a tool_result may carry `cache_reference`; the first time a name is seen its token span
+is recorded. A user content block `{"type": "cache_edits", "edits": [{"type": "delete",
+"cache_reference": ...}]}` (beta header `CACHE_EDITS_BETA` required) masks that block out of what the
+backend sees for this request only. The cache_edits block is in no key and reaches no backend, so the
+cached prefix stays valid; the deleted tokens still count as read or input and are reported again in
+`cache_deleted_input_tokens`.
+
+Invariant: `input_tokens + cache_read_input_tokens + cache_creation_input_tokens` equals the
+request's total input tokens, and `cache_creation` splits the creation exactly into 5m and 1h.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from foldline._json import dumps
+from foldline._types import Block
+from foldline.errors import RequestValidationError
+from foldline.server.tokenizer import count_block, count_tool
+
+__all__ = [
+    "CACHE_EDITS_BETA",
+    "TTL_SECONDS",
+    "CacheUsage",
+    "FlatBlock",
+    "PromptCache",
+    "ReferenceRegistry",
+    "Span",
+    "backend_messages",
+    "cache_edits_deletions",
+    "flatten",
+    "has_beta",
+    "strip_cache_edits",
+]
+
+CACHE_EDITS_BETA = "cache-edits-2025-06-01"
+"""The `anthropic-beta` value that turns on `cache_edits` blocks and `cache_reference` spans."""
+
+TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}
+
+
+@dataclass(frozen=True, slots=True)
+class FlatBlock:
+    """One block of the flattened request."""
+
+    path: str
+    """Where the block sits in the request (`tools.0`, `system.1`, `messages.3.content.2`)."""
+    start: int
+    """Tokens before this block."""
+    end: int
+    """Tokens up to and including this block."""
+    key: str
+    """Cumulative prefix key through this block."""
+    ttl: str | None
+    """The breakpoint's TTL (`5m`/`1h`) when the block carries `cache_control`, else None."""
+    reference: str | None = None
+    """The tool_result's `cache_reference`, if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheUsage:
+    """The cache part of a response's `usage`."""
+
+    input_tokens: int
+    cache_read_input_tokens: int = 0
+    ephemeral_5m_input_tokens: int = 0
+    ephemeral_1h_input_tokens: int = 0
+    cache_deleted_input_tokens: int = 0
+
+    @property
+    def cache_creation_input_tokens(self) -> int:
+        """Tokens written to the cache, both TTLs together."""
+        return self.ephemeral_5m_input_tokens + self.ephemeral_1h_input_tokens
+
+    def as_usage(self, output_tokens: int) -> dict[str, Any]:
+        """The `usage` object of a Messages API response."""
+        usage: dict[str, Any] = {
+            "input_tokens": self.input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": self.ephemeral_5m_input_tokens,
+                "ephemeral_1h_input_tokens": self.ephemeral_1h_input_tokens,
+            },
+            "output_tokens": output_tokens,
+        }
+        if self.cache_deleted_input_tokens:
+            usage["cache_deleted_input_tokens"] = self.cache_deleted_input_tokens
+        return usage
+
+
+def has_beta(header: str | None, beta: str) -> bool:
+    """Whether a comma-separated `anthropic-beta` header lists `beta`."""
+    return bool(header) and beta in (part.strip() for part in (header or "").split(","))
+
+
+def _ttl_of(block: Mapping[str, Any], path: str) -> str | None:
+    control = block.get("cache_control")
+    if not isinstance(control, Mapping):
+        return None
+    ttl = control.get("ttl", "5m")
+    if ttl not in TTL_SECONDS:
+        raise RequestValidationError(
+            f"{path}.cache_control.ttl: Input should be '5m' or '1h'", path=f"{path}.cache_control.ttl"
+        )
+    return str(ttl)
+
+
+def _as_blocks(content: object) -> list[Block]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    return []
+
+
+def _sections(body: Mapping[str, Any]) -> Iterator[tuple[str, str, Block, int]]:
+    """(path, marker, block, tokens) for every block, in cache order, cache_edits blocks left out."""
+    for i, tool in enumerate(body.get("tools") or ()):
+        if isinstance(tool, dict):
+            yield f"tools.{i}", "tool", tool, count_tool(tool)
+    for i, block in enumerate(_as_blocks(body.get("system"))):
+        yield f"system.{i}", "system", block, count_block(block)
+    for m, message in enumerate(body.get("messages") or ()):
+        if not isinstance(message, Mapping):
+            continue
+        role = str(message.get("role"))
+        for c, block in enumerate(_as_blocks(message.get("content"))):
+            if block.get("type") != "cache_edits":
+                yield f"messages.{m}.content.{c}", f"{role}:{m}", block, count_block(block)
+
+
+def flatten(body: Mapping[str, Any]) -> list[FlatBlock]:
+    """The request as the ordered block sequence the cache is keyed on (tools -> system -> messages)."""
+    digest = hashlib.sha256(dumps(["model", body.get("model")]))
+    blocks: list[FlatBlock] = []
+    total = 0
+    in_messages = False
+    for path, marker, block, tokens in _sections(body):
+        if not in_messages and path.startswith("messages."):
+            in_messages = True
+            digest.update(dumps(["params", body.get("tool_choice"), body.get("thinking")]))
+        keyed = {k: v for k, v in block.items() if k != "cache_control"}
+        digest.update(dumps([marker, keyed]))
+        ref = block.get("cache_reference") if block.get("type") == "tool_result" else None
+        blocks.append(
+            FlatBlock(
+                path=path,
+                start=total,
+                end=total + tokens,
+                key=digest.hexdigest(),
+                ttl=_ttl_of(block, path),
+                reference=ref if isinstance(ref, str) else None,
+            )
+        )
+        total += tokens
+    return _with_automatic_breakpoint(body, blocks)
+
+
+def _with_automatic_breakpoint(body: Mapping[str, Any], blocks: list[FlatBlock]) -> list[FlatBlock]:
+    """A top-level `cache_control` puts a breakpoint on the last block (automatic caching)."""
+    if not blocks or not isinstance(body.get("cache_control"), Mapping):
+        return blocks
+    ttl = _ttl_of(body, "")
+    last = blocks[-1]
+    blocks[-1] = FlatBlock(last.path, last.start, last.end, last.key, last.ttl or ttl, last.reference)
+    return blocks
+
+
+@dataclass(slots=True)
+class _Entry:
+    ttl: str
+    expires_at: float
+
+
+@dataclass
+class PromptCache:
+    """The server's prompt cache: prefix key -> entry with a TTL, on an injectable clock."""
+
+    clock: Callable[[], float] = time.monotonic
+    lookback_blocks: int = 20
+    _entries: dict[str, _Entry] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _live(self, key: str, now: float) -> _Entry | None:
+        entry = self._entries.get(key)
+        if entry is not None and entry.expires_at <= now:
+            del self._entries[key]
+            return None
+        return entry
+
+    def _find_hit(self, blocks: Sequence[FlatBlock], breakpoints: Sequence[int], now: float) -> int:
+        hit = -1
+        for bp in breakpoints:
+            for j in range(bp, max(bp - self.lookback_blocks - 1, hit, -1), -1):
+                if self._live(blocks[j].key, now) is not None:
+                    hit = j
+                    break
+        return hit
+
+    def apply(self, blocks: Sequence[FlatBlock], min_tokens: int) -> CacheUsage:
+        """Read the longest cached prefix, write entries at later breakpoints, and bill the request.
+
+        Args:
+            blocks: the flattened request (`flatten`).
+            min_tokens: the model's minimum cacheable prefix length.
+
+        Returns:
+            The usage split; `cache_deleted_input_tokens` is left at 0 for the caller to fill.
+        """
+        now = self.clock()
+        total = blocks[-1].end if blocks else 0
+        breakpoints = [i for i, b in enumerate(blocks) if b.ttl is not None]
+        hit = self._find_hit(blocks, breakpoints, now)
+        read = blocks[hit].end if hit >= 0 else 0
+        if hit >= 0:
+            entry = self._entries[blocks[hit].key]
+            entry.expires_at = now + TTL_SECONDS[entry.ttl]
+        writes = [bp for bp in breakpoints if bp > hit and blocks[bp].end >= min_tokens]
+        if not writes:
+            return CacheUsage(input_tokens=total - read, cache_read_input_tokens=read)
+        one_hour = [bp for bp in writes if blocks[bp].ttl == "1h"]
+        b_end = blocks[one_hour[-1]].end if one_hour else read
+        c_end = blocks[writes[-1]].end
+        for bp in writes:
+            ttl = blocks[bp].ttl or "5m"
+            self._entries[blocks[bp].key] = _Entry(ttl=ttl, expires_at=now + TTL_SECONDS[ttl])
+        return CacheUsage(
+            input_tokens=total - c_end,
+            cache_read_input_tokens=read,
+            ephemeral_1h_input_tokens=b_end - read,
+            ephemeral_5m_input_tokens=c_end - b_end,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """The token range a `cache_reference` was given when the server first saw it."""
+
+    start: int
+    end: int
+    path: str
+
+
+@dataclass
+class ReferenceRegistry:
+    """`cache_reference` name -> the span it was first given (R3.2.6)."""
+
+    spans: dict[str, Span] = field(default_factory=dict)
+
+    def record(self, blocks: Sequence[FlatBlock]) -> None:
+        """Remember the span of every reference seen for the first time."""
+        for block in blocks:
+            if block.reference is not None and block.reference not in self.spans:
+                self.spans[block.reference] = Span(block.start, block.end, block.path)
+
+
+def _edits_of(block: Mapping[str, Any], path: str) -> list[str]:
+    edits = block.get("edits")
+    if not isinstance(edits, list) or not edits:
+        raise RequestValidationError(f"{path}.edits: must be a non-empty list", path=f"{path}.edits")
+    names: list[str] = []
+    for e, edit in enumerate(edits):
+        where = f"{path}.edits.{e}"
+        if not isinstance(edit, Mapping) or edit.get("type") != "delete":
+            raise RequestValidationError(f"{where}.type: Input should be 'delete'", path=f"{where}.type")
+        name = edit.get("cache_reference")
+        if not isinstance(name, str) or not name:
+            raise RequestValidationError(
+                f"{where}.cache_reference: Field required", path=f"{where}.cache_reference"
+            )
+        names.append(name)
+    return names
+
+
+def cache_edits_deletions(
+    body: Mapping[str, Any], blocks: Sequence[FlatBlock], *, beta_enabled: bool
+) -> set[str]:
+    """The references this request deletes; raises `RequestValidationError` on a bad edit.
+
+    Args:
+        body: the request body.
+        blocks: its flattened form, to check every deleted reference is present.
+        beta_enabled: whether the request carries the `CACHE_EDITS_BETA` header.
+    """
+    present = {b.reference for b in blocks if b.reference is not None}
+    deleted: set[str] = set()
+    for m, message in enumerate(body.get("messages") or ()):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for c, block in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(block, Mapping) or block.get("type") != "cache_edits":
+                continue
+            path = f"messages.{m}.content.{c}"
+            if not beta_enabled:
+                raise RequestValidationError(
+                    f"{path}: cache_edits blocks require the `anthropic-beta: {CACHE_EDITS_BETA}` header",
+                    path=path,
+                )
+            if message.get("role") != "user":
+                raise RequestValidationError(f"{path}: cache_edits blocks may only appear in user messages")
+            for name in _edits_of(block, path):
+                if name not in present:
+                    raise RequestValidationError(
+                        f"{path}: cache_reference {name!r} does not match any tool_result in this request",
+                        path=path,
+                    )
+                deleted.add(name)
+    return deleted
+
+
+def strip_cache_edits(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `body` without cache_edits blocks or `cache_reference` keys (what the validator sees)."""
+    messages = []
+    for message in body.get("messages") or ():
+        if isinstance(message, Mapping) and isinstance(message.get("content"), list):
+            content = [
+                {k: v for k, v in b.items() if k != "cache_reference"} if isinstance(b, Mapping) else b
+                for b in message["content"]
+                if not (isinstance(b, Mapping) and b.get("type") == "cache_edits")
+            ]
+            message = {**message, "content": content}
+        messages.append(message)
+    return {**body, "messages": messages} if "messages" in body else dict(body)
+
+
+def backend_messages(body: Mapping[str, Any], deleted: set[str]) -> list[dict[str, Any]]:
+    """The messages the backend sees: no cache_edits blocks, no deleted tool_results."""
+    out: list[dict[str, Any]] = []
+    for message in body.get("messages") or ():
+        if not isinstance(message, Mapping):
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [
+                b
+                for b in content
+                if isinstance(b, Mapping)
+                and b.get("type") != "cache_edits"
+                and not (b.get("type") == "tool_result" and b.get("cache_reference") in deleted)
+            ]
+        out.append({**message, "content": content})
+    return out

@@ -1,0 +1,53 @@
+"""Every tunable number of the local server (SPEC §8), in one frozen dataclass.
+
+Kept beside the server rather than in `foldline.config` because only the server reads it; the
+defaults are the real API's where the API documents them (reference/api_rules.md §5-§7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = ["DEFAULT_MIN_CACHEABLE", "ServerConfig"]
+
+DEFAULT_MIN_CACHEABLE: Mapping[str, int] = MappingProxyType(
+    {
+        "claude-opus-4-5": 4096,
+        "claude-opus-4-6": 4096,
+        "claude-haiku-4-5": 4096,
+        "claude-3-5-haiku": 2048,
+        "claude-3-haiku": 2048,
+    }
+)
+"""Minimum cacheable prefix per model-name prefix (prompt-caching doc, 2026-01); others get 1024."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerConfig:
+    """What one `foldline serve` launch allows and how its prompt cache behaves."""
+
+    context_window: int = 200_000
+    max_output_tokens: int = 64_000
+    max_request_bytes: int = 32 * 1024 * 1024
+    max_media: int = 100
+    prefill_allowed: bool = True
+    api_key: str | None = None
+    """When set, every request must carry it in `x-api-key` (or `Authorization: Bearer`)."""
+    model_prefixes: tuple[str, ...] = ("claude-",)
+    """A model whose name starts with none of these gets 404 `not_found_error`."""
+    min_cacheable_tokens: int = 1024
+    min_cacheable_by_model: Mapping[str, int] = field(default_factory=lambda: DEFAULT_MIN_CACHEABLE)
+    lookback_blocks: int = 20
+    """How many blocks before a breakpoint the cache lookup checks (the docs' 20-block lookback)."""
+    stream_chunk_tokens: int = 8
+    """Tokens per `text_delta` / `thinking_delta` / `input_json_delta` event."""
+
+    def min_cacheable(self, model: str) -> int:
+        """Minimum cacheable prefix for `model`: the longest matching prefix's value, else the default."""
+        best = ""
+        for prefix in self.min_cacheable_by_model:
+            if model.startswith(prefix) and len(prefix) > len(best):
+                best = prefix
+        return self.min_cacheable_by_model[best] if best else self.min_cacheable_tokens
