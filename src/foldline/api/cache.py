@@ -1,0 +1,340 @@
+"""Prompt-cache marking of a request (SPEC §4.2) and cache-break detection, phase 1 (R7.2).
+
+`add_cache_breakpoints` takes normalized messages plus the system blocks and tools, and returns
+copies with `cache_control` breakpoints, `cache_reference` names on tool results, and every pinned
+`cache_edits` block re-inserted where it was first injected. `prompt_state_hashes` / `diff_states`
+hash the ten dimensions of a request that can break the cache and name the ones that changed.
+
+Invariants:
+- Pure: the inputs are never mutated; every changed block or message is a copy.
+- At most `max_breakpoints` (4) `cache_control` markers in all, in prompt order tools -> system ->
+  messages, never a 1h TTL after a 5m one, never on thinking, empty text or `cache_edits` blocks.
+- The same history gives the same bytes: reference names derive from the tool_use id alone, and
+  pins are re-inserted in pin order at their recorded (message, block) positions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Literal, TypeAlias
+
+import orjson
+
+from foldline._types import Block, JSONObject
+from foldline.api.normalize import MessageParam
+from foldline.config import CacheConfig
+from foldline.timeline import CachePin, new_uuid, now_iso
+
+__all__ = [
+    "BlockPosition",
+    "CacheMarked",
+    "PromptState",
+    "add_cache_breakpoints",
+    "cache_reference_for",
+    "cached_prefix_bytes",
+    "diff_states",
+    "previous_turn_breakpoint",
+    "prompt_state_hashes",
+]
+
+BlockPosition: TypeAlias = tuple[int, int]
+"""(message index, block index) in a request's `messages`."""
+
+TTL: TypeAlias = Literal["5m", "1h"]
+_UNCACHEABLE = frozenset({"thinking", "redacted_thinking", "cache_edits"})
+
+
+def cache_reference_for(tool_use_id: str) -> str:
+    """The `cache_reference` name of a tool call's result: stable across turns and resumes (R3.2.3)."""
+    return f"ref_{tool_use_id}"
+
+
+@dataclass(frozen=True)
+class CacheMarked:
+    """A request's parts after cache marking."""
+
+    messages: list[MessageParam]
+    system: list[Block]
+    tools: list[JSONObject]
+    new_pins: tuple[CachePin, ...]
+    """Pins for this round's new `cache_edits` blocks: the caller appends them to the timeline."""
+    message_breakpoints: tuple[BlockPosition, ...]
+    """Where the message breakpoints went, in prompt order (the last is the rolling one)."""
+
+
+def _control(ttl: TTL) -> JSONObject:
+    return {"type": "ephemeral", "ttl": "1h"} if ttl == "1h" else {"type": "ephemeral"}
+
+
+def _cacheable(block: Block) -> bool:
+    if block.get("type") in _UNCACHEABLE:
+        return False
+    return block.get("type") != "text" or bool(block.get("text"))
+
+
+def _last_cacheable(messages: Sequence[MessageParam], at_or_before: BlockPosition) -> BlockPosition | None:
+    """The nearest block at or before a position that may carry `cache_control`."""
+    m, b = at_or_before
+    while m >= 0:
+        content = messages[m]["content"]
+        for j in range(min(b, len(content) - 1), -1, -1):
+            if _cacheable(content[j]):
+                return m, j
+        m -= 1
+        b = len(messages[m]["content"]) - 1 if m >= 0 else 0
+    return None
+
+
+def previous_turn_breakpoint(messages: Sequence[MessageParam]) -> BlockPosition | None:
+    """Where the previous request of this session put its rolling message breakpoint.
+
+    The previous request ended just before the latest assistant reply; its breakpoint was the last
+    cacheable block of that request's last message.
+    """
+    for i in range(len(messages) - 1, 0, -1):
+        if messages[i]["role"] == "assistant":
+            return _last_cacheable(messages, (i - 1, len(messages[i - 1]["content"]) - 1))
+    return None
+
+
+def _blocks_between(messages: Sequence[MessageParam], start: BlockPosition, end: BlockPosition) -> int:
+    """Blocks after `start` up to and including `end`."""
+    if start[0] == end[0]:
+        return end[1] - start[1]
+    count = len(messages[start[0]]["content"]) - start[1] - 1
+    count += sum(len(messages[i]["content"]) for i in range(start[0] + 1, end[0]))
+    return count + end[1] + 1
+
+
+def _valid(messages: Sequence[MessageParam], pos: BlockPosition) -> bool:
+    return 0 <= pos[0] < len(messages) and 0 <= pos[1] < len(messages[pos[0]]["content"])
+
+
+def _with_pins(
+    messages: list[MessageParam], pins: Sequence[CachePin], new_edits: Sequence[Block]
+) -> tuple[list[MessageParam], tuple[CachePin, ...]]:
+    """Re-insert pinned `cache_edits` blocks in pin order, then inject and pin this round's new ones."""
+    for pin in pins:
+        if pin.message_index < len(messages) and pin.block_index <= len(
+            messages[pin.message_index]["content"]
+        ):
+            content = messages[pin.message_index]["content"]
+            content.insert(pin.block_index, pin.block)
+    new_pins: list[CachePin] = []
+    if new_edits:
+        last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
+        if last is None:
+            raise ValueError("cache_edits need a user message to ride in")
+        for block in new_edits:
+            index = len(messages[last]["content"])
+            messages[last]["content"].append(block)
+            new_pins.append(
+                CachePin(
+                    uuid=new_uuid(), timestamp=now_iso(), message_index=last, block_index=index, block=block
+                )
+            )
+    return messages, tuple(new_pins)
+
+
+def _with_references(messages: list[MessageParam], upto: int) -> None:
+    for message in messages[: upto + 1]:
+        content = message["content"]
+        for j, block in enumerate(content):
+            if block.get("type") == "tool_result" and "cache_reference" not in block:
+                content[j] = block | {"cache_reference": cache_reference_for(str(block.get("tool_use_id")))}
+
+
+def _mark_last(items: list[Block], ttl: TTL, *, text_only: bool = False) -> bool:
+    for j in range(len(items) - 1, -1, -1):
+        if not text_only or _cacheable(items[j]):
+            items[j] = items[j] | {"cache_control": _control(ttl)}
+            return True
+    return False
+
+
+def _strip_control(items: Sequence[Mapping[str, Any]]) -> list[JSONObject]:
+    return [{k: v for k, v in item.items() if k != "cache_control"} for item in items]
+
+
+def add_cache_breakpoints(
+    messages: Sequence[MessageParam],
+    *,
+    system: Sequence[Block] = (),
+    tools: Sequence[Mapping[str, Any]] = (),
+    pins: Sequence[CachePin] = (),
+    new_edits: Sequence[Block] = (),
+    supports_cache_edits: bool = False,
+    previous_breakpoint: BlockPosition | Literal["auto"] | None = "auto",
+    volatile_last: bool = False,
+    config: CacheConfig | None = None,
+) -> CacheMarked:
+    """Place the request's `cache_control` breakpoints and cache_edits blocks (SPEC §4.2).
+
+    Args:
+        messages: normalized messages (`normalize_messages_for_api` output); not mutated.
+        system: system prompt blocks; the last non-empty one gets a breakpoint.
+        tools: tool definitions; the last one gets a breakpoint.
+        pins: this session's pinned `cache_edits` blocks (since the latest compact boundary), pin order.
+        new_edits: this round's new `cache_edits` blocks from Microcompact; injected at the end of
+            the last user message and pinned there.
+        supports_cache_edits: the provider takes `cache_reference` and `cache_edits` (R3.2.5); when
+            false, pins and new edits are ignored and no references are added.
+        previous_breakpoint: where the previous request's rolling breakpoint was (`"auto"`: derived
+            with `previous_turn_breakpoint`); when more than `lookback_blocks` blocks were added
+            since, it gets a breakpoint of its own so that prefix is still found (the API looks
+            back only 20 blocks from a breakpoint).
+        volatile_last: the last message will not be sent again as is: the rolling breakpoint
+            goes on the message before it.
+        config: TTLs and limits.
+
+    Returns:
+        Marked copies and the new pins to append to the timeline.
+    """
+    cfg = config or CacheConfig()
+    out: list[MessageParam] = [{"role": m["role"], "content": list(m["content"])} for m in messages]
+    new_pins: tuple[CachePin, ...] = ()
+    if supports_cache_edits:
+        out, new_pins = _with_pins(out, pins, new_edits)
+    marked_tools, marked_system = _strip_control(tools), _strip_control(system)
+    budget = cfg.max_breakpoints
+    static_ttl = cfg.static_ttl
+    if marked_tools and budget and _mark_last(marked_tools, static_ttl):
+        budget -= 1
+    if marked_system and budget and _mark_last(marked_system, static_ttl, text_only=True):
+        budget -= 1
+    # api_rules #44: a 1h breakpoint may not follow a 5m one (tools -> system -> messages).
+    message_ttl: TTL = "5m" if static_ttl == "5m" and (marked_tools or marked_system) else cfg.message_ttl
+    target = len(out) - (2 if volatile_last and len(out) > 1 else 1)
+    rolling = _last_cacheable(out, (target, len(out[target]["content"]) - 1)) if out else None
+    previous = previous_turn_breakpoint(out) if previous_breakpoint == "auto" else previous_breakpoint
+    points: list[BlockPosition] = []
+    if rolling is not None and budget:
+        if previous is not None and budget >= 2 and _valid(out, previous) and previous < rolling:
+            if _blocks_between(out, previous, rolling) > cfg.lookback_blocks:
+                earlier = _last_cacheable(out, previous)
+                points += [earlier] if earlier is not None else []
+        points.append(rolling)
+    for m, b in points:
+        out[m]["content"][b] = out[m]["content"][b] | {"cache_control": _control(message_ttl)}
+    if supports_cache_edits and rolling is not None:
+        _with_references(out, rolling[0])
+    return CacheMarked(out, marked_system, marked_tools, new_pins, tuple(points))
+
+
+# --- canonical prefix bytes ------------------------------------------------------------------
+
+
+def _canonical(value: object) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def _last_marked(messages: Sequence[MessageParam]) -> BlockPosition | None:
+    for i in range(len(messages) - 1, -1, -1):
+        for j in range(len(messages[i]["content"]) - 1, -1, -1):
+            if "cache_control" in messages[i]["content"][j]:
+                return i, j
+    return None
+
+
+def cached_prefix_bytes(body: Mapping[str, Any], upto: BlockPosition | None = None) -> bytes:
+    """The bytes a cache lookup hashes: tools, system and message blocks up to a breakpoint.
+
+    Canonical (sorted keys, one block per line) and without `cache_control` markers, which are not
+    part of the cached content. `upto` defaults to the last message block carrying `cache_control`;
+    with no such block only tools and system count.
+    """
+    messages: Sequence[MessageParam] = body.get("messages") or []
+    end = upto if upto is not None else _last_marked(messages)
+    parts = [_canonical(_strip_control(body.get("tools") or [])), _canonical(_system_blocks(body))]
+    if end is not None:
+        for i, m in enumerate(messages[: end[0] + 1]):
+            content = m["content"] if i < end[0] else m["content"][: end[1] + 1]
+            parts += [_canonical([m["role"], b]) for b in _strip_control(content)]
+    return b"\n".join(parts)
+
+
+def _system_blocks(body: Mapping[str, Any]) -> list[JSONObject]:
+    system = body.get("system")
+    if isinstance(system, str):
+        return [{"type": "text", "text": system}]
+    return _strip_control(system or [])
+
+
+# --- cache-break detection, phase 1 (R7.2) ----------------------------------------------------
+
+_STANDARD_KEYS = frozenset(
+    {"model", "messages", "system", "tools", "max_tokens", "thinking", "stream", "metadata", "tool_choice"}
+)
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(_canonical(value)).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class PromptState:
+    """Hashes of the ten request dimensions that can break the prompt cache (R7.2)."""
+
+    system_text: str
+    system_cache_layout: str
+    tools: str
+    per_tool: tuple[tuple[str, str], ...]
+    model: str
+    fast_mode: str
+    betas: str
+    effort: str
+    cache_strategy: str
+    extra_body: str
+
+
+def prompt_state_hashes(
+    body: Mapping[str, Any],
+    *,
+    betas: Sequence[str] = (),
+    fast_mode: bool = False,
+    cache_strategy: str = "",
+) -> PromptState:
+    """Hash each cache-relevant dimension of a request body separately (R7.2).
+
+    Args:
+        body: the request body as it will be sent.
+        betas: the beta headers it goes with.
+        fast_mode: whether the request asks for the fast output mode.
+        cache_strategy: the caller's global caching strategy name (for example the TTL layout).
+    """
+    system = body.get("system")
+    system_list = system if isinstance(system, list) else []
+    tools: list[Mapping[str, Any]] = body.get("tools") or []
+    return PromptState(
+        system_text=_digest([b.get("text") for b in _system_blocks(body)]),
+        system_cache_layout=_digest([b.get("cache_control") for b in system_list]),
+        tools=_digest(_strip_control(tools)),
+        per_tool=tuple((str(t.get("name")), _digest(_strip_control([t]))) for t in tools),
+        model=_digest(body.get("model")),
+        fast_mode=_digest(fast_mode),
+        betas=_digest(sorted(betas)),
+        effort=_digest([body.get("thinking"), body.get("output_config")]),
+        cache_strategy=_digest(cache_strategy),
+        extra_body=_digest({k: v for k, v in body.items() if k not in _STANDARD_KEYS | {"output_config"}}),
+    )
+
+
+def diff_states(prev: PromptState | None, cur: PromptState) -> tuple[str, ...]:
+    """The dimensions that changed between two requests: phase 1's `pending_changes` (R7.2).
+
+    Per-tool changes are named `tool_added:<name>`, `tool_removed:<name>`, `tool_changed:<name>`.
+    """
+    if prev is None:
+        return ()
+    changes = [
+        f.name
+        for f in fields(PromptState)
+        if f.name != "per_tool" and getattr(prev, f.name) != getattr(cur, f.name)
+    ]
+    before, after = dict(prev.per_tool), dict(cur.per_tool)
+    changes += [f"tool_removed:{n}" for n in before if n not in after]
+    changes += [f"tool_added:{n}" for n in after if n not in before]
+    changes += [f"tool_changed:{n}" for n in after if n in before and before[n] != after[n]]
+    return tuple(changes)

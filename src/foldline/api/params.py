@@ -1,0 +1,222 @@
+"""Request parameters (SPEC §4.3), beta-header latching (R7.5), and the whole assembly in one call.
+
+`build_request` is the one path from a session's records to the body of its next request:
+projection -> `normalize_messages_for_api` -> `add_cache_breakpoints` -> `params_from_context`.
+The CLI (`foldline request`) and the engine both use it, so what `foldline request` prints is what
+the engine sends.
+
+Invariants:
+- Pure apart from the new records it returns: the caller appends those (cache pins, latched
+  headers) to the timeline, so a resumed session rebuilds the same pins and betas (R2.2).
+- Betas are sorted and latched: once sent in a session, a beta is sent on every later request
+  (R7.5). The features behind them are still decided per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from foldline._types import Block, JSONObject
+from foldline.api.cache import BlockPosition, PromptState, add_cache_breakpoints, prompt_state_hashes
+from foldline.api.normalize import MessageParam, normalize_messages_for_api
+from foldline.config import Config
+from foldline.errors import UserError
+from foldline.projection import project_view, rebuild_state
+from foldline.providers.base import Capabilities
+from foldline.timeline import AnyRecord, CachePin, ControlRecord, LatchedHeaders, new_uuid, now_iso
+
+__all__ = [
+    "MIN_THINKING_BUDGET",
+    "RequestPlan",
+    "build_request",
+    "final_turn_starts_with_thinking",
+    "latch_betas",
+    "params_from_context",
+    "system_blocks",
+]
+
+MIN_THINKING_BUDGET = 1024
+"""The API's smallest `thinking.budget_tokens` (api_rules #25)."""
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+def latch_betas(
+    state_betas: Sequence[str], requested: Iterable[str]
+) -> tuple[tuple[str, ...], LatchedHeaders | None]:
+    """The betas to send (sorted) and a record for the ones sent for the first time, if any (R7.5).
+
+    Args:
+        state_betas: betas already latched in this session (`ProjectionState.betas`).
+        requested: betas this request's features ask for.
+    """
+    latched = set(state_betas)
+    new = sorted({b for b in requested if b and b not in latched})
+    record = LatchedHeaders(uuid=new_uuid(), timestamp=now_iso(), betas=tuple(new)) if new else None
+    return tuple(sorted(latched.union(new))), record
+
+
+def system_blocks(system: str | Sequence[str | Block]) -> list[Block]:
+    """The system prompt as text blocks, one per part, empty parts left out.
+
+    Split the prompt into a stable part and a changing part (a list of two strings) so that the
+    cache breakpoint on the last block still covers the stable part when only that one is changed.
+    """
+    parts: Sequence[str | Block] = [system] if isinstance(system, str) else system
+    blocks: list[Block] = []
+    for part in parts:
+        block = {"type": "text", "text": part} if isinstance(part, str) else dict(part)
+        if block.get("type") != "text":
+            raise UserError(f"system prompt blocks must be text blocks, not {block.get('type')!r}")
+        if str(block.get("text", "")).strip():
+            blocks.append(block)
+    return blocks
+
+
+def final_turn_starts_with_thinking(messages: Sequence[MessageParam]) -> bool:
+    """Whether the final assistant turn opens with thinking, or there is no such turn (api_rules #19).
+
+    The final turn is the tool loop after the last user message that is more than tool results;
+    with thinking on, its first assistant message must start with a thinking block.
+    """
+    boundary = -1
+    for i, m in enumerate(messages):
+        if m["role"] == "user" and any(b.get("type") != "tool_result" for b in m["content"]):
+            boundary = i
+    for m in messages[boundary + 1 :]:
+        if m["role"] == "assistant":
+            return bool(m["content"]) and m["content"][0].get("type") in _THINKING
+    return True
+
+
+def params_from_context(
+    *,
+    model: str,
+    messages: Sequence[MessageParam],
+    max_tokens: int,
+    system: Sequence[Block] = (),
+    tools: Sequence[Mapping[str, Any]] = (),
+    thinking_budget: int | None = None,
+    stream: bool = True,
+) -> JSONObject:
+    """The Messages API request body (R4.3.1).
+
+    Args:
+        model: model name.
+        messages: normalized, cache-marked messages.
+        max_tokens: output limit; must exceed the thinking budget.
+        system: system blocks (already cache-marked).
+        tools: the full tool list (already cache-marked).
+        thinking_budget: extended thinking budget, or None for no thinking.
+        stream: ask for a streamed reply.
+
+    Raises:
+        UserError: the thinking budget is below 1,024 or not below `max_tokens` (api_rules #25, #26).
+    """
+    if not model:
+        raise UserError("a request needs a model name")
+    if max_tokens < 1:
+        raise UserError(f"max_tokens must be at least 1, not {max_tokens}")
+    body: JSONObject = {"model": model, "max_tokens": max_tokens}
+    if system:
+        body["system"] = list(system)
+    if tools:
+        body["tools"] = list(tools)
+    if thinking_budget is not None:
+        if not MIN_THINKING_BUDGET <= thinking_budget < max_tokens:
+            raise UserError(
+                f"thinking budget {thinking_budget} must be at least {MIN_THINKING_BUDGET} and below "
+                f"max_tokens ({max_tokens})"
+            )
+        body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
+    body["messages"] = list(messages)
+    if stream:
+        body["stream"] = True
+    return body
+
+
+@dataclass(frozen=True)
+class RequestPlan:
+    """Everything the next request needs, and what it adds to the timeline."""
+
+    body: JSONObject
+    """The JSON body, exactly as it will be sent."""
+    betas: tuple[str, ...]
+    """The `anthropic-beta` values to send with it, sorted."""
+    new_records: tuple[ControlRecord, ...]
+    """Records the caller appends (and persists) once the request is sent: pins, latched headers."""
+    prompt_state: PromptState
+    """Phase-1 cache-break hashes of this request (R7.2); diff against the previous one."""
+    message_breakpoints: tuple[BlockPosition, ...] = ()
+
+
+def _pins_in_view(records: Sequence[AnyRecord], boundary_index: int | None) -> list[CachePin]:
+    """Pins recorded after the latest compact boundary: earlier ones point into a history now gone."""
+    start = 0 if boundary_index is None else boundary_index + 1
+    return [r for r in records[start:] if isinstance(r, CachePin)]
+
+
+def build_request(
+    records: Sequence[AnyRecord],
+    config: Config,
+    system: str | Sequence[str | Block],
+    tools: Sequence[Mapping[str, Any]],
+    provider_caps: Capabilities,
+    *,
+    new_edits: Sequence[Block] = (),
+    requested_betas: Iterable[str] = (),
+    volatile_last: bool = False,
+    stream: bool = True,
+) -> RequestPlan:
+    """Assemble the next request of a session: projection -> normalize -> breakpoints -> params.
+
+    Args:
+        records: the session's records (a timeline snapshot), control records included.
+        config: model, limits, thinking budget, snip and cache settings.
+        system: the system prompt, as one string or as parts (see `system_blocks`).
+        tools: the tool definitions to send.
+        provider_caps: what the provider supports (cache_edits, thinking).
+        new_edits: this round's new `cache_edits` blocks from Microcompact.
+        requested_betas: betas this request's features ask for; latched ones are added.
+        volatile_last: the last message will not be sent again as is (see `add_cache_breakpoints`).
+        stream: ask for a streamed reply.
+
+    Raises:
+        UserError: nothing to send, media over the API limits, or a bad thinking budget.
+    """
+    state = rebuild_state(records)
+    budget = config.thinking_budget_tokens if provider_caps.supports_thinking else None
+    messages = normalize_messages_for_api(
+        project_view(records, state), snip_enabled=config.snip_enabled, thinking_enabled=budget is not None
+    )
+    if budget is not None and not final_turn_starts_with_thinking(messages):
+        budget = None  # the open turn was recorded without thinking: this request goes without (#19)
+    supports_edits = provider_caps.supports_cache_edits
+    marked = add_cache_breakpoints(
+        messages,
+        system=system_blocks(system),
+        tools=tools,
+        pins=_pins_in_view(records, state.boundary_index) if supports_edits else (),
+        new_edits=new_edits if supports_edits else (),
+        supports_cache_edits=supports_edits,
+        volatile_last=volatile_last,
+        config=config.cache,
+    )
+    wanted = list(requested_betas)
+    if supports_edits and provider_caps.cache_edits_beta:
+        wanted.append(provider_caps.cache_edits_beta)
+    betas, latched = latch_betas(state.betas, wanted)
+    body = params_from_context(
+        model=config.model,
+        messages=marked.messages,
+        max_tokens=config.max_output_tokens,
+        system=marked.system,
+        tools=marked.tools,
+        thinking_budget=budget,
+        stream=stream,
+    )
+    new_records: tuple[ControlRecord, ...] = (*marked.new_pins, *((latched,) if latched else ()))
+    return RequestPlan(
+        body, betas, new_records, prompt_state_hashes(body, betas=betas), marked.message_breakpoints
+    )

@@ -1,0 +1,129 @@
+"""`foldline request SESSION`: print the next turn's request without sending it (SPEC §10).
+
+A thin shell over `foldline.api.params.build_request`, the same call the engine makes, so what it
+prints is what would be sent: the compaction projection, normalization and cache marking applied.
+Reads foldline and Claude Code transcripts. Nothing is written: the records the request would add
+(cache pins, latched headers) are only counted on stderr.
+
+When the session ends with an assistant reply, the next turn needs user input: `--prompt` (default
+"Continue.") is appended as that input, with an id derived from the session so the output is
+reproducible.
+"""
+
+from __future__ import annotations
+
+import uuid as _uuid
+from pathlib import Path
+from typing import Literal
+
+import click
+import orjson
+
+from foldline._json import loads
+from foldline._types import JSONObject
+from foldline.api.params import RequestPlan, build_request
+from foldline.cli import cli
+from foldline.config import Config
+from foldline.errors import FoldlineError, UserError
+from foldline.providers.base import Capabilities
+from foldline.sessions import load_session
+from foldline.timeline import AnyRecord, AssistantEntry, UserEntry, UserMessage, api_filter, now_iso, ui_view
+
+__all__ = ["PROVIDERS", "request"]
+
+DEFAULT_PROMPT = "Continue."
+_LOCAL_CACHE_EDITS_BETA = "cache-edits-2025-06-01"
+"""What `foldline serve` expects (server.caching.CACHE_EDITS_BETA), spelled out so the CLI does not
+import the optional server extra."""
+
+PROVIDERS: dict[str, Capabilities] = {
+    "anthropic": Capabilities(name="anthropic"),
+    "local": Capabilities(name="local", supports_cache_edits=True, cache_edits_beta=_LOCAL_CACHE_EDITS_BETA),
+}
+"""The capabilities `--provider` selects."""
+
+
+def _with_prompt(records: list[AnyRecord], session_id: str, prompt: str | None) -> list[AnyRecord]:
+    """Append the next user input when the conversation waits for one (or one was given)."""
+    visible = api_filter(ui_view(records))
+    ends_with_reply = bool(visible) and isinstance(visible[-1], AssistantEntry)
+    if prompt is None and not ends_with_reply:
+        return records
+    text = DEFAULT_PROMPT if prompt is None else prompt
+    if not text.strip():
+        raise UserError("--prompt must contain some text")
+    parent = visible[-1].uuid if visible else None
+    entry_id = _uuid.uuid5(_uuid.NAMESPACE_URL, f"foldline-request:{session_id}:{parent}:{text}")
+    entry = UserEntry(
+        uuid=str(entry_id),
+        parent_uuid=parent,
+        timestamp=now_iso(),
+        session_id=session_id,
+        message=UserMessage(content=text),
+    )
+    return [*records, entry]
+
+
+def _read_tools(path: Path | None) -> list[JSONObject]:
+    if path is None:
+        return []
+    tools = loads(path.read_bytes())
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise UserError(f"{path}: expected a JSON list of tool definitions")
+    return tools
+
+
+def _render(plan: RequestPlan, body_only: bool) -> str:
+    if body_only:
+        return orjson.dumps(plan.body).decode()
+    return orjson.dumps({"betas": list(plan.betas), "body": plan.body}, option=orjson.OPT_INDENT_2).decode()
+
+
+@cli.command()
+@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "foldline", "claude-code"]),
+    default="auto",
+    show_default=True,
+    help="Transcript format.",
+)
+@click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="anthropic", show_default=True)
+@click.option("--prompt", default=None, help=f"Next user input (default {DEFAULT_PROMPT!r} after a reply).")
+@click.option("--model", default=None, help="Model name (default: the configured one).")
+@click.option("--system", "system", default="", help="System prompt text.")
+@click.option(
+    "--tools", "tools_path", type=click.Path(dir_okay=False, path_type=Path), help="JSON tool list."
+)
+@click.option("--thinking-budget", type=click.IntRange(1), default=None, help="Extended thinking budget.")
+@click.option("--body-only", is_flag=True, help="Print only the body, compact, byte for byte as sent.")
+def request(
+    session: Path,
+    fmt: Literal["auto", "foldline", "claude-code"],
+    provider: str,
+    prompt: str | None,
+    model: str | None,
+    system: str,
+    tools_path: Path | None,
+    thinking_budget: int | None,
+    body_only: bool,
+) -> None:
+    """Print the JSON body (and beta headers) the next turn of SESSION would send, without sending it."""
+    try:
+        loaded = load_session(session, fmt)
+        records = _with_prompt(list(loaded.records), loaded.session_id, prompt)
+        defaults = Config()
+        config = Config(
+            model=model or defaults.model,
+            thinking_budget_tokens=thinking_budget,
+            max_output_tokens=max(defaults.max_output_tokens, (thinking_budget or 0) + 1),
+        )
+        plan = build_request(records, config, system, _read_tools(tools_path), PROVIDERS[provider])
+    except (FoldlineError, OSError, orjson.JSONDecodeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    for warning in loaded.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if plan.new_records:
+        click.echo(f"note: sending would append {len(plan.new_records)} control record(s)", err=True)
+    click.echo(_render(plan, body_only))
