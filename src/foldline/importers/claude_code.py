@@ -10,8 +10,10 @@ How a file becomes a timeline:
    a warning naming the line. Metadata line types (`summary`, `file-history-snapshot`, ...) and unknown
    types are ignored and counted.
 2. The live leaf is the newest-timestamp main-chain user/assistant line that is no other user/assistant
-   line's ancestor (ties go to the later line in the file). Timestamps compare as strings: CC always
-   writes ISO-8601 UTC with milliseconds and `Z`.
+   line's ancestor (ties go to the later line in the file). A leaf holding only tool_results ranks by
+   the time of the nearest ancestor that is not one, so a result that lags behind the next reply does
+   not steal the live leaf. Timestamps compare as strings: CC always writes ISO-8601 UTC with
+   milliseconds and `Z`.
 3. The chain runs from that leaf back to its root through `parentUuid`; at a `compact_boundary` it
    continues through `logicalParentUuid`, so pre-compaction history stays, with a `CompactBoundary`
    record in place. Cycles, self-references and dangling parents (`request_<uuid>`) end the walk with a
@@ -303,7 +305,28 @@ def _live_leaf(parsed: _Parsed, side: bool) -> _Line | None:
         # Every candidate is someone's ancestor: only a cycle does that. Start from the file's end.
         parsed.warn(candidates[-1].no, "no leaf found (parent cycle); starting from the last line")
         return candidates[-1]
-    return max(leaves, key=lambda ln: (ln.timestamp, ln.no), default=None)
+    return max(leaves, key=lambda ln: (_rank_time(parsed, ln), ln.no), default=None)
+
+
+def _rank_time(parsed: _Parsed, leaf: _Line) -> str:
+    """When the conversation was at `leaf`: a bare tool_result counts from the call it answers.
+
+    CC can write a tool_result after the reply that continues past it (§9.4 b); ranking that result by
+    its own, later timestamp would make it the live leaf and drop the reply.
+    """
+    line, seen = leaf, {leaf.uuid}
+    while (
+        line.type == "user"
+        and line.valid
+        and line.blocks()
+        and len(_tool_result_ids(line)) == len(line.blocks())
+    ):
+        up = parsed.by_uuid.get(line.parent) if line.parent is not None else None
+        if up is None or up.uuid in seen:
+            break
+        line = up
+        seen.add(up.uuid)
+    return line.timestamp
 
 
 def _walk_chain(parsed: _Parsed, leaf: _Line) -> list[_Line]:
