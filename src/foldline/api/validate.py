@@ -68,16 +68,22 @@ class ValidationLimits:
     """`True` accepts consecutive same-role messages, as today's first-party API does (rule 3)."""
     interleaved_thinking: bool = False
     """`True` when the interleaved-thinking beta is on: `budget_tokens` may then exceed `max_tokens`."""
+    max_image_bytes: int = 5 * 1024 * 1024
+    """Rule 29, measured on the base64 text (other providers allow less: Bedrock 3.75 MB)."""
+    max_image_pixels: int = 8000
+    """Rule 30: the longer image side."""
+    many_images_pixels: int = 2000
+    """Rule 31: the longer image side once a request holds more than `many_images_threshold` images."""
+    many_images_threshold: int = 20
+    max_pdf_pages: int = 100
+    """Rule 33."""
+    max_cache_breakpoints: int = 4
+    """Rule 42: blocks with `cache_control` across tools, system and messages."""
 
 
 _DEFAULT_LIMITS = ValidationLimits()
 
-MAX_IMAGE_BASE64_BYTES = 5 * 1024 * 1024
-MAX_IMAGE_PIXELS = 8000
-MANY_IMAGES_PIXELS = 2000
-MANY_IMAGES_THRESHOLD = 20
-MAX_PDF_PAGES = 100
-MAX_CACHE_BREAKPOINTS = 4
+# A schema fact, not a limit: the API's pydantic model declares `ge=1024`.
 MIN_THINKING_BUDGET = 1024
 
 _DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
@@ -925,16 +931,17 @@ def _check_media(request: _Request) -> Iterator[RequestValidationError]:
     """Rules 36, 29, 37, 35, 30, 31 per image; then 33 and 32 over the whole request."""
     media = _media(request)
     images = [item for item in media if item.block["type"] == "image"]
-    many = len(images) > MANY_IMAGES_THRESHOLD
+    limits = request.limits
+    many = len(images) > limits.many_images_threshold
     for image in images:
-        yield from _image_rules(image, many=many)
+        yield from _image_rules(image, limits, many=many)
     documents = [
         (item.block, _document_pages(item.block)) for item in media if item.block["type"] == "document"
     ]
     pages = sum(count for _, count in documents)
     pdf_pages = sum(count for block, count in documents if _is_pdf(block))
-    if pdf_pages > MAX_PDF_PAGES:
-        yield _bare(f"A maximum of {MAX_PDF_PAGES} PDF pages may be provided.", _ROOT.at("messages"))
+    if pdf_pages > limits.max_pdf_pages:
+        yield _bare(f"A maximum of {limits.max_pdf_pages} PDF pages may be provided.", _ROOT.at("messages"))
     if len(images) + pages > request.limits.max_media:
         yield _bare(
             f"too many images and documents: {len(images)} + {pages} > {request.limits.max_media}",
@@ -942,7 +949,7 @@ def _check_media(request: _Request) -> Iterator[RequestValidationError]:
         )
 
 
-def _image_rules(image: _Media, *, many: bool) -> Iterator[RequestValidationError]:
+def _image_rules(image: _Media, limits: ValidationLimits, *, many: bool) -> Iterator[RequestValidationError]:
     source = image.block["source"]
     if source["type"] != "base64":
         return
@@ -951,9 +958,10 @@ def _image_rules(image: _Media, *, many: bool) -> Iterator[RequestValidationErro
     if not data:
         yield _bare(f"{here.api}: image cannot be empty", here)
         return
-    if len(data) > MAX_IMAGE_BASE64_BYTES:
+    if len(data) > limits.max_image_bytes:
         yield _bare(
-            f"{here.api}: image exceeds 5 MB maximum: {len(data)} bytes > {MAX_IMAGE_BASE64_BYTES} bytes",
+            f"{here.api}: image exceeds {limits.max_image_bytes / 1048576:g} MB maximum: "
+            f"{len(data)} bytes > {limits.max_image_bytes} bytes",
             here,
         )
         return
@@ -969,7 +977,7 @@ def _image_rules(image: _Media, *, many: bool) -> Iterator[RequestValidationErro
             here,
         )
         return
-    limit = MANY_IMAGES_PIXELS if many else MAX_IMAGE_PIXELS
+    limit = limits.many_images_pixels if many else limits.max_image_pixels
     if max(width, height) > limit:
         qualifier = " for many-image requests" if many else ""
         yield _bare(
@@ -1124,9 +1132,10 @@ def _check_cache_control(request: _Request) -> Iterator[RequestValidationError]:
         seen_short = seen_short or ttl == "5m"
     if isinstance(request.body.get("cache_control"), Mapping):
         count += 1  # automatic caching places one more breakpoint on the last cacheable block
-    if count > MAX_CACHE_BREAKPOINTS:
+    maximum = request.limits.max_cache_breakpoints
+    if count > maximum:
         yield _bare(
-            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {count}.",
+            f"A maximum of {maximum} blocks with cache_control may be provided. Found {count}.",
             _ROOT,
         )
 
