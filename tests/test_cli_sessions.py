@@ -104,6 +104,31 @@ def test_load_session_rejects_a_file_in_neither_format(tmp_path: Path) -> None:
         load_session(path)
 
 
+def _cc_line(uuid: str, session_id: str, text: str, *, sidechain: bool = False) -> str:
+    return (
+        f'{{"type":"user","uuid":"{uuid}","parentUuid":null,"isSidechain":{str(sidechain).lower()},'
+        f'"sessionId":"{session_id}","timestamp":"2026-02-01T00:00:00.000Z",'
+        f'"message":{{"role":"user","content":"{text}"}}}}\n'
+    )
+
+
+def test_list_sessions_counts_subagent_files_with_their_session(tmp_path: Path) -> None:
+    (tmp_path / "s1.jsonl").write_text(_cc_line("u1", "s1", "main prompt"), encoding="utf-8")
+    (tmp_path / "agent-0badc0de.jsonl").write_text(
+        _cc_line("a1", "s1", "task", sidechain=True), encoding="utf-8"
+    )
+    (tmp_path / "s1" / "subagents").mkdir(parents=True)
+    (tmp_path / "s1" / "subagents" / "agent-a1.jsonl").write_text(_cc_line("a2", "s1", "t", sidechain=True))
+    (tmp_path / "agent-12345678.jsonl").write_text(_cc_line("a3", "other", "lone", sidechain=True))
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    infos = list_sessions([tmp_path])
+    assert [(i.path.name, i.session_id, i.turns) for i in infos] == [
+        ("agent-12345678.jsonl", "agent-12345678", 1),
+        ("s1.jsonl", "s1", 1),
+    ]
+    assert len(load_session(tmp_path / "s1.jsonl").records) == 3
+
+
 # --- foldline sessions ---------------------------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ from typing import Literal, TypeAlias
 import orjson
 
 from foldline.errors import TranscriptError, TranscriptFormatError, UserError
-from foldline.importers.claude_code import ImportIssue, import_claude_code
+from foldline.importers.claude_code import ImportIssue, import_claude_code, subagent_files
 from foldline.timeline import ENTRY_TYPES, AnyRecord, UserEntry
 from foldline.transcript import load_transcript
 
@@ -179,8 +179,14 @@ def last_activity(records: Sequence[AnyRecord]) -> str | None:
 
 
 def _session_files(path: Path) -> list[Path]:
-    """The session files under a directory: every `*.jsonl` except subagent transcripts of a session."""
-    return sorted(p for p in path.rglob("*.jsonl") if "subagents" not in p.relative_to(path).parts[:-1])
+    """The session files under a directory: every `*.jsonl` except the subagent transcripts of a session.
+
+    Those are listed as part of their session, in either layout: under `<session>/subagents/`, or as a
+    legacy `agent-<hex>.jsonl` beside a main file with the same session id. A lone agent file is listed.
+    """
+    files = sorted(p for p in path.rglob("*.jsonl") if "subagents" not in p.relative_to(path).parts[:-1])
+    claimed = {sub for f in files if not f.name.startswith("agent-") for sub in subagent_files(f)}
+    return [f for f in files if f not in claimed]
 
 
 def _info(path: Path) -> SessionInfo | None:

@@ -40,6 +40,8 @@ from foldline.timeline import (
 
 __all__ = ["sessions", "show"]
 
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""What `show` looks up as a session id (no glob or path characters)."""
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -229,7 +231,8 @@ def _resolve(session: str) -> Path:
     if path.exists():
         raise click.ClickException(f"{path}: not a file; pass a session .jsonl file")
     root = default_sessions_dir()
-    matches = sorted(root.glob(f"*/{session}.jsonl")) if root.is_dir() and "/" not in session else []
+    plain_id = _SESSION_ID.fullmatch(session) is not None
+    matches = sorted(root.glob(f"*/{session}.jsonl")) if root.is_dir() and plain_id else []
     if matches:
         return matches[0]
     raise click.ClickException(

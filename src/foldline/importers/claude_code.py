@@ -692,13 +692,15 @@ def _first_session_id(path: Path) -> str | None:
     return None
 
 
-def subagent_files(path: Path | str, session_id: str) -> list[Path]:
+def subagent_files(path: Path | str, session_id: str | None = None) -> list[Path]:
     """Subagent transcripts that belong to the main session file `path` (both on-disk layouts).
 
     `<dir>/<stem>/subagents/agent-*.jsonl` always belongs to it; a legacy `<dir>/agent-<8hex>.jsonl`
-    belongs to it when its lines carry `session_id`.
+    belongs to it when its lines carry `session_id` (default: the main file's own `sessionId`).
     """
     path = Path(path)
+    if session_id is None:
+        session_id = _first_session_id(path) or path.stem
     nested = sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl"))
     legacy = [
         p
