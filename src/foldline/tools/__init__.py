@@ -1,1 +1,93 @@
-"""Built-in tools and permissions (SPEC §9)."""
+"""Built-in tools and permissions (SPEC §9).
+
+Modules: `base` (the `Tool` protocol, `ToolContext`, `ToolResult`, `ReadRegistry`), `files` (Read,
+Write, Edit), `bash` (Bash), `search` (Grep, Glob), `snip` (Snip), `permissions` (rules, modes,
+`check_permission`, `authorize`), `instructions` (FOLDLINE.md / CLAUDE.md attachments).
+
+How the engine uses them, per session and per `tool_use` block:
+
+```python
+tools = default_tools()                        # stable order: keeps the cached prefix stable
+params["tools"] = tool_specs(tools)
+ctx = ToolContext(workspace=launch_dir, abort=turn_abort_event, progress=emit_progress_entry)
+rules = PermissionRules.from_lists(allow=[...], ask=[...], deny=[...])
+
+tool = find_tool(tools, block["name"])         # None -> is_error result "unknown tool"
+decision = await authorize(tool.name, block["input"], ctx, rules, mode, ask_user)
+if decision.behavior == "deny":
+    result = ToolResult(decision.reason, is_error=True)
+else:
+    result = await tool.run(block["input"], ctx)
+user_content.append(result_block(block["id"], result))   # structured data stays in the UI
+```
+
+- Calls whose tools are `concurrency_safe` (Read, Grep, Glob) may run together; the others
+  (Write, Edit, Bash, Snip) run one at a time, in `tool_use` order (R5.2).
+- `Tool.run` never raises for the model's mistakes; it returns `is_error` results. It does raise
+  for cancellation, which the engine uses besides `ctx.abort`; Bash kills its process group either way.
+- Set `ctx.abort` to interrupt running tools (Bash stops its process tree, Grep/Glob stop walking);
+  make a fresh `anyio.Event` per turn so an old abort cannot leak into the next one.
+- Snip has no effect of its own: its result carries `structured["snip_ids"]`; the engine maps
+  the short ids to uuids and appends the `snip_boundary` record (R3.1.2).
+- Keep one `ToolContext.read_files` registry per session: Write/Edit require a prior Read of an
+  existing file and refuse when it changed since.
+"""
+
+from __future__ import annotations
+
+from foldline.tools.base import (
+    BaseTool,
+    ReadRegistry,
+    Tool,
+    ToolContext,
+    ToolResult,
+    find_tool,
+    result_block,
+    tool_specs,
+)
+from foldline.tools.bash import BashTool
+from foldline.tools.files import EditTool, ReadTool, WriteTool
+from foldline.tools.instructions import load_instruction_files
+from foldline.tools.permissions import (
+    AskCallback,
+    Decision,
+    PermissionMode,
+    PermissionRules,
+    Rule,
+    authorize,
+    check_permission,
+)
+from foldline.tools.search import GlobTool, GrepTool
+from foldline.tools.snip import SnipTool
+
+__all__ = [
+    "AskCallback",
+    "BaseTool",
+    "BashTool",
+    "Decision",
+    "EditTool",
+    "GlobTool",
+    "GrepTool",
+    "PermissionMode",
+    "PermissionRules",
+    "ReadRegistry",
+    "ReadTool",
+    "Rule",
+    "SnipTool",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "WriteTool",
+    "authorize",
+    "check_permission",
+    "default_tools",
+    "find_tool",
+    "load_instruction_files",
+    "result_block",
+    "tool_specs",
+]
+
+
+def default_tools() -> list[Tool]:
+    """The built-in tools in their canonical order (R9.1)."""
+    return [ReadTool(), WriteTool(), EditTool(), BashTool(), GrepTool(), GlobTool(), SnipTool()]

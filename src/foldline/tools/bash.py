@@ -1,0 +1,257 @@
+"""The Bash tool: one real `bash -c` subprocess per call, in its own process group (R9.1).
+
+Invariants:
+- The shell starts with `start_new_session=True`, so its pid is the process-group id of everything
+  it spawns (unless a child calls `setsid` itself). The whole group is signalled: SIGTERM, then
+  SIGKILL after `kill_grace_s`.
+- The group is killed on timeout, on abort (`ctx.abort`), when the caller cancels the call, and when
+  the shell exits while background children still hold its output pipes. No call leaves processes
+  of its group behind.
+- Output is bounded in memory: each stream keeps its first and last `max_output_chars / 2`
+  characters and says how much it dropped.
+- A non-zero exit, a timeout or an abort is an `is_error` result that states which.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+
+from foldline._types import JSONObject
+from foldline.errors import ToolError
+from foldline.tools.base import BaseTool, ToolContext, ToolResult
+
+__all__ = ["BashTool", "kill_process_group"]
+
+Outcome = Literal["exited", "timeout", "aborted"]
+
+
+class _BoundedBuffer:
+    """Keeps the head and the tail of a byte stream, and counts what fell out of the middle."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._half = max(1, max_bytes // 2)
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.dropped = 0
+
+    def feed(self, chunk: bytes) -> None:
+        room = self._half - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        self._tail += chunk
+        excess = len(self._tail) - self._half
+        if excess > 0:
+            del self._tail[:excess]
+            self.dropped += excess
+
+    def text(self) -> str:
+        head = self._head.decode("utf-8", errors="replace")
+        tail = self._tail.decode("utf-8", errors="replace")
+        if self.dropped:
+            return f"{head}\n… [{self.dropped} bytes of output truncated] …\n{tail}"
+        return head + tail
+
+
+async def _drain(stream: ByteReceiveStream | None, sink: _BoundedBuffer, done: anyio.Event) -> None:
+    try:
+        if stream is not None:
+            async for chunk in stream:
+                sink.feed(chunk)
+    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    finally:
+        done.set()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - a pid reused by another user's process group
+        return False
+    return _has_live_member(pgid)
+
+
+def _has_live_member(pgid: int) -> bool:
+    """True if some non-zombie process is in group `pgid` (zombies await a reaper, they run nothing)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # pragma: no cover - no procfs (macOS): trust killpg's answer
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def _wait_gone(pgid: int, seconds: float) -> bool:
+    """Poll until group `pgid` has no running member; there is no event to wait on, because the
+    dying processes are not all our children."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _group_alive(pgid):
+            return True
+        await anyio.sleep(0.02)
+    return not _group_alive(pgid)
+
+
+async def kill_process_group(pgid: int, grace_s: float) -> None:
+    """SIGTERM every process in group `pgid`, then SIGKILL whatever is still running after `grace_s`."""
+    _signal_group(pgid, signal.SIGTERM)
+    if not await _wait_gone(pgid, grace_s):
+        _signal_group(pgid, signal.SIGKILL)
+        await _wait_gone(pgid, grace_s)
+
+
+async def _supervise(process: Process, timeout_s: float, abort: anyio.Event) -> Outcome:
+    """Wait for the shell to exit, the timeout to pass, or `abort` to be set, whichever is first."""
+    outcome: Outcome = "exited"
+    async with anyio.create_task_group() as group:
+
+        async def watch_abort() -> None:
+            nonlocal outcome
+            await abort.wait()
+            outcome = "aborted"
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch_abort)
+        with anyio.move_on_after(timeout_s) as deadline:
+            await process.wait()
+        if deadline.cancelled_caught:
+            outcome = "timeout"
+        group.cancel_scope.cancel()
+    return outcome
+
+
+@dataclass
+class _Run:
+    outcome: Outcome
+    exit_code: int | None
+    stdout: _BoundedBuffer
+    stderr: _BoundedBuffer
+    background_killed: bool = False
+
+
+class BashTool(BaseTool):
+    """Run a shell command with a timeout; its whole process tree dies on timeout or abort."""
+
+    name = "Bash"
+    description = (
+        "Run a bash command in the working directory and return its stdout, stderr and exit code. "
+        "timeout is in milliseconds (default 120000, at most 600000). The command and everything it "
+        "starts is killed on timeout or interrupt; background processes do not outlive the call."
+    )
+    input_schema: JSONObject = {  # noqa: RUF012 - read-only class constant
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command to run"},
+            "timeout": {"type": "integer", "description": "Timeout in milliseconds"},
+            "description": {"type": "string", "description": "What the command does, in 5-10 words"},
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+
+    async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        command = str(tool_input["command"])
+        if not command.strip():
+            raise ToolError("Invalid input: `command` is empty")
+        timeout_s = self._timeout_s(tool_input, ctx)
+        ctx.progress(f"Running: {command}")
+        run = await self._execute(command, timeout_s, ctx)
+        return self._result(run, timeout_s)
+
+    @staticmethod
+    def _timeout_s(tool_input: Mapping[str, Any], ctx: ToolContext) -> float:
+        if "timeout" not in tool_input:
+            return ctx.limits.bash_timeout_s
+        timeout_ms = int(tool_input["timeout"])
+        if timeout_ms <= 0:
+            raise ToolError(f"Invalid input: `timeout` must be positive milliseconds, got {timeout_ms}")
+        return min(timeout_ms / 1000, ctx.limits.bash_max_timeout_s)
+
+    async def _execute(self, command: str, timeout_s: float, ctx: ToolContext) -> _Run:
+        limits = ctx.limits
+        out, err = _BoundedBuffer(limits.max_output_chars), _BoundedBuffer(limits.max_output_chars)
+        out_done, err_done = anyio.Event(), anyio.Event()
+        process = await anyio.open_process(
+            ["bash", "-c", command],
+            stdin=subprocess.DEVNULL,
+            cwd=ctx.current_dir,
+            start_new_session=True,
+        )
+        pgid = process.pid
+        run = _Run("exited", None, out, err)
+        try:
+            async with anyio.create_task_group() as readers:
+                readers.start_soon(_drain, process.stdout, out, out_done)
+                readers.start_soon(_drain, process.stderr, err, err_done)
+                run.outcome = await _supervise(process, timeout_s, ctx.abort)
+                if run.outcome != "exited":
+                    await kill_process_group(pgid, limits.kill_grace_s)
+                with anyio.move_on_after(limits.background_grace_s):
+                    await out_done.wait()
+                    await err_done.wait()
+                drained = out_done.is_set() and err_done.is_set()
+                if run.outcome == "exited" and (not drained or _group_alive(pgid)):
+                    # background children would outlive the call (and may hold the pipes open)
+                    run.background_killed = True
+                    await kill_process_group(pgid, limits.kill_grace_s)
+                readers.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if process.returncode is None or _group_alive(pgid):
+                    await kill_process_group(pgid, limits.kill_grace_s)
+                await process.aclose()
+        run.exit_code = process.returncode
+        return run
+
+    @staticmethod
+    def _result(run: _Run, timeout_s: float) -> ToolResult:
+        parts = [run.stdout.text().rstrip("\n")]
+        stderr = run.stderr.text().rstrip("\n")
+        if stderr:
+            parts.append(f"[stderr]\n{stderr}")
+        if run.outcome == "timeout":
+            parts.append(f"Command timed out after {timeout_s:g}s; its process group was killed.")
+        elif run.outcome == "aborted":
+            parts.append("Command interrupted by the user; its process group was killed.")
+        elif run.background_killed:
+            parts.append("Background processes still running when the command exited were killed.")
+        if run.outcome == "exited":
+            parts.append(f"Exit code: {run.exit_code}")
+        text = "\n".join(p for p in parts if p)
+        structured: JSONObject = {
+            "exit_code": run.exit_code,
+            "outcome": run.outcome,
+            "background_killed": run.background_killed,
+            "stdout_truncated_bytes": run.stdout.dropped,
+            "stderr_truncated_bytes": run.stderr.dropped,
+        }
+        is_error = run.outcome != "exited" or run.exit_code != 0
+        return ToolResult(text, is_error=is_error, structured=structured)

@@ -1,0 +1,261 @@
+"""The file tools: Read, Write and Edit (R9.1).
+
+Invariants:
+- Read numbers lines like `cat -n` (1-based, tab after the number), so Edit's `old_string` can be
+  copied from its output minus the prefix. Images come back as `image` blocks whose `media_type` is
+  sniffed from magic bytes, never guessed from the file name.
+- Write and Edit touch an existing file only after the model has Read it and only if it is
+  unchanged since (`ReadRegistry.check_fresh`); every successful write refreshes the registry.
+- Edit changes exactly one occurrence unless `replace_all`; an absent or ambiguous `old_string`
+  changes nothing.
+- Writes go through a temporary file and `os.replace`, so a crash never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from foldline._types import Block, JSONObject
+from foldline.errors import ToolError
+from foldline.tools.base import BaseTool, ToolContext, ToolResult
+
+__all__ = ["EditTool", "ReadTool", "WriteTool", "sniff_image_type"]
+
+_IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def sniff_image_type(head: bytes) -> str | None:
+    """The media type of an image the Messages API accepts, from its first bytes; `None` if not one."""
+    for magic, media_type in _IMAGE_MAGIC:
+        if head.startswith(magic):
+            return media_type
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _existing_file(ctx: ToolContext, file_path: str) -> Path:
+    path = ctx.resolve(file_path)
+    if not path.exists():
+        raise ToolError(f"File does not exist: {file_path}")
+    if path.is_dir():
+        raise ToolError(f"{file_path} is a directory, not a file; use Glob or `ls` to list it")
+    return path
+
+
+def _decode_text(data: bytes, file_path: str) -> str:
+    if b"\x00" in data[:8192]:
+        raise ToolError(f"{file_path} is a binary file; Read shows text files and images only")
+    return data.decode("utf-8", errors="replace")
+
+
+def number_lines(text: str, offset: int, limit: int, max_line_chars: int) -> tuple[str, int]:
+    """`cat -n` style listing of lines `offset`..`offset+limit-1` (1-based); also the total line count."""
+    lines = text.splitlines()
+    total = len(lines)
+    out = []
+    for number in range(offset, min(offset + limit - 1, total) + 1):
+        line = lines[number - 1]
+        if len(line) > max_line_chars:
+            line = line[:max_line_chars] + "… [line truncated]"
+        out.append(f"{number:6}\t{line}")
+    return "\n".join(out), total
+
+
+def _atomic_write(path: Path, text: str) -> bytes:
+    """Write `text` as UTF-8 through a temporary sibling and `os.replace`; return the bytes written."""
+    data = text.encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return data
+
+
+def _positive_int(tool_input: Mapping[str, Any], key: str, default: int) -> int:
+    value = tool_input.get(key, default)
+    if value < 1:
+        raise ToolError(f"Invalid input: `{key}` must be at least 1, got {value}")
+    return int(value)
+
+
+class ReadTool(BaseTool):
+    """Read a text file (line-numbered) or an image (as an image block)."""
+
+    name = "Read"
+    description = (
+        "Read a file from the local filesystem. Text comes back line-numbered like `cat -n` "
+        "(number, tab, line); use offset (1-based line) and limit for long files. Images (PNG, JPEG, "
+        "GIF, WebP) come back as images. Directories and binary files are refused."
+    )
+    input_schema: JSONObject = {  # noqa: RUF012 - read-only class constant
+        "type": "object",
+        "properties": {
+            "file_path": {"type": "string", "description": "Absolute path (or relative to the cwd)"},
+            "offset": {"type": "integer", "description": "First line to show, 1-based"},
+            "limit": {"type": "integer", "description": "Number of lines to show"},
+        },
+        "required": ["file_path"],
+        "additionalProperties": False,
+    }
+    concurrency_safe = True
+
+    async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        file_path = str(tool_input["file_path"])
+        offset = _positive_int(tool_input, "offset", 1)
+        limit = _positive_int(tool_input, "limit", ctx.limits.read_default_lines)
+        path = _existing_file(ctx, file_path)
+        size = path.stat().st_size
+        windowed = "offset" in tool_input or "limit" in tool_input
+        if size > ctx.limits.read_max_bytes and not windowed:
+            raise ToolError(
+                f"{file_path} is {size} bytes, over the {ctx.limits.read_max_bytes}-byte limit; "
+                "read it in parts with offset and limit"
+            )
+        data = await anyio.Path(path).read_bytes()
+        media_type = sniff_image_type(data[:16])
+        if media_type is not None:
+            return self._image(path, data, media_type)
+        text = _decode_text(data, file_path)
+        ctx.read_files.record(path, data)
+        listing, total = number_lines(text, offset, limit, ctx.limits.read_max_line_chars)
+        structured: JSONObject = {"file_path": str(path), "total_lines": total, "offset": offset}
+        if total == 0:
+            return ToolResult(f"<system-reminder>{file_path} exists but is empty</system-reminder>", False)
+        if offset > total:
+            return ToolResult(f"{file_path} has only {total} lines; offset {offset} is past the end")
+        shown_to = min(offset + limit - 1, total)
+        if shown_to < total:
+            listing += f"\n… [{total - shown_to} more lines; continue with offset={shown_to + 1}]"
+        return ToolResult(listing, structured=structured)
+
+    @staticmethod
+    def _image(path: Path, data: bytes, media_type: str) -> ToolResult:
+        block: Block = {
+            "type": "image",
+            "source": {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode()},
+        }
+        structured: JSONObject = {"file_path": str(path), "media_type": media_type, "bytes": len(data)}
+        return ToolResult([block], structured=structured)
+
+
+class WriteTool(BaseTool):
+    """Create or overwrite a file; parents are created; an existing file must have been Read."""
+
+    name = "Write"
+    description = (
+        "Write a file to the local filesystem, creating parent directories. Overwrites an existing "
+        "file, which you must have Read first in this session. Prefer Edit for changing files."
+    )
+    input_schema: JSONObject = {  # noqa: RUF012 - read-only class constant
+        "type": "object",
+        "properties": {
+            "file_path": {"type": "string", "description": "Absolute path (or relative to the cwd)"},
+            "content": {"type": "string", "description": "The complete new file contents"},
+        },
+        "required": ["file_path", "content"],
+        "additionalProperties": False,
+    }
+
+    async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        file_path = str(tool_input["file_path"])
+        path = ctx.resolve(file_path)
+        if path.is_dir():
+            raise ToolError(f"{file_path} is a directory; give a file path")
+        existed = path.exists()
+        if existed:
+            ctx.read_files.check_fresh(path)
+        data = _atomic_write(path, str(tool_input["content"]))
+        ctx.read_files.record(path, data)
+        verb = "updated" if existed else "created"
+        text = f"File {verb} successfully at: {path}"
+        return ToolResult(text, structured={"file_path": str(path), "action": verb, "bytes": len(data)})
+
+
+class EditTool(BaseTool):
+    """Replace an exact string in a file the model has Read."""
+
+    name = "Edit"
+    description = (
+        "Replace exact text in a file you have Read. old_string must match exactly once (copy it "
+        "from Read's output without the line-number prefix, with enough context to be unique), "
+        "unless replace_all is true. An empty old_string creates a new file with new_string."
+    )
+    input_schema: JSONObject = {  # noqa: RUF012 - read-only class constant
+        "type": "object",
+        "properties": {
+            "file_path": {"type": "string", "description": "Absolute path (or relative to the cwd)"},
+            "old_string": {"type": "string", "description": "The exact text to replace"},
+            "new_string": {"type": "string", "description": "The text to put in its place"},
+            "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"},
+        },
+        "required": ["file_path", "old_string", "new_string"],
+        "additionalProperties": False,
+    }
+
+    async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        file_path = str(tool_input["file_path"])
+        old, new = str(tool_input["old_string"]), str(tool_input["new_string"])
+        if old == new:
+            raise ToolError("No changes to make: old_string and new_string are exactly the same.")
+        path = ctx.resolve(file_path)
+        if old == "" and not path.exists():
+            data = _atomic_write(path, new)
+            ctx.read_files.record(path, data)
+            return ToolResult(f"File created successfully at: {path}", structured={"file_path": str(path)})
+        path = _existing_file(ctx, file_path)
+        ctx.read_files.check_fresh(path)
+        text = _decode_text(path.read_bytes(), file_path)
+        updated, count = self._replace(text, old, new, bool(tool_input.get("replace_all", False)))
+        data = _atomic_write(path, updated)
+        ctx.read_files.record(path, data)
+        snippet = self._snippet(updated, new, ctx.limits.read_max_line_chars)
+        structured: JSONObject = {"file_path": str(path), "replacements": count}
+        return ToolResult(
+            f"The file {path} has been updated. Edited region:\n{snippet}", structured=structured
+        )
+
+    @staticmethod
+    def _replace(text: str, old: str, new: str, replace_all: bool) -> tuple[str, int]:
+        if old == "":
+            raise ToolError("old_string is empty but the file exists; give the text to replace")
+        count = text.count(old)
+        if count == 0:
+            raise ToolError(f"String to replace not found in file.\nString: {old}")
+        if count > 1 and not replace_all:
+            raise ToolError(
+                f"Found {count} matches of the string to replace, but replace_all is false. To replace "
+                "all occurrences, set replace_all to true. To replace only one, give more surrounding "
+                f"context so it matches exactly once.\nString: {old}"
+            )
+        return text.replace(old, new) if replace_all else text.replace(old, new, 1), count
+
+    @staticmethod
+    def _snippet(text: str, new: str, max_line_chars: int, context: int = 3) -> str:
+        """The first edited region with a few lines around it, numbered like Read."""
+        at = text.find(new) if new else -1
+        first = text.count("\n", 0, at) + 1 if at >= 0 else 1
+        last = first + new.count("\n")
+        start = max(1, first - context)
+        listing, _ = number_lines(text, start, last + context - start + 1, max_line_chars)
+        return listing

@@ -1,0 +1,249 @@
+"""The search tools: Grep (regex over file contents) and Glob (paths by pattern) (R9.1).
+
+Invariants:
+- Both are read-only and concurrency-safe; the walk runs in a worker thread and stops early when
+  `ctx.abort` is set.
+- Version-control directories (`.git`, `.hg`, `.svn`) are never searched or listed.
+- Results are bounded (`search_max_results` or the call's `head_limit`) and say when they were cut.
+- Grep's Python engine is the reference behaviour; `rg` is used only when asked for (`"ripgrep"`)
+  or, with `"auto"`, when it is on PATH. Binary files (NUL in the first 8 KiB) never match.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from foldline._types import JSONObject
+from foldline.errors import ToolError
+from foldline.tools._glob import glob_regex, literal_prefix
+from foldline.tools.base import BaseTool, ToolContext, ToolResult
+
+__all__ = ["GlobTool", "GrepTool"]
+
+_VCS_DIRS = frozenset({".git", ".hg", ".svn"})
+OutputMode = Literal["files_with_matches", "content", "count"]
+GrepEngine = Literal["auto", "python", "ripgrep"]
+
+
+def _walk(root: Path, ctx: ToolContext) -> Iterator[Path]:
+    """Every regular file under `root` (or `root` itself), VCS dirs pruned, stopping on abort."""
+    if root.is_file():
+        yield root
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        if ctx.abort.is_set():
+            return
+        dirnames[:] = sorted(d for d in dirnames if d not in _VCS_DIRS)
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            if path.is_file():
+                yield path
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _by_mtime(paths: list[Path]) -> list[Path]:
+    """Newest first; ties by path, so the order is stable."""
+    return sorted(paths, key=lambda p: (-_mtime(p), str(p)))
+
+
+def _search_root(ctx: ToolContext, tool_input: Mapping[str, Any]) -> Path:
+    raw = str(tool_input.get("path") or ".")
+    root = ctx.resolve(raw)
+    if not root.exists():
+        raise ToolError(f"Path does not exist: {raw}")
+    return root
+
+
+def _cut(lines: list[str], limit: int) -> str:
+    if len(lines) <= limit:
+        return "\n".join(lines)
+    return "\n".join(lines[:limit]) + f"\n… [{len(lines) - limit} more results not shown; narrow the search]"
+
+
+class GrepTool(BaseTool):
+    """Search file contents with a regular expression."""
+
+    name = "Grep"
+    description = (
+        "Search file contents with a regular expression (Python `re` syntax) under a path (default: the "
+        "cwd). Filter files with glob (e.g. `*.py`, `**/*.{ts,tsx}`). output_mode: files_with_matches "
+        "(default; newest first), content (path:line:text), or count. -i for case-insensitive."
+    )
+    input_schema: JSONObject = {  # noqa: RUF012 - read-only class constant
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Regular expression to search for"},
+            "path": {"type": "string", "description": "File or directory to search (default: cwd)"},
+            "glob": {"type": "string", "description": "Only files whose path matches this glob"},
+            "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"]},
+            "-i": {"type": "boolean", "description": "Case-insensitive"},
+            "head_limit": {"type": "integer", "description": "Return at most this many results"},
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+    concurrency_safe = True
+
+    def __init__(self, engine: GrepEngine = "auto") -> None:
+        self.engine = engine
+
+    def _use_ripgrep(self) -> bool:
+        if self.engine == "python":
+            return False
+        found = shutil.which("rg") is not None
+        if self.engine == "ripgrep" and not found:
+            raise ToolError("Grep is configured to use ripgrep, but `rg` is not on PATH")
+        return found
+
+    async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        mode: str = tool_input.get("output_mode", "files_with_matches")
+        if mode not in ("files_with_matches", "content", "count"):
+            raise ToolError(f"Invalid input: unknown output_mode {mode!r}")
+        try:
+            regex = re.compile(str(tool_input["pattern"]), re.IGNORECASE if tool_input.get("-i") else 0)
+        except re.error as exc:
+            raise ToolError(f"Invalid regular expression {tool_input['pattern']!r}: {exc}") from exc
+        root = _search_root(ctx, tool_input)
+        glob = tool_input.get("glob")
+        if self._use_ripgrep():
+            hits = await anyio.to_thread.run_sync(_ripgrep, regex, root, glob, ctx)
+        else:
+            hits = await anyio.to_thread.run_sync(_python_grep, regex, root, glob, ctx)
+        return self._format(hits, mode, int(tool_input.get("head_limit") or ctx.limits.search_max_results))
+
+    @staticmethod
+    def _format(hits: dict[Path, list[tuple[int, str]]], mode: str, limit: int) -> ToolResult:
+        files = _by_mtime(list(hits))
+        structured: JSONObject = {"files": len(files), "matches": sum(len(v) for v in hits.values())}
+        if not files:
+            return ToolResult("No matches found", structured=structured)
+        if mode == "files_with_matches":
+            lines = [str(p) for p in files]
+            header = f"Found {len(files)} file{'s' if len(files) != 1 else ''}\n"
+            return ToolResult(header + _cut(lines, limit), structured=structured)
+        if mode == "count":
+            return ToolResult(_cut([f"{p}:{len(hits[p])}" for p in files], limit), structured=structured)
+        lines = [f"{p}:{n}:{text}" for p in sorted(files) for n, text in hits[p]]
+        return ToolResult(_cut(lines, limit), structured=structured)
+
+
+def _glob_filter(glob: str | None) -> re.Pattern[str] | None:
+    return glob_regex(glob if "/" in glob else f"**/{glob}") if glob else None
+
+
+def _python_grep(
+    regex: re.Pattern[str], root: Path, glob: str | None, ctx: ToolContext
+) -> dict[Path, list[tuple[int, str]]]:
+    """The reference engine: line-by-line `re.search` over text files under `root`."""
+    wanted = _glob_filter(glob)
+    hits: dict[Path, list[tuple[int, str]]] = {}
+    for path in _walk(root, ctx):
+        relative = path.relative_to(root).as_posix() if path != root else path.name
+        if wanted is not None and not wanted.fullmatch(relative):
+            continue
+        try:
+            if path.stat().st_size > ctx.limits.search_max_file_bytes:
+                continue
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if b"\x00" in data[:8192]:
+            continue
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        found = [(n, line[:500]) for n, line in enumerate(lines, 1) if regex.search(line)]
+        if found:
+            hits[path] = found
+    return hits
+
+
+def _ripgrep(
+    regex: re.Pattern[str], root: Path, glob: str | None, ctx: ToolContext
+) -> dict[Path, list[tuple[int, str]]]:
+    """The same search through `rg` (faster on big trees); output parsed back into the same shape."""
+    args = [
+        "rg",
+        "--no-config",
+        "--hidden",
+        "--no-ignore",
+        "--line-number",
+        "--with-filename",
+        "--no-heading",
+    ]
+    args += ["--glob", "!{.git,.hg,.svn}", "--max-filesize", str(ctx.limits.search_max_file_bytes)]
+    if regex.flags & re.IGNORECASE:
+        args.append("--ignore-case")
+    if glob:
+        args += ["--glob", glob]
+    args += ["--regexp", regex.pattern, "--", str(root)]
+    proc = subprocess.run(args, capture_output=True, text=True, errors="replace", check=False)
+    if proc.returncode > 1:
+        raise ToolError(f"rg failed: {proc.stderr.strip()}")
+    hits: dict[Path, list[tuple[int, str]]] = {}
+    for line in proc.stdout.splitlines():
+        name, number, text = line.split(":", 2)
+        hits.setdefault(Path(name), []).append((int(number), text[:500]))
+    return hits
+
+
+class GlobTool(BaseTool):
+    """List files whose path matches a glob, newest first."""
+
+    name = "Glob"
+    description = (
+        "Find files by glob pattern (`**/*.py`, `src/**/test_*.{py,pyi}`) under a directory (default: "
+        "the cwd). Returns matching file paths sorted by modification time, newest first."
+    )
+    input_schema: JSONObject = {  # noqa: RUF012 - read-only class constant
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Glob pattern, relative to path"},
+            "path": {"type": "string", "description": "Directory to search (default: cwd)"},
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+    concurrency_safe = True
+
+    async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        pattern = str(tool_input["pattern"])
+        if not pattern:
+            raise ToolError("Invalid input: `pattern` is empty")
+        root = _search_root(ctx, tool_input)
+        if not root.is_dir():
+            raise ToolError(f"Not a directory: {tool_input.get('path')}")
+        prefix, rest = literal_prefix(pattern)
+        if pattern.startswith("/") and not prefix:
+            prefix = "/"
+        matches = await anyio.to_thread.run_sync(_glob_files, root / prefix if prefix else root, rest, ctx)
+        limit = ctx.limits.search_max_results
+        structured: JSONObject = {"count": len(matches), "truncated": len(matches) > limit}
+        if not matches:
+            return ToolResult("No files found", structured=structured)
+        lines = [str(p) for p in _by_mtime(matches)[:limit]]
+        if len(matches) > limit:
+            lines.append(
+                f"(Results are truncated: {len(matches) - limit} more. Use a more specific pattern.)"
+            )
+        return ToolResult("\n".join(lines), structured=structured)
+
+
+def _glob_files(base: Path, pattern: str, ctx: ToolContext) -> list[Path]:
+    base = Path(os.path.realpath(base))
+    if not base.is_dir():
+        return []
+    regex = glob_regex(pattern)
+    return [p for p in _walk(base, ctx) if regex.fullmatch(p.relative_to(base).as_posix())]
