@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.conftest import claude_code_files, requires_claude_code_data
 
+from foldline._json import loads
 from foldline.api.validate import ValidationLimits, find_errors, validate_request
 from foldline.errors import RequestValidationError, UserError
 
@@ -1099,3 +1101,37 @@ def test_mutated_valid_bodies_never_crash(data: st.DataObject) -> None:
             target = target[data.draw(st.integers(0, len(target) - 1))]
     errors = find_errors(body)
     assert all(isinstance(e, RequestValidationError) for e in errors)
+
+
+# --- real Claude Code transcripts: blocks the API accepted pass the schema layer ---------------
+
+SCHEMA_WORDING = ("Field required", "Input should", "Input tag", "Extra inputs", "String should", "Unable to")
+
+
+def _sent_messages(path: Any) -> list[Body]:
+    """The user/assistant payloads of one transcript that were really sent (no synthetic errors)."""
+    found = []
+    for line in path.read_bytes().splitlines():
+        try:
+            record = loads(line)
+        except ValueError:
+            continue
+        message = record.get("message") if isinstance(record, dict) else None
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            continue
+        if record.get("isApiErrorMessage") or message.get("model") == "<synthetic>":
+            continue
+        found.append({"role": message["role"], "content": message["content"]})
+    return found
+
+
+@requires_claude_code_data
+def test_real_transcript_blocks_pass_the_schema_layer() -> None:
+    checked = 0
+    for path in claude_code_files():
+        for message in _sent_messages(path):
+            errors = find_errors(req(message))
+            assert not [e.message for e in errors if any(w in e.message for w in SCHEMA_WORDING)], path.name
+            assert "Could not process image" not in [e.message for e in errors], path.name
+            checked += 1
+    assert checked >= len(claude_code_files()), "every transcript holds sent messages"
