@@ -433,6 +433,21 @@ def test_metadata_lines_are_counted_not_imported(tmp_path: Path) -> None:
     assert stats.records == 1
 
 
+def test_unknown_node_type_in_the_chain_is_walked_through(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "s.jsonl",
+        [
+            _user("u1", None, 1, "hi"),
+            _env("future-node", "f1", "u1", 2, payload={"x": 1}),
+            _asst("a1", "f1", 3, "m1", _text("still here")),
+        ],
+    )
+    session = import_claude_code(path)
+    assert _uuids(session) == ["u1", "a1"]
+    assert session.warnings == []
+    assert session.files[0].ignored == {"future-node": 1}
+
+
 # --- Mapping -------------------------------------------------------------------------------------
 
 

@@ -8,7 +8,8 @@ How a file becomes a timeline:
 1. Every line is parsed on its own. Non-JSON lines, lines that are not objects, and user/assistant lines
    whose `message` is malformed (an SSE transcript spread into `{"0":"e",...}`, §8) are skipped with
    a warning naming the line. Metadata line types (`summary`, `file-history-snapshot`, ...) and unknown
-   types are ignored and counted.
+   types are ignored and counted; malformed and unknown lines that carry a uuid still link the chain
+   (a walk passes through them), so a new CC node type does not cut history.
 2. The live leaf is the newest-timestamp main-chain user/assistant line that is no other user/assistant
    line's ancestor (ties go to the later line in the file). A leaf holding only tool_results ranks by
    the time of the nearest ancestor that is not one, so a result that lags behind the next reply does
@@ -239,20 +240,22 @@ def _parse_line(parsed: _Parsed, no: int, data: bytes) -> None:
         parsed.warn(no, "not an object with a string `type`; line skipped")
         return
     uuid = obj.get("uuid")
-    if kind not in _GRAPH_TYPES or not isinstance(uuid, str):
-        if kind in _GRAPH_TYPES:
+    known = kind in _GRAPH_TYPES
+    if not known:
+        parsed.ignored[kind] += 1
+    if not isinstance(uuid, str):
+        if known:
             parsed.malformed += 1
             parsed.warn(no, f"{kind} line without a uuid; line skipped")
-        else:
-            parsed.ignored[kind] += 1
         return
     problem = _message_problem(obj) if kind in ("user", "assistant") else None
     if problem:
         parsed.malformed += 1
         parsed.warn(no, f"{problem}; line skipped")
     parent = obj.get("parentUuid")
+    # An unknown type with a uuid may be a new kind of chain node: index it so the walk passes through.
     line = _Line(no, obj, kind, uuid, parent if isinstance(parent, str) else None,
-                 obj.get("isSidechain") is True, problem is None)  # fmt: skip
+                 obj.get("isSidechain") is True, known and problem is None)  # fmt: skip
     if uuid in parsed.by_uuid:
         parsed.warn(no, f"duplicate uuid {uuid} (first on line {parsed.by_uuid[uuid].no}); line skipped")
         return
