@@ -395,6 +395,20 @@ def _structure_cases() -> list[Case]:
             "messages.0.content",
         ),
         Case(
+            "rule06-empty-system-block",
+            req(user("hi"), system=[text("You are terse."), text("")]),
+            req(user("hi"), system=[text("You are terse."), text("Be kind.")]),
+            "system: text content blocks must be non-empty",
+            "system.1",
+        ),
+        Case(
+            "rule07-whitespace-system-block",
+            req(user("hi"), system=[text("\n")]),
+            req(user("hi"), system=[text("You are terse.")]),
+            "system: text content blocks must contain non-whitespace text",
+            "system.0",
+        ),
+        Case(
             "rule08-final-assistant-trailing-whitespace",
             req(user("hi"), assistant("The answer is ")),
             req(user("hi"), assistant("The answer is")),

@@ -37,6 +37,7 @@ import re
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -191,23 +192,39 @@ def validate_request(
 # --- locations and error construction ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Loc:
-    """Where an element sits: `json` is the plain JSON path, `api` the API's tagged location."""
+class _Tag(str):
+    """A discriminator tag in a location: part of the API's wording, not of the JSON path."""
 
-    json: str = ""
-    api: str = ""
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Loc:
+    """Where an element sits, as path segments; both renderings are built only for an error.
+
+    `json` is the plain JSON path (`messages.1.content.0.id`); `api` is the API's location, which
+    also names each discriminated-union member (`messages.1.content.0.tool_use.id`).
+    """
+
+    parts: tuple[str | int, ...] = ()
 
     def at(self, key: str | int) -> _Loc:
-        return _Loc(_join(self.json, key), _join(self.api, key))
+        return _Loc((*self.parts, key))
 
     def tag(self, name: str) -> _Loc:
-        """Step into a discriminated union member: only the API's location names the tag."""
-        return _Loc(self.json, _join(self.api, name))
+        return _Loc((*self.parts, _Tag(name)))
 
+    @property
+    def json(self) -> str:
+        return ".".join(str(part) for part in self.parts if not isinstance(part, _Tag))
 
-def _join(prefix: str, key: str | int) -> str:
-    return f"{prefix}.{key}" if prefix else str(key)
+    @property
+    def api(self) -> str:
+        return ".".join(str(part) for part in self.parts)
+
+    def untagged(self) -> _Loc:
+        """The same place without tags (for errors the API words with plain paths)."""
+        return _Loc(tuple(part for part in self.parts if not isinstance(part, _Tag)))
 
 
 _ROOT = _Loc()
@@ -581,11 +598,20 @@ class _Request:
 
     def blocks(self, index: int) -> list[tuple[_Loc, Mapping[str, Any]]]:
         """Message `index`'s content blocks with their locations; a string is one text block."""
-        loc = _ROOT.at("messages").at(index).at("content")
-        content = self.messages[index]["content"]
-        if isinstance(content, str):
-            return [(loc, {"type": "text", "text": content})]
-        return [(loc.at(j).tag(block["type"]), block) for j, block in enumerate(content)]
+        return self._contents[index]
+
+    @cached_property
+    def _contents(self) -> list[list[tuple[_Loc, Mapping[str, Any]]]]:
+        # Built once: every check walks the same blocks.
+        contents: list[list[tuple[_Loc, Mapping[str, Any]]]] = []
+        for index, message in enumerate(self.messages):
+            loc = _ROOT.at("messages").at(index).at("content")
+            content = message["content"]
+            if isinstance(content, str):
+                contents.append([(loc, {"type": "text", "text": content})])
+            else:
+                contents.append([(loc.at(j).tag(block["type"]), block) for j, block in enumerate(content)])
+        return contents
 
     def block_types(self, index: int) -> list[str]:
         return [block["type"] for _, block in self.blocks(index)]
@@ -596,8 +622,7 @@ def _message_loc(index: int) -> _Loc:
 
 
 def _plain(loc: _Loc) -> _Loc:
-    """The same place with the API location untagged (for errors the API words with plain paths)."""
-    return _Loc(loc.json, loc.json)
+    return loc.untagged()
 
 
 _Check = Callable[[_Request], Iterator[RequestValidationError]]
@@ -695,6 +720,11 @@ def _alternation(messages: Sequence[Mapping[str, Any]]) -> Iterator[RequestValid
 
 def _check_text(request: _Request) -> Iterator[RequestValidationError]:
     """Rules 6, 7, 8: empty, whitespace-only, and trailing-whitespace text."""
+    system = request.body.get("system")
+    for index, block in enumerate(system if isinstance(system, list) else ()):
+        # The API's text for system blocks is inferred: the messages wording with a `system` scope.
+        loc = _ROOT.at("system").at(index)
+        yield from _text_rules(block, loc, allow_empty=False, allow_blank=False, scope="system")
     for index, message in enumerate(request.messages):
         # An empty string content is rule 5's business, not an empty text block.
         in_string = isinstance(message["content"], str)
@@ -714,15 +744,15 @@ def _check_text(request: _Request) -> Iterator[RequestValidationError]:
 
 
 def _text_rules(
-    block: Mapping[str, Any], loc: _Loc, *, allow_empty: bool, allow_blank: bool
+    block: Mapping[str, Any], loc: _Loc, *, allow_empty: bool, allow_blank: bool, scope: str = "messages"
 ) -> Iterator[RequestValidationError]:
     if block["type"] != "text":
         return
     text = block["text"]
     if text == "" and not allow_empty:
-        yield _bare("messages: text content blocks must be non-empty", loc)
+        yield _bare(f"{scope}: text content blocks must be non-empty", loc)
     elif text and not text.strip() and not allow_blank:
-        yield _bare("messages: text content blocks must contain non-whitespace text", loc)
+        yield _bare(f"{scope}: text content blocks must contain non-whitespace text", loc)
 
 
 def _tool_result_items(block: Mapping[str, Any], loc: _Loc) -> list[tuple[_Loc, Mapping[str, Any]]]:
