@@ -1,0 +1,110 @@
+"""The tool interface: default tools, API specs, result blocks, input validation, the Snip tool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from foldline.compact.snip import short_id
+from foldline.tools import (
+    SnipTool,
+    Tool,
+    ToolContext,
+    ToolResult,
+    default_tools,
+    find_tool,
+    result_block,
+    tool_specs,
+)
+from foldline.tools import __all__ as tools_all
+from foldline.tools.base import validate_input
+
+pytestmark = pytest.mark.anyio
+
+
+def test_default_tools_names_flags_and_protocol() -> None:
+    tools = default_tools()
+    assert [t.name for t in tools] == ["Read", "Write", "Edit", "Bash", "Grep", "Glob", "Snip"]
+    assert {t.name for t in tools if t.concurrency_safe} == {"Read", "Grep", "Glob"}
+    assert all(isinstance(t, Tool) for t in tools)
+    assert not find_tool(tools, "Snip").compactable  # type: ignore[union-attr]
+    assert find_tool(tools, "WebFetch") is None
+
+
+def test_tool_specs_are_api_tool_entries() -> None:
+    specs = tool_specs(default_tools())
+    for spec in specs:
+        assert set(spec) == {"name", "description", "input_schema"}
+        schema = spec["input_schema"]
+        assert schema["type"] == "object"
+        assert set(schema["required"]) <= set(schema["properties"])
+    assert tool_specs(default_tools()) == specs  # stable: the cached prefix depends on it
+
+
+def test_result_block_keeps_structured_data_off_the_wire() -> None:
+    ok = ToolResult("done", structured={"exit_code": 0})
+    assert result_block("toolu_1", ok) == {"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}
+    failed = result_block("toolu_2", ToolResult("boom", is_error=True))
+    assert failed["is_error"] is True
+
+
+def test_context_canonicalises_workspace_and_cwd(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(real)
+    ctx = ToolContext(workspace=tmp_path / "link" / "sub" / "..", cwd=Path("sub"))
+    assert ctx.workspace == real
+    assert ctx.cwd == real / "sub"
+    assert ctx.resolve("../x") == real / "x"
+
+
+@pytest.mark.parametrize(
+    ("tool_input", "message"),
+    [
+        pytest.param({}, "`a` is missing", id="missing"),
+        pytest.param({"a": "s", "n": 1.5}, "`n` must be of type integer", id="float-for-int"),
+        pytest.param({"a": "s", "flag": 1}, "`flag` must be of type boolean", id="int-for-bool"),
+        pytest.param({"a": "s", "ids": "x"}, "`ids` must be of type array", id="str-for-array"),
+    ],
+)
+def test_validate_input(tool_input: dict[str, object], message: str) -> None:
+    schema = {
+        "type": "object",
+        "required": ["a"],
+        "properties": {
+            "a": {"type": "string"},
+            "n": {"type": "integer"},
+            "flag": {"type": "boolean"},
+            "ids": {"type": "array"},
+        },
+    }
+    with pytest.raises(Exception, match=message):
+        validate_input(schema, tool_input)
+
+
+def test_public_all_is_sorted() -> None:
+    assert tools_all == sorted(tools_all)
+
+
+async def test_snip_returns_ids_for_the_engine(ctx: ToolContext) -> None:
+    ids = [short_id("0f0e0d0c-0b0a-4000-8000-000000000000"), short_id("ffffffff-ffff-4fff-8fff-ffffffffffff")]
+    result = await SnipTool().run({"ids": [*ids, ids[0]]}, ctx)
+    assert not result.is_error
+    assert result.structured == {"snip_ids": ids}
+    assert result.content == f"Snipped 2 entries: {ids[0]}, {ids[1]}"
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        pytest.param([], "`ids` is empty", id="empty"),
+        pytest.param(["ABC"], "Invalid short ids", id="uppercase"),
+        pytest.param(["a b"], "Invalid short ids", id="space"),
+        pytest.param([3], "Invalid short ids", id="not-a-string"),
+    ],
+)
+async def test_snip_rejects_bad_ids(ctx: ToolContext, ids: list[object], message: str) -> None:
+    result = await SnipTool().run({"ids": ids}, ctx)
+    assert result.is_error and message in str(result.content)
+    assert result.structured is None

@@ -1,0 +1,163 @@
+"""Grep (the Python engine, and rg when present) and Glob over a real directory tree."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from foldline.config import ToolsConfig
+from foldline.tools import GlobTool, GrepTool, ToolContext
+from foldline.tools._glob import glob_regex, literal_prefix
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def tree(workspace: Path) -> Path:
+    files = {
+        "src/app.py": "import os\ndef main():\n    return os.getcwd()\n",
+        "src/util.py": "def helper():\n    return 'MAIN'\n",
+        "src/web/page.ts": "export function main() {}\n",
+        "docs/readme.md": "nothing to see\n",
+        ".git/config": "def main(): in git metadata\n",
+    }
+    for i, (name, text) in enumerate(files.items()):
+        path = workspace / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))  # later in the dict = newer
+    (workspace / "src/blob.bin").write_bytes(b"main\x00\x01")
+    return workspace
+
+
+async def grep(ctx: ToolContext, engine: str = "python", **tool_input: object) -> str:
+    result = await GrepTool(engine).run(tool_input, ctx)  # type: ignore[arg-type]
+    assert not result.is_error, result.content
+    return str(result.content)
+
+
+async def test_grep_files_newest_first_skipping_vcs_and_binary(ctx: ToolContext, tree: Path) -> None:
+    text = await grep(ctx, pattern=r"def main|function main")
+    assert text.splitlines() == ["Found 2 files", str(tree / "src/web/page.ts"), str(tree / "src/app.py")]
+
+
+async def test_grep_content_mode_has_path_line_text(ctx: ToolContext, tree: Path) -> None:
+    text = await grep(ctx, pattern="getcwd", output_mode="content")
+    assert text == f"{tree / 'src/app.py'}:3:    return os.getcwd()"
+
+
+async def test_grep_case_insensitive_and_count(ctx: ToolContext, tree: Path) -> None:
+    assert await grep(ctx, pattern="main", output_mode="count", glob="*.py") == f"{tree / 'src/app.py'}:1"
+    counted = await grep(ctx, pattern="main", output_mode="count", glob="*.py", **{"-i": True})
+    assert sorted(counted.splitlines()) == [f"{tree / 'src/app.py'}:1", f"{tree / 'src/util.py'}:1"]
+
+
+@pytest.mark.parametrize(
+    ("glob", "expected"),
+    [
+        pytest.param("*.ts", ["src/web/page.ts"], id="basename"),
+        pytest.param("src/*.py", ["src/app.py"], id="anchored"),
+        pytest.param("**/*.{ts,py}", ["src/web/page.ts", "src/app.py"], id="braces"),
+    ],
+)
+async def test_grep_glob_filter(ctx: ToolContext, tree: Path, glob: str, expected: list[str]) -> None:
+    text = await grep(ctx, pattern="main", glob=glob)
+    assert text.splitlines()[1:] == [str(tree / e) for e in expected]
+
+
+async def test_grep_single_file_path_and_no_match(ctx: ToolContext, tree: Path) -> None:
+    assert await grep(ctx, pattern="helper", path="src/util.py") == f"Found 1 file\n{tree / 'src/util.py'}"
+    assert await grep(ctx, pattern="zebra") == "No matches found"
+
+
+async def test_grep_head_limit_says_results_were_cut(ctx: ToolContext, tree: Path) -> None:
+    text = await grep(ctx, pattern="e", output_mode="content", head_limit=2)
+    assert len(text.splitlines()) == 3
+    assert "more results not shown" in text
+
+
+@pytest.mark.parametrize(
+    ("tool_input", "message"),
+    [
+        pytest.param({"pattern": "("}, "Invalid regular expression", id="bad-regex"),
+        pytest.param({"pattern": "x", "path": "nowhere"}, "Path does not exist", id="missing-path"),
+        pytest.param({"pattern": "x", "output_mode": "lines"}, "unknown output_mode", id="bad-mode"),
+    ],
+)
+async def test_grep_errors(ctx: ToolContext, tool_input: dict[str, object], message: str) -> None:
+    result = await GrepTool("python").run(tool_input, ctx)
+    assert result.is_error and message in str(result.content)
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
+async def test_ripgrep_engine_agrees_with_python(ctx: ToolContext, tree: Path) -> None:
+    for mode in ("files_with_matches", "content", "count"):
+        kwargs = {"pattern": "main|helper", "output_mode": mode}
+        assert await grep(ctx, "ripgrep", **kwargs) == await grep(ctx, "python", **kwargs)
+
+
+async def test_ripgrep_engine_missing_is_a_clear_error(
+    ctx: ToolContext, tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tree / "empty-bin"))
+    result = await GrepTool("ripgrep").run({"pattern": "x"}, ctx)
+    assert result.is_error and "`rg` is not on PATH" in str(result.content)
+
+
+async def test_glob_sorted_newest_first(ctx: ToolContext, tree: Path) -> None:
+    result = await GlobTool().run({"pattern": "**/*.py"}, ctx)
+    assert result.content == f"{tree / 'src/util.py'}\n{tree / 'src/app.py'}"
+
+
+async def test_glob_with_path_and_prefix_and_no_vcs(ctx: ToolContext, tree: Path) -> None:
+    result = await GlobTool().run({"pattern": "web/*", "path": "src"}, ctx)
+    assert result.content == str(tree / "src/web/page.ts")
+    everything = await GlobTool().run({"pattern": "**"}, ctx)
+    assert ".git" not in str(everything.content)
+    assert (await GlobTool().run({"pattern": "*.rs"}, ctx)).content == "No files found"
+
+
+async def test_glob_truncates(tree: Path) -> None:
+    ctx = ToolContext(workspace=tree, limits=ToolsConfig(search_max_results=2))
+    result = await GlobTool().run({"pattern": "**/*"}, ctx)
+    lines = str(result.content).splitlines()
+    assert len(lines) == 3 and lines[-1].startswith("(Results are truncated")
+    assert result.structured == {"count": 5, "truncated": True}  # .git is never listed
+
+
+async def test_glob_absolute_pattern(ctx: ToolContext, tree: Path) -> None:
+    result = await GlobTool().run({"pattern": f"{tree}/docs/*.md"}, ctx)
+    assert result.content == str(tree / "docs/readme.md")
+
+
+async def test_glob_on_a_file_is_an_error(ctx: ToolContext, tree: Path) -> None:
+    result = await GlobTool().run({"pattern": "*", "path": "src/app.py"}, ctx)
+    assert result.is_error and "Not a directory" in str(result.content)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "matches"),
+    [
+        pytest.param("*.py", "a.py", True, id="star"),
+        pytest.param("*.py", "d/a.py", False, id="star-stays-in-segment"),
+        pytest.param("a/**/b", "a/b", True, id="globstar-zero-dirs"),
+        pytest.param("a/**/b", "a/x/y/b", True, id="globstar-many-dirs"),
+        pytest.param("a/**", "a/x/y", True, id="trailing-globstar"),
+        pytest.param("?.txt", "ab.txt", False, id="question-one-char"),
+        pytest.param("[!a]x", "bx", True, id="negated-class"),
+        pytest.param("{x,y/z}.c", "y/z.c", True, id="braces"),
+        pytest.param(r"\*.c", "a.c", False, id="escaped-star"),
+        pytest.param("{unclosed", "{unclosed", True, id="unbalanced-brace-literal"),
+    ],
+)
+def test_glob_dialect(pattern: str, path: str, matches: bool) -> None:
+    assert (glob_regex(pattern).fullmatch(path) is not None) is matches
+
+
+def test_literal_prefix() -> None:
+    assert literal_prefix("src/**/*.py") == ("src", "**/*.py")
+    assert literal_prefix("/a/b/*.md") == ("/a/b", "*.md")
+    assert literal_prefix("*.py") == ("", "*.py")
