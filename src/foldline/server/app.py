@@ -41,6 +41,7 @@ from foldline.server.caching import (
     cache_edits_deletions,
     flatten,
     has_beta,
+    total_tokens,
 )
 from foldline.server.config import ServerConfig
 from foldline.server.faults import Fault, FaultPlan
@@ -188,7 +189,7 @@ def _accept(request: Request, state: ServerState, body: dict[str, Any], size: in
     blocks = flatten(body)
     beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
     deleted = cache_edits_deletions(body, blocks, beta_enabled=beta)
-    validate_request(body, _limits(state, blocks[-1].end if blocks else 0), body_bytes=size)
+    validate_request(body, _limits(state, total_tokens(blocks)), body_bytes=size)
     model = str(body["model"])
     if not model.startswith(state.config.model_prefixes):
         raise _ApiError(404, f"model: {model}")
@@ -309,8 +310,8 @@ async def _count_tokens(request: Request) -> Response:
     blocks = flatten(body)
     # count_tokens takes no max_tokens; the validator's rules need one, and 1 cannot break any.
     checked = {**body, "max_tokens": 1} if "max_tokens" not in body else body
-    validate_request(checked, _limits(state, blocks[-1].end if blocks else 0), body_bytes=size)
-    return JSONResponse({"input_tokens": blocks[-1].end if blocks else 0})
+    validate_request(checked, _limits(state, total_tokens(blocks)), body_bytes=size)
+    return JSONResponse({"input_tokens": total_tokens(blocks)})
 
 
 async def _on_api_error(request: Request, exc: Exception) -> Response:

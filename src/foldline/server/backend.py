@@ -263,6 +263,7 @@ class ScriptedBackend:
         parsed = [Reply.from_json(r) for r in self.replies]
         self._conditional = [r for r in parsed if r.when is not None]
         self._ordered = [r for r in parsed if r.when is None]
+        self._served = 0
 
     def reply(self, request: BackendRequest) -> Reply:
         """The first matching conditional reply, else the next ordered one, else the default."""
@@ -271,7 +272,8 @@ class ScriptedBackend:
             assert candidate.when is not None
             if candidate.when.matches(request):
                 return candidate
-        index = request.turn if self.select == "turn" else len(self.calls) - 1
+        index = request.turn if self.select == "turn" else self._served
+        self._served += 1
         if index < len(self._ordered):
             return self._ordered[index]
         if self.strict:

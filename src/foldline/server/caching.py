@@ -51,6 +51,7 @@ __all__ = [
     "flatten",
     "has_beta",
     "strip_cache_edits",
+    "total_tokens",
 ]
 
 CACHE_EDITS_BETA = "cache-edits-2025-06-01"
@@ -177,6 +178,11 @@ def flatten(body: Mapping[str, Any]) -> list[FlatBlock]:
     return _with_automatic_breakpoint(body, blocks)
 
 
+def total_tokens(blocks: Sequence[FlatBlock]) -> int:
+    """The request's input tokens (0 for an empty request)."""
+    return blocks[-1].end if blocks else 0
+
+
 def _with_automatic_breakpoint(body: Mapping[str, Any], blocks: list[FlatBlock]) -> list[FlatBlock]:
     """A top-level `cache_control` puts a breakpoint on the last block (automatic caching)."""
     if not blocks or not isinstance(body.get("cache_control"), Mapping):
@@ -231,7 +237,7 @@ class PromptCache:
             The usage split; `cache_deleted_input_tokens` is left at 0 for the caller to fill.
         """
         now = self.clock()
-        total = blocks[-1].end if blocks else 0
+        total = total_tokens(blocks)
         breakpoints = [i for i, b in enumerate(blocks) if b.ttl is not None]
         hit = self._find_hit(blocks, breakpoints, now)
         read = blocks[hit].end if hit >= 0 else 0

@@ -1,0 +1,103 @@
+"""cache_edits over HTTP: deletes mask a tool_result for one request and keep the cached prefix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+import pytest
+from tests.server.conftest import MODEL, Served, words
+
+from foldline.server.backend import ScriptedBackend
+from foldline.server.caching import CACHE_EDITS_BETA, flatten
+from foldline.server.tokenizer import count_text
+
+BETA = {"anthropic-beta": f"other-beta-2025-01-01,{CACHE_EDITS_BETA}"}
+FILE_TEXT = "def main():" + words(1200, "f")
+DELETE = {"type": "cache_edits", "edits": [{"type": "delete", "cache_reference": "read-1"}]}
+
+
+def _conversation(last_user: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "read main.py please"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": FILE_TEXT,
+                    "cache_reference": "read-1",
+                },
+                {"type": "text", "text": "here it is", "cache_control": {"type": "ephemeral"}},
+            ],
+        },
+        {"role": "assistant", "content": "It defines main."},
+        {"role": "user", "content": last_user},
+    ]
+
+
+def _create(served: Served, last_user: list[dict[str, Any]], headers: dict[str, str] | None = None) -> Any:
+    return served.client.messages.create(
+        model=MODEL, max_tokens=50, messages=_conversation(last_user), extra_headers=headers or {}
+    )
+
+
+def _backend_saw_file(backend: ScriptedBackend) -> bool:
+    return any(FILE_TEXT in str(m["content"]) for m in backend.calls[-1].messages)
+
+
+def test_delete_masks_the_span_and_keeps_the_prefix(serve: Callable[..., Served]) -> None:
+    backend = ScriptedBackend()
+    served = serve(backend=backend)
+    question = [{"type": "text", "text": "what next?"}]
+    first = _create(served, question)
+    prefix = flatten({"model": MODEL, "messages": _conversation(question)})[3].end
+    assert first.usage.cache_creation_input_tokens == prefix
+    assert _backend_saw_file(backend)
+
+    edited = _create(served, [DELETE, *question], BETA)
+    assert edited.usage.model_extra["cache_deleted_input_tokens"] == count_text(FILE_TEXT)
+    assert edited.usage.cache_read_input_tokens == prefix
+    assert not _backend_saw_file(backend)
+    assert all("cache_edits" not in str(m["content"]) for m in backend.calls[-1].messages)
+    assert served.state.references.spans["read-1"].end - served.state.references.spans[
+        "read-1"
+    ].start == count_text(FILE_TEXT)
+
+    again = _create(served, question)
+    assert _backend_saw_file(backend)
+    assert again.usage.cache_read_input_tokens == prefix
+    assert "cache_deleted_input_tokens" not in (again.usage.model_extra or {})
+
+
+def test_edits_need_the_beta_header(serve: Callable[..., Served]) -> None:
+    served = serve()
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        _create(served, [DELETE, {"type": "text", "text": "next"}])
+    assert CACHE_EDITS_BETA in caught.value.body["error"]["message"]  # type: ignore[index]
+    assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("edit", "fragment"),
+    [
+        (
+            {"type": "cache_edits", "edits": [{"type": "delete", "cache_reference": "nope"}]},
+            "'nope' does not match",
+        ),
+        ({"type": "cache_edits", "edits": []}, "non-empty"),
+        ({"type": "cache_edits", "edits": [{"type": "insert", "cache_reference": "read-1"}]}, "'delete'"),
+    ],
+    ids=["unknown-reference", "no-edits", "bad-type"],
+)
+def test_bad_edits_are_400s(serve: Callable[..., Served], edit: dict[str, Any], fragment: str) -> None:
+    served = serve()
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        _create(served, [edit, {"type": "text", "text": "next"}], BETA)
+    assert fragment in caught.value.body["error"]["message"]  # type: ignore[index]
