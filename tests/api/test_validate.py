@@ -802,6 +802,15 @@ def _cache_cases() -> list[Case]:
             "messages.0.content.0.cache_control.ttl",
         ),
         Case(
+            "rule44-automatic-caching-comes-last",
+            req(user(text("q", cache_control=EPHEMERAL)), cache_control=HOUR),
+            req(user(text("q", cache_control=HOUR)), cache_control=HOUR),
+            "cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' "
+            "cache_control block. Note that blocks are processed in the following order: `tools`, `system`, "
+            "`messages`.",
+            "cache_control.ttl",
+        ),
+        Case(
             "rule44-ttl-order-tools-before-system",
             req(
                 user("q"),

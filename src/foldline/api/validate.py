@@ -222,10 +222,6 @@ class _Loc:
     def api(self) -> str:
         return ".".join(str(part) for part in self.parts)
 
-    def untagged(self) -> _Loc:
-        """The same place without tags (for errors the API words with plain paths)."""
-        return _Loc(tuple(part for part in self.parts if not isinstance(part, _Tag)))
-
 
 _ROOT = _Loc()
 
@@ -360,6 +356,7 @@ def _check_shape(body: Mapping[str, Any]) -> list[RequestValidationError]:
     _shape_tool_choice(shape, body)
     _shape_thinking(shape, body)
     _shape_sampling(shape, body)
+    _shape_cache_control(shape, body, _ROOT)
     return shape.errors
 
 
@@ -621,10 +618,6 @@ def _message_loc(index: int) -> _Loc:
     return _ROOT.at("messages").at(index)
 
 
-def _plain(loc: _Loc) -> _Loc:
-    return loc.untagged()
-
-
 _Check = Callable[[_Request], Iterator[RequestValidationError]]
 
 
@@ -793,7 +786,7 @@ def _unique_tool_use_ids(request: _Request) -> Iterator[RequestValidationError]:
             if block["type"] != "tool_use":
                 continue
             if block["id"] in seen:
-                yield _bare(f"{_plain(loc).api}: `tool_use` ids must be unique", loc)
+                yield _bare(f"{loc.json}: `tool_use` ids must be unique", loc)
             seen.add(block["id"])
 
 
@@ -839,7 +832,7 @@ def _results_match(request: _Request, index: int) -> Iterator[RequestValidationE
             orphans.append((loc, tool_id))
         elif tool_id in seen:
             yield _bare(
-                f"{_plain(loc).api}: each tool_use must have a single result. "
+                f"{loc.json}: each tool_use must have a single result. "
                 f"Found multiple `tool_result` blocks with id: {tool_id}",
                 loc,
             )
@@ -847,7 +840,7 @@ def _results_match(request: _Request, index: int) -> Iterator[RequestValidationE
     if orphans:
         first = orphans[0][0]
         yield _bare(
-            f"{_plain(first).api}: unexpected `tool_use_id` found in `tool_result` blocks: "
+            f"{first.json}: unexpected `tool_use_id` found in `tool_result` blocks: "
             f"{', '.join(tool_id for _, tool_id in orphans)}. Each `tool_result` block must have a "
             "corresponding `tool_use` block in the previous message.",
             first,
@@ -886,7 +879,7 @@ def _check_thinking(request: _Request) -> Iterator[RequestValidationError]:
             )
         for loc, block in blocks:
             if block["type"] == "thinking" and not block["signature"]:
-                yield _bare(f"{_plain(loc).api}: Invalid `signature` in `thinking` block", loc)
+                yield _bare(f"{loc.json}: Invalid `signature` in `thinking` block", loc)
     yield from _final_thinking(request)
 
 
@@ -897,7 +890,7 @@ def _final_thinking(request: _Request) -> Iterator[RequestValidationError]:
             for loc, block in request.blocks(last):
                 if block["type"] in _THINKING:
                     yield _bare(
-                        f"{_plain(loc).api}: When thinking is disabled, an `assistant` message in the final "
+                        f"{loc.json}: When thinking is disabled, an `assistant` message in the final "
                         "position cannot contain `thinking`. To use thinking blocks, enable `thinking` in "
                         "your request.",
                         loc,
@@ -1103,7 +1096,7 @@ def _is_pdf(block: Mapping[str, Any]) -> bool:
     return (
         isinstance(source, Mapping)
         and source.get("type") == "base64"
-        and source.get("media_type") == ("application/pdf")
+        and source.get("media_type") == "application/pdf"
     )
 
 
@@ -1121,47 +1114,45 @@ def _document_pages(block: Mapping[str, Any]) -> int:
 # --- cache_control (rules 42-44) ---
 
 
-def _cache_points(request: _Request) -> Iterator[tuple[_Loc, _Loc, Mapping[str, Any]]]:
-    """Every block that may carry `cache_control`, in prompt order: tools, system, messages.
+def _cache_points(request: _Request) -> Iterator[tuple[_Loc, Mapping[str, Any]]]:
+    """Everything that may carry `cache_control`, in prompt order: tools, system, messages.
 
-    Yields (API-tagged location, plain location, block).
+    The request's own top-level `cache_control` (automatic caching) comes last: it lands on the
+    last cacheable block.
     """
     for index, tool in enumerate(request.body.get("tools") or ()):
-        loc = _ROOT.at("tools").at(index)
-        yield loc, loc, tool
+        yield _ROOT.at("tools").at(index), tool
     system = request.body.get("system")
     for index, block in enumerate(system if isinstance(system, list) else ()):
-        loc = _ROOT.at("system").at(index)
-        yield loc, loc, block
+        yield _ROOT.at("system").at(index), block
     for index in range(len(request.messages)):
         for loc, block in request.blocks(index):
-            for item_loc, item in _tool_result_items(block, loc):
-                yield item_loc, _plain(item_loc), item
-            yield loc, _plain(loc), block
+            yield from _tool_result_items(block, loc)
+            yield loc, block
+    yield _ROOT, request.body
 
 
 def _check_cache_control(request: _Request) -> Iterator[RequestValidationError]:
     """Rules 43, 44, then 42 (breakpoint count across tools, system, messages)."""
     count = 0
     seen_short = False
-    for tagged, plain, block in _cache_points(request):
+    for loc, block in _cache_points(request):
         control = block.get("cache_control")
         if not isinstance(control, Mapping):
             continue
         count += 1
         if block.get("type") == "text" and block.get("text") == "":
-            yield _bare(f"{tagged.api}: cache_control cannot be set for empty text blocks", plain)
+            yield _bare(f"{loc.api}: cache_control cannot be set for empty text blocks", loc)
         ttl = control.get("ttl") or "5m"
         if ttl == "1h" and seen_short:
+            where = loc.at("cache_control").at("ttl")
             yield _bare(
-                f"{plain.api}.cache_control.ttl: a ttl='1h' cache_control block must not come after a "
-                "ttl='5m' cache_control block. Note that blocks are processed in the following order: "
+                f"{where.json}: a ttl='1h' cache_control block must not come after a ttl='5m' "
+                "cache_control block. Note that blocks are processed in the following order: "
                 "`tools`, `system`, `messages`.",
-                plain.at("cache_control").at("ttl"),
+                where,
             )
         seen_short = seen_short or ttl == "5m"
-    if isinstance(request.body.get("cache_control"), Mapping):
-        count += 1  # automatic caching places one more breakpoint on the last cacheable block
     maximum = request.limits.max_cache_breakpoints
     if count > maximum:
         yield _bare(
