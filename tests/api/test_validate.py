@@ -936,6 +936,14 @@ VALID_BODIES: dict[str, Callable[[], Body]] = {
     "cache-ttl-1h-then-5m": _cache_ttls_in_order,
     "cache-lookback-beyond-20": _long_lookback,
     "claude-code-shaped": _claude_code_shaped,
+    "cache-edits-before-results": lambda: req(
+        user("q"),
+        assistant(thinking(), tool_use("t1")),
+        user(
+            {"type": "cache_edits", "edits": [{"type": "delete", "cache_reference": "r1"}]}, tool_result("t1")
+        ),
+        **THINKING,
+    ),
     "final-assistant-empty": lambda: req(user("hi"), {"role": "assistant", "content": []}),
     "url-and-file-sources": lambda: req(
         user(

@@ -611,7 +611,12 @@ class _Request:
         return contents
 
     def block_types(self, index: int) -> list[str]:
-        return [block["type"] for _, block in self.blocks(index)]
+        """The types of message `index`'s blocks that reach the model.
+
+        `cache_edits` blocks are instructions to the server, stripped before the model sees the
+        prompt, so they neither open a turn nor break tool pairing.
+        """
+        return [block["type"] for _, block in self.blocks(index) if block["type"] != "cache_edits"]
 
 
 def _message_loc(index: int) -> _Loc:
