@@ -303,12 +303,25 @@ def _merge(a: _Msg, b: _Msg) -> _Msg:
     )
 
 
+def _identity(block: Block) -> tuple[str, str] | None:
+    """What makes a block the same block when a piece is written twice (tool id, signature)."""
+    kind = block.get("type")
+    key = {"tool_use": "id", "thinking": "signature", "redacted_thinking": "data"}.get(str(kind))
+    return (str(kind), str(block.get(key))) if key else None
+
+
+def _without_known_blocks(piece: _Msg, merged: list[Block]) -> _Msg:
+    known = {_identity(b) for b in merged} - {None}
+    kept = [b for b in piece.content if _identity(b) not in known]
+    return piece if len(kept) == len(piece.content) else replace(piece, content=kept)
+
+
 def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """S3: one streamed reply written as several entries (one per block) becomes one message.
 
     Pieces merge across interleaved user messages (streaming tool execution writes each tool_result
     between two tool_use pieces); those user messages then follow the merged reply, where S4 joins
-    them. A piece already merged (a replayed line with the same uuid) is not added twice.
+    them. A piece already merged (a replayed line, same uuid or not) is not added twice.
     """
     out: list[_Msg] = []
     open_at: int | None = None
@@ -318,7 +331,7 @@ def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[
             continue
         if open_at is not None and m.msg_id and out[open_at].msg_id == m.msg_id:
             if not set(m.uuids) <= set(out[open_at].uuids):
-                out[open_at] = _merge(out[open_at], m)
+                out[open_at] = _merge(out[open_at], _without_known_blocks(m, out[open_at].content))
             continue
         out.append(m)
         open_at = len(out) - 1
@@ -416,10 +429,13 @@ def s6c_drop_whitespace(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
             if m.content or m.role == "assistant":
                 out.append(m)
             continue
-        if m.role == "assistant" and len(blank) == len(m.content):
-            continue
         content = [b for b in m.content if not _is_blank_text(b)]
-        if content or m.role == "assistant":
+        if m.role == "assistant":
+            while content and _is_thinking(content[-1]):
+                content.pop()  # the removed text may have hidden a trailing thinking block (S6.b)
+            if not content:
+                continue
+        if content:
             out.append(replace(m, content=content))
     return out
 
@@ -548,6 +564,10 @@ def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]]]:
                     ids.append(tid)
                     b = b if tid == b.get("id") else b | {"id": tid}
                 content.append(b)
+            while content and _is_thinking(content[-1]):
+                content.pop()  # a dropped duplicate may have been all that followed the thinking
+            if not content and m.content:
+                continue  # only replayed tool calls: the originals are already sent
             if content != m.content:
                 m = replace(m, content=content)
         out.append(m)
