@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import struct
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -247,3 +250,39 @@ def test_lookback_reaches_exactly_20_blocks_back(
     request = {"messages": [{"role": "user", "content": _blocks(5 + distance, breakpoints=(5 + distance,))}]}
     usage = _usage(served, **request)
     assert usage["cache_read_input_tokens"] == (flatten({"model": MODEL, **request})[4].end if hit else 0)
+
+
+def _png_block() -> dict[str, Any]:
+    """A 1x1 PNG header the validator can size."""
+    ihdr = b"IHDR" + struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    data = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + ihdr + struct.pack(">I", zlib.crc32(ihdr))
+    source = {"type": "base64", "media_type": "image/png", "data": base64.b64encode(data).decode()}
+    return {"type": "image", "source": source}
+
+
+def test_an_image_added_later_invalidates_the_messages_but_not_the_system(
+    serve: Callable[..., Served],
+) -> None:
+    served = serve()
+    first_turn = [{"role": "user", "content": _marked("look" + words(1200, "l"))}]
+    request = {"system": _marked(SYSTEM), "messages": first_turn}
+    _usage(served, **request)
+    text_turn = [
+        *first_turn,
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": _marked("more text")},
+    ]
+    assert _usage(served, system=_marked(SYSTEM), messages=text_turn)["cache_read_input_tokens"] == _total(
+        request
+    )
+    image_turn = [*text_turn[:2], {"role": "user", "content": [_png_block(), *_marked("and this image")]}]
+    usage = _usage(served, system=_marked(SYSTEM), messages=image_turn)
+    assert usage["cache_read_input_tokens"] == count_text(SYSTEM)
+
+
+def test_top_level_cache_control_marks_the_last_block(serve: Callable[..., Served]) -> None:
+    served = serve()
+    request = {"messages": [{"role": "user", "content": words(1500, "a")}]}
+    auto = {**request, "extra_body": {"cache_control": EPHEMERAL}}
+    assert _usage(served, **auto)["cache_creation_input_tokens"] == _total(request)
+    assert _usage(served, **auto)["cache_read_input_tokens"] == _total(request)

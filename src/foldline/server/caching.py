@@ -11,8 +11,9 @@ the prompt-caching doc (reference/api_rules.md §7):
 - Billing positions: A = the hit, B = the last 1h breakpoint written after A, C = the last breakpoint
   written. Read A; write 1h for B-A and 5m for C-B; `input_tokens` is what follows C (or A).
 - `cache_control` is not part of any key (moving a breakpoint does not invalidate the prefix);
-  `tool_choice` and `thinking` are keyed in front of the messages, so changing them invalidates the
-  messages but not tools or system.
+  `tool_choice`, `thinking` and the number of images in the messages are keyed in front of the
+  messages, so changing them (or adding or removing an image anywhere) invalidates the messages but
+  not tools or system, as the doc's invalidation table says.
 
 cache_edits: a tool_result may carry `cache_reference`; the first time a name is seen its token span
 is recorded. A user content block `{"type": "cache_edits", "edits": [{"type": "delete",
@@ -160,7 +161,8 @@ def flatten(body: Mapping[str, Any]) -> list[FlatBlock]:
     for path, marker, block, tokens in _sections(body):
         if not in_messages and path.startswith("messages."):
             in_messages = True
-            digest.update(dumps(["params", body.get("tool_choice"), body.get("thinking")]))
+            params = ["params", body.get("tool_choice"), body.get("thinking"), _image_count(body)]
+            digest.update(dumps(params))
         keyed = {k: v for k, v in block.items() if k != "cache_control"}
         digest.update(dumps([marker, keyed]))
         ref = block.get("cache_reference") if block.get("type") == "tool_result" else None
@@ -176,6 +178,16 @@ def flatten(body: Mapping[str, Any]) -> list[FlatBlock]:
         )
         total += tokens
     return _with_automatic_breakpoint(body, blocks)
+
+
+def _image_count(body: Mapping[str, Any]) -> int:
+    count = 0
+    for message in body.get("messages") or ():
+        for block in _as_blocks(message.get("content") if isinstance(message, Mapping) else None):
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            count += block.get("type") == "image"
+            count += sum(1 for b in _as_blocks(inner) if b.get("type") == "image")
+    return count
 
 
 def total_tokens(blocks: Sequence[FlatBlock]) -> int:
