@@ -1166,3 +1166,18 @@ def test_real_transcript_blocks_pass_the_schema_layer() -> None:
             assert "Could not process image" not in [e.message for e in errors], path.name
             checked += 1
     assert checked >= len(claude_code_files()), "every transcript holds sent messages"
+
+
+MAGICS = {
+    "image/png": png()[:16],
+    "image/jpeg": b"\xff\xd8\xff",
+    "image/gif": b"GIF89a",
+    "image/webp": webp_vp8()[:16],
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(media_type=st.sampled_from(sorted(MAGICS)), tail=st.binary(max_size=64))
+def test_truncated_or_corrupt_image_headers_never_crash(media_type: str, tail: bytes) -> None:
+    errors = find_errors(req(user(image(MAGICS[media_type] + tail, media_type))))
+    assert all(e.status == 400 and e.path.startswith("messages.0.content.0.source") for e in errors)
