@@ -106,5 +106,6 @@ async def test_snip_returns_ids_for_the_engine(ctx: ToolContext) -> None:
 )
 async def test_snip_rejects_bad_ids(ctx: ToolContext, ids: list[object], message: str) -> None:
     result = await SnipTool().run({"ids": ids}, ctx)
-    assert result.is_error and message in str(result.content)
+    assert result.is_error
+    assert message in str(result.content)
     assert result.structured is None

@@ -26,11 +26,16 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def _read_pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
 async def _pids(path: Path, count: int) -> list[int]:
+    """The pids the command wrote down; another process writes them, so there is no event to await."""
     with anyio.fail_after(10):
-        while not path.exists() or len(path.read_text().split()) < count:
+        while len(pids := _read_pids(path)) < count:  # noqa: ASYNC110
             await anyio.sleep(0.01)
-    return [int(p) for p in path.read_text().split()]
+    return pids
 
 
 def _fast(workspace: Path, **limits: float) -> ToolContext:
@@ -42,7 +47,8 @@ async def test_stdout_stderr_and_exit_code(ctx: ToolContext) -> None:
     result = await BashTool().run({"command": "echo out; echo err >&2; exit 3"}, ctx)
     assert result.is_error
     assert result.content == "out\n[stderr]\nerr\nExit code: 3"
-    assert result.structured is not None and result.structured["exit_code"] == 3
+    assert result.structured is not None
+    assert result.structured["exit_code"] == 3
 
 
 async def test_success_is_not_an_error_and_runs_in_cwd(workspace: Path) -> None:
@@ -68,7 +74,8 @@ async def test_timeout_kills_the_whole_process_tree(workspace: Path) -> None:
     pids = await _pids(workspace / "pids", 3)
     assert result.is_error
     assert "timed out after 0.7s" in str(result.content)
-    assert result.structured is not None and result.structured["outcome"] == "timeout"
+    assert result.structured is not None
+    assert result.structured["outcome"] == "timeout"
     assert [pid for pid in pids if _running(pid)] == []
     assert elapsed < 5
 
@@ -86,7 +93,8 @@ async def test_abort_kills_the_whole_process_tree(workspace: Path) -> None:
         assert all(_running(pid) for pid in pids)
         ctx.abort.set()
     [result] = results
-    assert result.is_error and "interrupted" in str(result.content)
+    assert result.is_error
+    assert "interrupted" in str(result.content)
     assert [pid for pid in pids if _running(pid)] == []
 
 
@@ -104,7 +112,8 @@ async def test_sigterm_ignoring_process_gets_sigkill(workspace: Path) -> None:
     command = "trap '' TERM; echo $$ > pids; while :; do sleep 0.05; done"
     result = await BashTool().run({"command": command, "timeout": 500}, ctx)
     [pid] = await _pids(workspace / "pids", 1)
-    assert result.structured is not None and result.structured["outcome"] == "timeout"
+    assert result.structured is not None
+    assert result.structured["outcome"] == "timeout"
     assert not _running(pid)
 
 
@@ -114,7 +123,8 @@ async def test_background_children_do_not_outlive_the_call(workspace: Path) -> N
     [pid] = await _pids(workspace / "pids", 1)
     assert not result.is_error
     assert str(result.content).startswith("started\n")
-    assert result.structured is not None and result.structured["background_killed"] is True
+    assert result.structured is not None
+    assert result.structured["background_killed"] is True
     assert not _running(pid)
 
 
@@ -127,7 +137,8 @@ async def test_output_is_capped_keeping_head_and_tail(workspace: Path) -> None:
     assert "TAIL\nExit code: 0" in text
     assert "bytes of output truncated" in text
     assert len(text) < 1200
-    assert result.structured is not None and result.structured["stdout_truncated_bytes"] > 98_000
+    assert result.structured is not None
+    assert result.structured["stdout_truncated_bytes"] > 98_000
 
 
 @pytest.mark.parametrize(
@@ -140,7 +151,8 @@ async def test_output_is_capped_keeping_head_and_tail(workspace: Path) -> None:
 )
 async def test_bad_input(ctx: ToolContext, tool_input: dict[str, object], message: str) -> None:
     result = await BashTool().run(tool_input, ctx)
-    assert result.is_error and message in str(result.content)
+    assert result.is_error
+    assert message in str(result.content)
 
 
 async def test_timeout_is_capped_by_config(workspace: Path) -> None:

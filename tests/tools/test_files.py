@@ -21,7 +21,17 @@ def _png() -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0\0\0\0")) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0\0\0\0"))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _temporaries(directory: Path) -> list[Path]:
+    """Files an atomic write could have left behind."""
+    return list(directory.glob("*.tmp"))
 
 
 async def read(ctx: ToolContext, path: str | Path, **extra: object) -> str:
@@ -93,7 +103,8 @@ async def test_read_refuses_a_huge_file_without_a_window(workspace: Path) -> Non
     ctx = ToolContext(workspace=workspace, limits=ToolsConfig(read_max_bytes=100))
     (workspace / "big.txt").write_text("y\n" * 200)
     refused = await ReadTool().run({"file_path": "big.txt"}, ctx)
-    assert refused.is_error and "offset and limit" in str(refused.content)
+    assert refused.is_error
+    assert "offset and limit" in str(refused.content)
     assert (await read(ctx, "big.txt", offset=1, limit=3)).count("\n") == 3
 
 
@@ -142,7 +153,8 @@ async def test_write_creates_parents_and_file(ctx: ToolContext, workspace: Path)
     result = await WriteTool().run({"file_path": "deep/er/new.txt", "content": "fresh\n"}, ctx)
     assert not result.is_error
     assert (workspace / "deep/er/new.txt").read_text() == "fresh\n"
-    assert result.structured is not None and result.structured["action"] == "created"
+    assert result.structured is not None
+    assert result.structured["action"] == "created"
 
 
 async def test_write_refuses_existing_file_not_read(ctx: ToolContext, workspace: Path) -> None:
@@ -162,7 +174,7 @@ async def test_write_after_read_overwrites_and_keeps_mode(ctx: ToolContext, work
     assert not result.is_error
     assert target.read_text() == "echo new\n"
     assert target.stat().st_mode & 0o777 == 0o755
-    assert not [p for p in workspace.iterdir() if p.name.endswith(".tmp")]
+    assert _temporaries(workspace) == []
 
 
 async def test_write_refuses_file_changed_since_read(ctx: ToolContext, workspace: Path) -> None:
@@ -172,14 +184,16 @@ async def test_write_refuses_file_changed_since_read(ctx: ToolContext, workspace
     target.write_text("v2 by the user")
     os.utime(target, ns=(1, 1))  # a different mtime, whatever the clock resolution
     result = await WriteTool().run({"file_path": str(target), "content": "v3"}, ctx)
-    assert result.is_error and "modified since read" in str(result.content)
+    assert result.is_error
+    assert "modified since read" in str(result.content)
     assert target.read_text() == "v2 by the user"
 
 
 async def test_write_to_a_directory_is_an_error(ctx: ToolContext, workspace: Path) -> None:
     (workspace / "d").mkdir()
     result = await WriteTool().run({"file_path": "d", "content": "x"}, ctx)
-    assert result.is_error and "is a directory" in str(result.content)
+    assert result.is_error
+    assert "is a directory" in str(result.content)
 
 
 # --- Edit -------------------------------------------------------------------------------------
@@ -237,7 +251,8 @@ async def test_edit_replace_all(ctx: ToolContext, workspace: Path) -> None:
 async def test_edit_requires_prior_read(ctx: ToolContext, workspace: Path) -> None:
     (workspace / "x.txt").write_text("hello")
     result = await EditTool().run({"file_path": "x.txt", "old_string": "hello", "new_string": "bye"}, ctx)
-    assert result.is_error and "has not been read" in str(result.content)
+    assert result.is_error
+    assert "has not been read" in str(result.content)
     assert (workspace / "x.txt").read_text() == "hello"
 
 
@@ -249,4 +264,5 @@ async def test_edit_with_empty_old_string_creates_a_new_file(ctx: ToolContext, w
 
 async def test_edit_missing_file(ctx: ToolContext) -> None:
     result = await EditTool().run({"file_path": "nope.txt", "old_string": "a", "new_string": "b"}, ctx)
-    assert result.is_error and "File does not exist" in str(result.content)
+    assert result.is_error
+    assert "File does not exist" in str(result.content)

@@ -51,7 +51,8 @@ async def test_grep_content_mode_has_path_line_text(ctx: ToolContext, tree: Path
 
 async def test_grep_case_insensitive_and_count(ctx: ToolContext, tree: Path) -> None:
     assert await grep(ctx, pattern="main", output_mode="count", glob="*.py") == f"{tree / 'src/app.py'}:1"
-    counted = await grep(ctx, pattern="main", output_mode="count", glob="*.py", **{"-i": True})
+    flags: dict[str, object] = {"pattern": "main", "output_mode": "count", "glob": "*.py", "-i": True}
+    counted = str((await GrepTool("python").run(flags, ctx)).content)
     assert sorted(counted.splitlines()) == [f"{tree / 'src/app.py'}:1", f"{tree / 'src/util.py'}:1"]
 
 
@@ -89,7 +90,8 @@ async def test_grep_head_limit_says_results_were_cut(ctx: ToolContext, tree: Pat
 )
 async def test_grep_errors(ctx: ToolContext, tool_input: dict[str, object], message: str) -> None:
     result = await GrepTool("python").run(tool_input, ctx)
-    assert result.is_error and message in str(result.content)
+    assert result.is_error
+    assert message in str(result.content)
 
 
 @pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
@@ -104,7 +106,8 @@ async def test_ripgrep_engine_missing_is_a_clear_error(
 ) -> None:
     monkeypatch.setenv("PATH", str(tree / "empty-bin"))
     result = await GrepTool("ripgrep").run({"pattern": "x"}, ctx)
-    assert result.is_error and "`rg` is not on PATH" in str(result.content)
+    assert result.is_error
+    assert "`rg` is not on PATH" in str(result.content)
 
 
 async def test_glob_sorted_newest_first(ctx: ToolContext, tree: Path) -> None:
@@ -124,7 +127,8 @@ async def test_glob_truncates(tree: Path) -> None:
     ctx = ToolContext(workspace=tree, limits=ToolsConfig(search_max_results=2))
     result = await GlobTool().run({"pattern": "**/*"}, ctx)
     lines = str(result.content).splitlines()
-    assert len(lines) == 3 and lines[-1].startswith("(Results are truncated")
+    assert len(lines) == 3
+    assert lines[-1].startswith("(Results are truncated")
     assert result.structured == {"count": 5, "truncated": True}  # .git is never listed
 
 
@@ -135,7 +139,8 @@ async def test_glob_absolute_pattern(ctx: ToolContext, tree: Path) -> None:
 
 async def test_glob_on_a_file_is_an_error(ctx: ToolContext, tree: Path) -> None:
     result = await GlobTool().run({"pattern": "*", "path": "src/app.py"}, ctx)
-    assert result.is_error and "Not a directory" in str(result.content)
+    assert result.is_error
+    assert "Not a directory" in str(result.content)
 
 
 @pytest.mark.parametrize(
