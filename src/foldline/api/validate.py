@@ -9,12 +9,19 @@ Invariants:
 - Order is the order the API reports in: request bytes (413, answered before any parsing), then the
   schema ("shape": required fields, types, enums, patterns, extra inputs), then the semantic rules.
   A body with shape errors gets only those: the API's schema layer stops before its semantic checks,
-  and the semantic checks may then assume a well-formed body.
+  and the semantic checks may then assume a well-formed body. Within the semantic rules the order
+  is `_SEMANTIC_CHECKS` (parameters, cache_control, list structure, text, tool pairing, thinking,
+  media, context window): the API's own order between families is not public, except that
+  cache_control errors are seen before the empty-text error a bad breakpoint also causes.
 - `RequestValidationError.message` is the text the API sends, with the API's prefix (its pydantic
   location carries discriminator tags: `messages.1.content.1.tool_use.id`); `.path` is the plain JSON
   path of the offending element (`messages.1.content.1.id`), `""` when the whole body is at fault.
 - Stricter than today's first-party API where another provider or an older API version rejects:
-  consecutive same-role messages (rule 3) and an assistant-first list (rule 2) are errors.
+  consecutive same-role messages (rule 3) and an assistant-first list (rule 2) are errors; rule 24
+  (no trailing thinking block) applies to every assistant message, not only the last; empty and
+  whitespace-only system text blocks are rejected like message text blocks.
+- `cache_edits` user blocks (SPEC R3.2.3) are accepted and invisible to the pairing and turn rules:
+  the server strips them before the model sees the prompt.
 
 Deliberate approximations (a body alone cannot tell more):
 - Rule 21 (thinking blocks unmodified) and 22 (signature validity) reduce to "signature is a
