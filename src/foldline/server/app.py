@@ -2,7 +2,7 @@
 
 Request pipeline for `POST /v1/messages` (one concern per step):
 auth (401) -> request number and fault (429/529/500, stall) -> body size (413) -> JSON (400) ->
-flatten and cache_edits (400) -> validator (400/413) -> model (404) -> backend -> prompt cache and
+validator (400/413) -> cache_edits (400) -> model (404) -> backend -> prompt cache and
 usage -> JSON body or SSE stream (with mid-stream faults).
 
 Invariants: every error is the API's envelope `{"type": "error", "error": {...}, "request_id": ...}`
@@ -187,9 +187,9 @@ class _Accepted:
 def _accept(request: Request, state: ServerState, body: dict[str, Any], size: int) -> _Accepted:
     """Validate a messages body; raises `RequestValidationError` or `_ApiError` when rejected."""
     blocks = flatten(body)
+    validate_request(body, _limits(state, total_tokens(blocks)), body_bytes=size)
     beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
     deleted = cache_edits_deletions(body, blocks, beta_enabled=beta)
-    validate_request(body, _limits(state, total_tokens(blocks)), body_bytes=size)
     model = str(body["model"])
     if not model.startswith(state.config.model_prefixes):
         raise _ApiError(404, f"model: {model}")
