@@ -89,7 +89,7 @@ def test_edits_need_the_beta_header(serve: Callable[..., Served]) -> None:
     [
         (
             {"type": "cache_edits", "edits": [{"type": "delete", "cache_reference": "nope"}]},
-            "'nope' does not match",
+            "'nope' does not match any tool_result seen so far",
         ),
         ({"type": "cache_edits", "edits": []}, "non-empty"),
         ({"type": "cache_edits", "edits": [{"type": "insert", "cache_reference": "read-1"}]}, "'delete'"),
@@ -101,3 +101,16 @@ def test_bad_edits_are_400s(serve: Callable[..., Served], edit: dict[str, Any], 
     with pytest.raises(anthropic.BadRequestError) as caught:
         _create(served, [edit, {"type": "text", "text": "next"}], BETA)
     assert fragment in caught.value.body["error"]["message"]  # type: ignore[index]
+
+
+def test_a_pinned_edit_whose_result_is_gone_deletes_nothing(serve: Callable[..., Served]) -> None:
+    served = serve()
+    question = [{"type": "text", "text": "what next?"}]
+    _create(served, question)
+    snipped = [
+        {"role": "user", "content": "read main.py please"},
+        {"role": "assistant", "content": "I will not."},
+        {"role": "user", "content": [DELETE, *question]},
+    ]
+    message = served.client.messages.create(model=MODEL, max_tokens=50, messages=snipped, extra_headers=BETA)
+    assert "cache_deleted_input_tokens" not in (message.usage.model_extra or {})

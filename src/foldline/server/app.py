@@ -189,7 +189,7 @@ def _accept(request: Request, state: ServerState, body: dict[str, Any], size: in
     blocks = flatten(body)
     validate_request(body, _limits(state, total_tokens(blocks)), body_bytes=size)
     beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
-    deleted = cache_edits_deletions(body, blocks, beta_enabled=beta)
+    deleted = cache_edits_deletions(body, blocks, beta_enabled=beta, known=state.references.spans)
     model = str(body["model"])
     if not model.startswith(state.config.model_prefixes):
         raise _ApiError(404, f"model: {model}")

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -310,14 +310,22 @@ def _edits_of(block: Mapping[str, Any], path: str) -> list[str]:
 
 
 def cache_edits_deletions(
-    body: Mapping[str, Any], blocks: Sequence[FlatBlock], *, beta_enabled: bool
+    body: Mapping[str, Any],
+    blocks: Sequence[FlatBlock],
+    *,
+    beta_enabled: bool,
+    known: Container[str] = frozenset(),
 ) -> set[str]:
     """The references this request deletes; raises `RequestValidationError` on a bad edit.
 
+    A reference must name a tool_result of this request, or one seen before (`known`): a pinned
+    edit whose tool_result was since snipped away deletes nothing, but a name never seen is a typo.
+
     Args:
         body: the request body.
-        blocks: its flattened form, to check every deleted reference is present.
+        blocks: its flattened form.
         beta_enabled: whether the request carries the `CACHE_EDITS_BETA` header.
+        known: references recorded by earlier requests.
     """
     present = {b.reference for b in blocks if b.reference is not None}
     deleted: set[str] = set()
@@ -335,9 +343,9 @@ def cache_edits_deletions(
             if message.get("role") != "user":
                 raise RequestValidationError(f"{path}: cache_edits blocks may only appear in user messages")
             for name in _edits_of(block, path):
-                if name not in present:
+                if name not in present and name not in known:
                     raise RequestValidationError(
-                        f"{path}: cache_reference {name!r} does not match any tool_result in this request",
+                        f"{path}: cache_reference {name!r} does not match any tool_result seen so far",
                         path=path,
                     )
                 deleted.add(name)
