@@ -104,7 +104,17 @@ SUBSTITUTIONS = [
     bash("dynamic-command-name", "$CMD -rf x", "ask", allow=("Bash",)),
     bash("arithmetic-unverified", "git log $((1 + $(rm x)))", "ask", allow=GIT_LOG),
     bash("prompt-expansion-unverified", "git log ${x@P}", "ask", allow=GIT_LOG),
-    bash("heredoc-unverified", "cat <<EOF\nhi\nEOF", "ask", allow=("Bash(cat:*)",)),
+    bash("heredoc-body-is-data", "cat <<EOF\nrm -rf x; $HOME\nEOF", "allow", allow=("Bash(cat:*)",)),
+    bash("heredoc-substitution", "cat <<EOF\n$(rm -rf x)\nEOF", "ask", allow=("Bash(cat:*)",)),
+    bash("heredoc-quoted-is-data", "cat <<'EOF'\n$(rm -rf x)\nEOF", "allow", allow=("Bash(cat:*)",)),
+    bash("heredoc-then-command", "cat <<'EOF'\nx\nEOF\nrm y", "ask", allow=("Bash(cat:*)",)),
+    bash(
+        "commit-message-heredoc",
+        "git commit -m \"$(cat <<'EOF'\nFix: don't (really)\nEOF\n)\"",
+        "allow",
+        allow=("Bash(git commit:*)", "Bash(cat:*)"),
+    ),
+    bash("heredoc-unclosed", "cat <<EOF\nno end", "ask", allow=("Bash(cat:*)",)),
     bash("unterminated-quote", "git log 'oops", "ask", allow=GIT_LOG),
 ]
 INDIRECT = [
@@ -190,7 +200,7 @@ MODES = [
     bash("plan-denies-bash", "git log", "deny", mode="plan", allow=GIT_LOG),
     bash("bypass-allows-unmatched", "make deploy", "allow", mode="bypassPermissions"),
     bash("default-asks-unmatched", "make deploy", "ask"),
-    bash("bypass-still-asks-unverifiable", "cat <<EOF\nx\nEOF", "ask", mode="bypassPermissions"),
+    bash("bypass-still-asks-unverifiable", "echo $((1 + 2))", "ask", mode="bypassPermissions"),
 ]
 
 

@@ -8,7 +8,8 @@ returned too. `unwrap` then sees through wrappers (`timeout`, `nice`, `nohup`, `
 and indirect execution (`sh -c`, `bash -lc`, `eval`, `xargs`, `watch`, `find -exec`).
 
 Invariants:
-- Fail closed: anything this module does not fully understand (heredocs, arithmetic expansion,
+- Heredoc bodies are data; the substitutions inside an unquoted-delimiter body are still parsed.
+- Fail closed: anything this module does not fully understand (arithmetic expansion,
   `${…}` operators, `for`/`case`/function definitions, unbalanced quotes, nesting deeper than
   `MAX_DEPTH`) raises `ShellParseError`; it never guesses.
 - A word built from an expansion (`$X`, `$(…)`) is flagged `dynamic`: its run-time value is
@@ -90,6 +91,8 @@ class _Lexer:
     src: str
     pos: int = 0
     subs: list[str] = field(default_factory=list)
+    heredocs: list[tuple[str, bool, bool]] = field(default_factory=list)
+    """Heredocs opened on the current line: (delimiter, delimiter was quoted, `<<-` strips tabs)."""
 
     def tokens(self) -> Iterator[tuple[str, _Word | str]]:
         while self.pos < len(self.src):
@@ -101,15 +104,17 @@ class _Lexer:
                 self.pos = len(self.src) if end == -1 else end
             elif ch == "\n":
                 self.pos += 1
+                for body in self._skip_heredocs():
+                    self._scan_expansions(body)
                 yield "op", "\n"
             elif (m := _REDIRECT_RE.match(self.src, self.pos)) and (m.group(1) or ch in "<>&"):
                 if self.src.startswith(("<(", ">("), self.pos) and not m.group(1):
                     yield "word", self._word()
                     continue
-                if m.group(2) == "<<":
-                    raise ShellParseError("heredocs are not verified")
                 self.pos = m.end()
                 yield "redirect", m.group(2)
+                if m.group(2) == "<<":
+                    yield "word", self._heredoc_delimiter()
             elif (op := next((o for o in _OPERATORS if self.src.startswith(o, self.pos)), None)) is not None:
                 if op == ";;":
                     raise ShellParseError("`case` blocks are not verified")
@@ -117,6 +122,52 @@ class _Lexer:
                 yield "op", op
             else:
                 yield "word", self._word()
+        if self.heredocs:
+            raise ShellParseError(f"heredoc {self.heredocs[0][0]!r} is never closed")
+
+    def _heredoc_delimiter(self) -> _Word:
+        strip_tabs = self.src.startswith("-", self.pos)
+        self.pos += strip_tabs
+        while self.src.startswith((" ", "\t"), self.pos):
+            self.pos += 1
+        word = self._word()
+        if not word.text or word.dynamic:
+            raise ShellParseError("heredoc delimiter missing or not literal")
+        self.heredocs.append((word.text, word.quoted, strip_tabs))
+        return word
+
+    def _skip_heredocs(self) -> list[str]:
+        """Move past the bodies of the heredocs opened on the line just ended; return the bodies that
+        undergo expansion (unquoted delimiter)."""
+        expanded = []
+        for delimiter, quoted, strip_tabs in self.heredocs:
+            lines = []
+            while True:
+                if self.pos >= len(self.src):
+                    raise ShellParseError(f"heredoc {delimiter!r} is never closed")
+                end = self.src.find("\n", self.pos)
+                end = len(self.src) if end == -1 else end
+                line = self.src[self.pos : end]
+                self.pos = end + 1
+                if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                    break
+                lines.append(line)
+            if not quoted:
+                expanded.append("\n".join(lines))
+        self.heredocs.clear()
+        return expanded
+
+    def _scan_expansions(self, text: str) -> None:
+        """Collect the substitutions inside `text` (an unquoted-delimiter heredoc body)."""
+        inner = _Lexer(text)
+        while inner.pos < len(text):
+            if text[inner.pos] == "\\":
+                inner.pos += 2
+            elif text[inner.pos] in "$`":
+                inner._expansion(_Word())
+            else:
+                inner.pos += 1
+        self.subs.extend(inner.subs)
 
     def _word(self) -> _Word:
         word = _Word()
@@ -209,6 +260,17 @@ class _Lexer:
             if ch == "\\":
                 i += 2
                 continue
+            if src.startswith("<<", i) and not src.startswith("<<<", i):
+                # heredoc bodies may hold any quotes and parens: step over them whole
+                self.pos = i + 2
+                self._heredoc_delimiter()
+                i = self.pos
+                continue
+            if ch == "\n" and self.heredocs:
+                self.pos = i + 1
+                self._skip_heredocs()
+                i = self.pos
+                continue
             if ch in "'\"":
                 close = src.find(ch, i + 1)
                 while ch == '"' and close != -1 and src[close - 1] == "\\":
@@ -258,8 +320,6 @@ def _commands(src: str, depth: int) -> list[SimpleCommand]:
 def _finish(words: list[_Word], redirects: list[Redirect]) -> list[SimpleCommand]:
     while words and not words[0].quoted and words[0].text in _RESERVED_LEAD:
         words = words[1:]
-    while words and not words[-1].quoted and words[-1].text in ("}", "done", "fi", "esac"):
-        words = words[:-1]
     if words and not words[0].quoted and words[0].text in _UNSUPPORTED_FIRST:
         raise ShellParseError(f"`{words[0].text}` blocks are not verified")
     assignments = []

@@ -352,7 +352,7 @@ def _bash_checks(
         files = [
             (r.target, r.writes, r.dynamic)
             for r in cmd.redirects
-            if r.op not in ("<<<", ">&", "<&") or r.writes
+            if r.op not in ("<<", "<<<", ">&", "<&") or r.writes
         ]
         files += [(path, writes, False) for path, writes in _file_arguments(cmd)]
         for raw, writes, dynamic in files:
