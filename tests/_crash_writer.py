@@ -28,19 +28,30 @@ from foldline.transcript import TranscriptWriter
 
 # Mixed in so that cuts land inside multi-byte characters and line separators cross the disk.
 _SPICE = "é😀\u2028\u2029\x85"
+# Record text is sliced out of one block, so that building a record costs next to nothing and a
+# random kill lands in the append rather than in the test's own data generation.
+_BLOCK = random.Random(0).randbytes(1_800_000).hex()
 
 
 def make_record(seq: int) -> UserEntry:
-    """The record with sequence number `seq`: 50 B to ~300 KB (about 1 in 30 over 64 KB)."""
+    """The record with sequence number `seq`: 50 B to 2.3 MB (1 in 6 over 64 KB, 1 in 25 over 2 MB).
+
+    Appends over 2 MB matter: Linux cuts a buffered write short on SIGKILL only at large-folio
+    boundaries, so smaller appends rarely tear under a kill (torn tails at every byte offset are
+    tested separately).
+    """
     rng = random.Random(seq)
     roll = rng.random()
-    if roll < 0.70:
+    if roll < 0.60:
         size = rng.randint(50, 3_000)
-    elif roll < 0.97:
-        size = rng.randint(3_000, 40_000)
+    elif roll < 0.82:
+        size = rng.randint(3_000, 20_000)
+    elif roll < 0.96:
+        size = rng.randint(65_537, 150_000)
     else:
-        size = rng.randint(65_537, 300_000)
-    text = rng.randbytes(size // 2).hex()
+        size = rng.randint(2_100_000, 2_300_000)
+    start = rng.randrange(len(_BLOCK) - size)
+    text = _BLOCK[start : start + size]
     cut = rng.randrange(len(text) + 1)
     text = f"{text[:cut]}{_SPICE}{text[cut:]}"
     return UserEntry(
@@ -62,11 +73,19 @@ def seq_of(uuid: str) -> int:
 
 
 def write_until_killed(path: Path, ack_fd: int, fsync: FsyncPolicy) -> None:
-    """Resume `path` and append records forever, writing `<seq>\\n` to `ack_fd` after each one."""
+    """Resume `path` and append records forever.
+
+    Writes `ready\\n` to `ack_fd` once resumed, `> <seq> <bytes>\\n` as each append starts (so
+    the parent can aim its kill at a large append) and `<seq>\\n` when it returns: the record is
+    then in the page cache, which a SIGKILL cannot lose (and on disk under `"always"`).
+    """
     writer, loaded = TranscriptWriter.resume(path, fsync=fsync)
+    os.write(ack_fd, b"ready\n")
     seq = len(loaded.records)
     while True:
-        writer.append(make_record(seq))
+        record = make_record(seq)
+        os.write(ack_fd, f"> {seq} {len(record.message.content)}\n".encode())
+        writer.append(record)
         os.write(ack_fd, f"{seq}\n".encode())
         seq += 1
 

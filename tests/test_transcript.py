@@ -179,7 +179,10 @@ class Damage:
 
 A, B, C = user("a"), user("b", parent="a"), user("c", parent="b")
 BIG = user("big", "x" * 200_000 + "\u2028é")
-RAW_SEPARATORS = b'{"kind":"user","uuid":"raw","timestamp":"t","message":{"content":"\xe2\x80\xa8|\xe2\x80\xa9|\xc2\x85"}}\n'
+RAW_SEPARATORS = (
+    b'{"kind":"user","uuid":"raw","timestamp":"t",'
+    b'"message":{"content":"\xe2\x80\xa8|\xe2\x80\xa9|\xc2\x85"}}\n'
+)
 
 DAMAGE = [
     Damage("garbage line", lines(A) + b"this is not json\n" + lines(B), ["a", "b"], [(3, "not a record")]),
