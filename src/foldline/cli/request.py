@@ -5,9 +5,10 @@ prints is what would be sent: the compaction projection, normalization and cache
 Reads foldline and Claude Code transcripts. Nothing is written: the records the request would add
 (cache pins, latched headers) are only counted on stderr.
 
-When the session ends with an assistant reply, the next turn needs user input: `--prompt` (default
-"Continue.") is appended as that input, with an id derived from the session so the output is
-reproducible.
+When the session ends with a finished assistant reply, the next turn needs user input: `--prompt`
+(default "Continue.") is appended as that input, with an id derived from the session so the output
+is reproducible. A reply with an open tool call is answered instead (normalization synthesizes the
+interrupted results), unless `--prompt` is given.
 """
 
 from __future__ import annotations
@@ -27,7 +28,16 @@ from foldline.config import Config
 from foldline.errors import FoldlineError, UserError
 from foldline.providers.base import Capabilities
 from foldline.sessions import load_session
-from foldline.timeline import AnyRecord, AssistantEntry, UserEntry, UserMessage, api_filter, now_iso, ui_view
+from foldline.timeline import (
+    AnyRecord,
+    AssistantEntry,
+    Entry,
+    UserEntry,
+    UserMessage,
+    api_filter,
+    now_iso,
+    ui_view,
+)
 
 __all__ = ["PROVIDERS", "request"]
 
@@ -43,10 +53,18 @@ PROVIDERS: dict[str, Capabilities] = {
 """The capabilities `--provider` selects."""
 
 
+def _is_finished_reply(last: Entry, visible: list[Entry]) -> bool:
+    """An assistant reply with no open tool call (those are answered, not prompted)."""
+    if not isinstance(last, AssistantEntry):
+        return False
+    pieces = [e for e in visible if isinstance(e, AssistantEntry) and e.message.id == last.message.id]
+    return not any(b.get("type") == "tool_use" for e in pieces for b in e.message.content)
+
+
 def _with_prompt(records: list[AnyRecord], session_id: str, prompt: str | None) -> list[AnyRecord]:
-    """Append the next user input when the conversation waits for one (or one was given)."""
+    """Append the next user input after a finished reply (or wherever one was given)."""
     visible = api_filter(ui_view(records))
-    ends_with_reply = bool(visible) and isinstance(visible[-1], AssistantEntry)
+    ends_with_reply = bool(visible) and _is_finished_reply(visible[-1], visible)
     if prompt is None and not ends_with_reply:
         return records
     text = DEFAULT_PROMPT if prompt is None else prompt
