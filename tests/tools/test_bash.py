@@ -77,7 +77,7 @@ async def test_timeout_kills_the_whole_process_tree(workspace: Path) -> None:
     assert result.structured is not None
     assert result.structured["outcome"] == "timeout"
     assert [pid for pid in pids if _running(pid)] == []
-    assert elapsed < 5
+    assert elapsed < 10  # 0.7 s timeout + 0.5 s grace, with room for a loaded machine
 
 
 async def test_abort_kills_the_whole_process_tree(workspace: Path) -> None:

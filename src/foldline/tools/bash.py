@@ -32,6 +32,7 @@ from foldline.tools.base import BaseTool, ToolContext, ToolResult
 __all__ = ["BashTool", "kill_process_group"]
 
 Outcome = Literal["exited", "timeout", "aborted"]
+_SIGKILL_WAIT_S = 5.0
 
 
 class _BoundedBuffer:
@@ -125,7 +126,8 @@ async def kill_process_group(pgid: int, grace_s: float) -> None:
     _signal_group(pgid, signal.SIGTERM)
     if not await _wait_gone(pgid, grace_s):
         _signal_group(pgid, signal.SIGKILL)
-        await _wait_gone(pgid, grace_s)
+        # SIGKILL cannot be refused; on a loaded machine the dying still need CPU time to exit
+        await _wait_gone(pgid, max(grace_s, _SIGKILL_WAIT_S))
 
 
 async def _supervise(process: Process, timeout_s: float, abort: anyio.Event) -> Outcome:
