@@ -11,6 +11,7 @@ from tests.server.conftest import MODEL, Served, words
 
 from foldline.server.backend import ScriptedBackend
 from foldline.server.caching import CACHE_EDITS_BETA, flatten
+from foldline.server.config import ServerConfig
 from foldline.server.tokenizer import count_text
 
 BETA = {"anthropic-beta": f"other-beta-2025-01-01,{CACHE_EDITS_BETA}"}
@@ -62,8 +63,13 @@ def test_delete_masks_the_span_and_keeps_the_prefix(serve: Callable[..., Served]
     assert _backend_saw_file(backend)
 
     edited = _create(served, [DELETE, *question], BETA)
-    assert edited.usage.model_extra["cache_deleted_input_tokens"] == count_text(FILE_TEXT)
-    assert edited.usage.cache_read_input_tokens == prefix
+    deleted = count_text(FILE_TEXT)
+    assert edited.usage.model_extra["cache_deleted_input_tokens"] == deleted
+    # The prefix still reads (its key is unchanged); the deleted span is billed nowhere.
+    assert edited.usage.cache_read_input_tokens == prefix - deleted
+    total = flatten({"model": MODEL, "messages": _conversation([DELETE, *question])})[-1].end
+    billed = edited.usage.input_tokens + edited.usage.cache_read_input_tokens
+    assert billed + edited.usage.cache_creation_input_tokens == total - deleted
     assert not _backend_saw_file(backend)
     assert all("cache_edits" not in str(m["content"]) for m in backend.calls[-1].messages)
     assert served.state.references.spans["read-1"].end - served.state.references.spans[
@@ -114,3 +120,14 @@ def test_a_pinned_edit_whose_result_is_gone_deletes_nothing(serve: Callable[...,
     ]
     message = served.client.messages.create(model=MODEL, max_tokens=50, messages=snipped, extra_headers=BETA)
     assert "cache_deleted_input_tokens" not in (message.usage.model_extra or {})
+
+
+def test_deleted_tokens_do_not_count_against_the_window(serve: Callable[..., Served]) -> None:
+    question = [{"type": "text", "text": "what next?"}]
+    window = flatten({"model": MODEL, "messages": _conversation(question)})[-1].end - 100
+    served = serve(config=ServerConfig(context_window=window + 50))
+    with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
+        _create(served, question)
+    assert served.state.references.spans == {}
+    # The edit's reference is in this request, so it is valid even though never recorded before.
+    assert _create(served, [DELETE, *question], BETA).usage.model_extra["cache_deleted_input_tokens"] > 0

@@ -39,6 +39,7 @@ from foldline.server.caching import (
     ReferenceRegistry,
     backend_messages,
     cache_edits_deletions,
+    deleted_tokens,
     flatten,
     has_beta,
     total_tokens,
@@ -187,9 +188,17 @@ class _Accepted:
 def _accept(request: Request, state: ServerState, body: dict[str, Any], size: int) -> _Accepted:
     """Validate a messages body; raises `RequestValidationError` or `_ApiError` when rejected."""
     blocks = flatten(body)
-    validate_request(body, _limits(state, total_tokens(blocks)), body_bytes=size)
     beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
-    deleted = cache_edits_deletions(body, blocks, beta_enabled=beta, known=state.references.spans)
+    try:
+        deleted = cache_edits_deletions(body, blocks, beta_enabled=beta, known=state.references.spans)
+        edits_error = None
+    except RequestValidationError as e:
+        deleted, edits_error = set(), e
+    # Deleted spans do not occupy the window: cache_edits are how a client stays inside it.
+    prompt = total_tokens(blocks) - deleted_tokens(blocks, deleted)
+    validate_request(body, _limits(state, prompt), body_bytes=size)
+    if edits_error is not None:
+        raise edits_error
     model = str(body["model"])
     if not model.startswith(state.config.model_prefixes):
         raise _ApiError(404, f"model: {model}")
@@ -209,13 +218,9 @@ def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
         request_key=blocks[-1].key if blocks else "",
     )
     rendered = state.backend.reply(backend_request).render(backend_request)
-    usage = state.cache.apply(blocks, state.config.min_cacheable(backend_request.model))
+    usage = state.cache.apply(blocks, state.config.min_cacheable(backend_request.model), accepted.deleted)
     state.references.record(blocks)
-    deleted = sum(b.end - b.start for b in blocks if b.reference in accepted.deleted)
-    usage_json = usage.as_usage(rendered.output_tokens)
-    if deleted:
-        usage_json["cache_deleted_input_tokens"] = deleted
-    return rendered.message(backend_request, usage_json)
+    return rendered.message(backend_request, usage.as_usage(rendered.output_tokens))
 
 
 class _EventStream(StreamingResponse):

@@ -19,11 +19,12 @@ cache_edits: a tool_result may carry `cache_reference`; the first time a name is
 is recorded. A user content block `{"type": "cache_edits", "edits": [{"type": "delete",
 "cache_reference": ...}]}` (beta header `CACHE_EDITS_BETA` required) masks that block out of what the
 backend sees for this request only. The cache_edits block is in no key and reaches no backend, so the
-cached prefix stays valid; the deleted tokens still count as read or input and are reported again in
-`cache_deleted_input_tokens`.
+cached prefix stays valid. The deleted tokens are billed nowhere (not read, written or input) and are
+reported as `cache_deleted_input_tokens`, so a client's context count drops as Microcompact intends.
 
-Invariant: `input_tokens + cache_read_input_tokens + cache_creation_input_tokens` equals the
-request's total input tokens, and `cache_creation` splits the creation exactly into 5m and 1h.
+Invariant: `input_tokens + cache_read_input_tokens + cache_creation_input_tokens +
+cache_deleted_input_tokens` equals the request's total input tokens, and `cache_creation` splits the
+creation exactly into 5m and 1h.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "Span",
     "backend_messages",
     "cache_edits_deletions",
+    "deleted_tokens",
     "flatten",
     "has_beta",
     "strip_cache_edits",
@@ -234,39 +236,59 @@ class PromptCache:
                     break
         return hit
 
-    def apply(self, blocks: Sequence[FlatBlock], min_tokens: int) -> CacheUsage:
+    def apply(
+        self, blocks: Sequence[FlatBlock], min_tokens: int, deleted: Container[str] = frozenset()
+    ) -> CacheUsage:
         """Read the longest cached prefix, write entries at later breakpoints, and bill the request.
 
         Args:
             blocks: the flattened request (`flatten`).
             min_tokens: the model's minimum cacheable prefix length.
+            deleted: `cache_reference`s this request deletes; their tokens are billed nowhere and
+                reported as `cache_deleted_input_tokens` instead (the keys, and so the cached
+                prefix, are unaffected).
 
         Returns:
-            The usage split; `cache_deleted_input_tokens` is left at 0 for the caller to fill.
+            The usage split.
         """
         now = self.clock()
-        total = total_tokens(blocks)
         breakpoints = [i for i, b in enumerate(blocks) if b.ttl is not None]
         hit = self._find_hit(blocks, breakpoints, now)
-        read = blocks[hit].end if hit >= 0 else 0
         if hit >= 0:
             entry = self._entries[blocks[hit].key]
             entry.expires_at = now + TTL_SECONDS[entry.ttl]
         writes = [bp for bp in breakpoints if bp > hit and blocks[bp].end >= min_tokens]
-        if not writes:
-            return CacheUsage(input_tokens=total - read, cache_read_input_tokens=read)
-        one_hour = [bp for bp in writes if blocks[bp].ttl == "1h"]
-        b_end = blocks[one_hour[-1]].end if one_hour else read
-        c_end = blocks[writes[-1]].end
         for bp in writes:
             ttl = blocks[bp].ttl or "5m"
             self._entries[blocks[bp].key] = _Entry(ttl=ttl, expires_at=now + TTL_SECONDS[ttl])
+        billed = _billed_positions(blocks, deleted)
+        read = billed[hit] if hit >= 0 else 0
+        one_hour = [bp for bp in writes if blocks[bp].ttl == "1h"]
+        b_end = billed[one_hour[-1]] if one_hour else read
+        c_end = billed[writes[-1]] if writes else read
         return CacheUsage(
-            input_tokens=total - c_end,
+            input_tokens=(billed[-1] if blocks else 0) - c_end,
             cache_read_input_tokens=read,
             ephemeral_1h_input_tokens=b_end - read,
             ephemeral_5m_input_tokens=c_end - b_end,
+            cache_deleted_input_tokens=deleted_tokens(blocks, deleted),
         )
+
+
+def deleted_tokens(blocks: Sequence[FlatBlock], deleted: Container[str]) -> int:
+    """How many of the request's tokens the deleted references cover."""
+    return sum(b.end - b.start for b in blocks if b.reference is not None and b.reference in deleted)
+
+
+def _billed_positions(blocks: Sequence[FlatBlock], deleted: Container[str]) -> list[int]:
+    """Each block's end position counting only tokens that are not deleted."""
+    ends: list[int] = []
+    removed = 0
+    for block in blocks:
+        if block.reference is not None and block.reference in deleted:
+            removed += block.end - block.start
+        ends.append(block.end - removed)
+    return ends
 
 
 @dataclass(frozen=True, slots=True)
