@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import pytest
 import uvicorn
 from click.testing import CliRunner
@@ -60,3 +64,31 @@ def test_bad_input_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, args: list[
     result = CliRunner().invoke(cli, ["serve", *args])
     assert result.exit_code == 2
     assert "Invalid value" in result.output
+
+
+def test_the_real_command_serves_the_sdk(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.json"
+    scenario.write_text('[{"text": "from the scenario"}]')
+    command = [sys.executable, "-c", "from foldline.cli import main; main()", "serve", "--port", "0"]
+    process = subprocess.Popen(
+        [*command, "--api-key", "k", "--scenario", str(scenario)], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stderr is not None
+        url = ""
+        for line in process.stderr:
+            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
+            if found:
+                url = found.group(1)
+                break
+        assert url, f"foldline serve did not start (exit code {process.poll()})"
+        with anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as client:
+            reply = client.messages.create(
+                model="claude-sonnet-4-5", max_tokens=20, messages=[{"role": "user", "content": "hi"}]
+            )
+        assert reply.content[0].text == "from the scenario"  # type: ignore[union-attr]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
