@@ -256,6 +256,35 @@ def test_damage_is_skipped_with_a_warning_naming_the_line(tmp_path: Path, case: 
     assert path.read_bytes() == before
 
 
+def test_hostile_nesting_is_garbage_not_a_crash(tmp_path: Path) -> None:
+    # Both JSON decoders raise RecursionError on deep nesting; the raw-decode scan is bounded.
+    path = write_file(tmp_path / "s.jsonl", lines(A) + b'{"kind":' * 50_000 + b"\n" + lines(B))
+    loaded = load_transcript(path)
+    assert uuids(loaded.records) == ["a", "b"]
+    [warning] = loaded.warnings
+    assert warning.line == 3
+    assert "bytes that are not a record" in warning.reason
+
+
+def test_hostile_nesting_in_the_header_is_a_format_error(tmp_path: Path) -> None:
+    path = write_file(tmp_path / "s.jsonl", b"", header=b"[" * 100_000 + b"\n")
+    with pytest.raises(TranscriptFormatError, match="line 1 is not JSON"):
+        load_transcript(path)
+
+
+def test_header_without_newline_is_terminated_on_resume(tmp_path: Path) -> None:
+    header = encode_line(TranscriptHeader(session_id="s", created_at=TS))[:-1]
+    path = write_file(tmp_path / "s.jsonl", b"", header=header)
+    loaded = load_transcript(path)
+    assert loaded.records == []
+    assert loaded.unterminated
+    writer, _ = TranscriptWriter.resume(path, fsync="never")
+    with writer:
+        writer.append(A)
+    assert load_transcript(path).records == [A]
+    assert load_transcript(path).clean
+
+
 def test_raw_separators_decode_to_the_original_characters(tmp_path: Path) -> None:
     path = write_file(tmp_path / "s.jsonl", RAW_SEPARATORS)
     [record] = load_transcript(path).records

@@ -351,7 +351,9 @@ def test_failed_cut_back_leaves_a_torn_tail_that_resume_moves_aside(
         resumed.append(C)
     assert result.sidecar is not None
     assert result.sidecar.read_bytes() == written[0]
-    assert load_transcript(path).records == [A, C]
+    after = load_transcript(path)
+    assert after.records == [A, C]
+    assert after.clean, "the new record must not be glued onto the fragment"
 
 
 def test_fsync_eio_poisons_the_writer_and_keeps_earlier_records(

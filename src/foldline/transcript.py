@@ -87,6 +87,11 @@ _FSYNC_POLICIES: tuple[FsyncPolicy, ...] = typing.get_args(FsyncPolicy)
 # NUL run), or wherever `{"kind"` begins (msgspec writes the tag first).
 _RECORD_START = re.compile(r'(?<![^}\x00\s])\{|\{(?="kind")')
 _RAW_DECODER = json.JSONDecoder()
+# Bounds the raw-decode scan of one damaged line, which hostile input (deep `{"kind":{"kind":...`
+# nesting) could otherwise make quadratic; what is left unscanned is reported as garbage.
+_MAX_SALVAGE_FAILURES = 1_000
+# Deeply nested JSON raises RecursionError from both decoders instead of a decode error.
+_DECODE_ERRORS = (msgspec.MsgspecError, RecursionError)
 
 
 class TranscriptHeader(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="header"):
@@ -203,7 +208,7 @@ class _Loader:
             try:
                 records.append(decode(line))
                 garbage_last = False
-            except msgspec.MsgspecError as exc:
+            except _DECODE_ERRORS as exc:
                 garbage_last = self._recover(line, lineno, offset, exc)
             offset += len(line) + 1
         if tail:
@@ -226,7 +231,7 @@ class _Loader:
     def _finish_tail(self, header: TranscriptHeader, tail: bytes, offset: int) -> LoadResult:
         try:
             record: AnyRecord | str | None = decode_record(tail)
-        except msgspec.MsgspecError as exc:
+        except _DECODE_ERRORS as exc:
             record = _classify(tail, exc)
         if isinstance(record, Record | UnknownRecord):
             self.records.append(record)
@@ -241,7 +246,7 @@ class _Loader:
     def _warn(self, line: int, offset: int, reason: str) -> None:
         self.warnings.append(LoadWarning(line, offset, reason))
 
-    def _recover(self, line: bytes, lineno: int, offset: int, exc: msgspec.MsgspecError) -> bool:
+    def _recover(self, line: bytes, lineno: int, offset: int, exc: Exception) -> bool:
         """Salvage what a line that failed the typed decode holds; True if it held nothing at all."""
         item = _classify(line, exc)
         if isinstance(item, str):
@@ -276,7 +281,7 @@ class _Loader:
 def _decode_piece(chunk: bytes) -> AnyRecord | str:
     try:
         return decode_record(chunk)
-    except msgspec.MsgspecError as exc:
+    except _DECODE_ERRORS as exc:
         item = _classify(chunk, exc)
         return f"unreadable record: {exc}" if item is None else item
 
@@ -289,7 +294,7 @@ def _parse_header(path: Path, line: bytes) -> TranscriptHeader:
     )
     try:
         obj = decode_json(line)
-    except msgspec.DecodeError:
+    except _DECODE_ERRORS:
         raise TranscriptFormatError(f"{path}: line 1 is not JSON: {hint}") from None
     if not isinstance(obj, dict) or obj.get("kind") != "header":
         raise TranscriptFormatError(f"{path}: {hint}")
@@ -307,7 +312,7 @@ def _parse_header(path: Path, line: bytes) -> TranscriptHeader:
         raise TranscriptFormatError(f"{path}: garbled header ({exc}): {hint}") from None
 
 
-def _classify(chunk: bytes, exc: msgspec.MsgspecError) -> AnyRecord | str | None:
+def _classify(chunk: bytes, exc: Exception) -> AnyRecord | str | None:
     """Decide what a chunk that is not a valid known record is.
 
     Returns an `UnknownRecord` for a newer kind, a warning text for JSON that is not a valid
@@ -315,7 +320,7 @@ def _classify(chunk: bytes, exc: msgspec.MsgspecError) -> AnyRecord | str | None
     """
     try:
         obj = decode_json(chunk)
-    except msgspec.DecodeError:
+    except _DECODE_ERRORS:
         return None
     kind = obj.get("kind") if isinstance(obj, dict) else None
     if not isinstance(kind, str):
@@ -335,13 +340,13 @@ def _scan_objects(line: bytes) -> tuple[list[tuple[int, int]], list[tuple[int, i
     """
     text = line.decode("utf-8", "surrogateescape")
     spans: list[tuple[int, int]] = []
-    search = 0
-    while (match := _RECORD_START.search(text, search)) is not None:
+    search = failures = 0
+    while failures < _MAX_SALVAGE_FAILURES and (match := _RECORD_START.search(text, search)) is not None:
         start = match.start()
         try:
             _, end = _RAW_DECODER.raw_decode(text, start)
-        except ValueError:
-            search = start + 1
+        except (ValueError, RecursionError):
+            search, failures = start + 1, failures + 1
             continue
         spans.append((start, end))
         search = end
