@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from foldline.config import ToolsConfig
@@ -105,6 +106,29 @@ async def test_caller_cancellation_kills_the_tree(workspace: Path) -> None:
         pids = await _pids(workspace / "pids", 3)
         group.cancel_scope.cancel()
     assert [pid for pid in pids if _running(pid)] == []
+
+
+def _running_in(directory: Path) -> list[int]:
+    """Running processes whose cwd is `directory`: what a call started and failed to stop."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cwd").readlink() == directory and _running(int(entry.name)):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("checkpoints", [0, 1, 2, 3, 5, 8])
+async def test_cancel_at_any_point_leaves_no_process(workspace: Path, checkpoints: int) -> None:
+    ctx = _fast(workspace)
+    async with anyio.create_task_group() as group:
+        group.start_soon(BashTool().run, {"command": "sleep 100 & sleep 100"}, ctx)
+        for _ in range(checkpoints):
+            await anyio.lowlevel.checkpoint()
+        group.cancel_scope.cancel()
+    assert _running_in(workspace) == []
 
 
 async def test_sigterm_ignoring_process_gets_sigkill(workspace: Path) -> None:

@@ -201,12 +201,14 @@ class BashTool(BaseTool):
         limits = ctx.limits
         out, err = _BoundedBuffer(limits.max_output_chars), _BoundedBuffer(limits.max_output_chars)
         out_done, err_done = anyio.Event(), anyio.Event()
-        process = await anyio.open_process(
-            ["bash", "-c", command],
-            stdin=subprocess.DEVNULL,
-            cwd=ctx.current_dir,
-            start_new_session=True,
-        )
+        with anyio.CancelScope(shield=True):
+            # a cancel landing inside open_process would orphan the started child: take it below
+            process = await anyio.open_process(
+                ["bash", "-c", command],
+                stdin=subprocess.DEVNULL,
+                cwd=ctx.current_dir,
+                start_new_session=True,
+            )
         pgid = process.pid
         run = _Run("exited", None, out, err)
         try:
