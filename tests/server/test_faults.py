@@ -125,6 +125,8 @@ def test_error_fault_on_a_plain_request_is_a_529(serve: Callable[..., Served]) -
     with pytest.raises(anthropic.InternalServerError) as caught:
         served.client.messages.create(**REQUEST)
     assert caught.value.status_code == 529
+    assert [(r.status, r.fault, r.stream) for r in served.state.records] == [(529, "error", False)]
+    assert [(r.status, r.fault, r.stream) for r in served.state.records] == [(529, "error", False)]
 
 
 def test_stall_before_first_byte_trips_the_client_timeout(serve: Callable[..., Served]) -> None:
@@ -147,3 +149,4 @@ def test_stall_mid_stream_delivers_the_head_first(serve: Callable[..., Served]) 
     assert arrivals[0][1] < 0.4
     assert arrivals[-1] == ("message_stop", pytest.approx(arrivals[-1][1]))
     assert arrivals[-1][1] >= 0.5
+    assert [(r.status, r.fault, r.stream) for r in served.state.records] == [(200, "stall", True)]

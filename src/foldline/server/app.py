@@ -284,22 +284,29 @@ async def _messages(request: Request) -> Response:
     _check_auth(request, state)
     number = state.next_number()
     fault = state.faults.for_request(number)
-    stream = False
+    kind = fault.kind if fault else None
+    request.state.stream = False
     try:
-        immediate = _fault_error(fault) if fault else None
-        if immediate is not None:
-            raise immediate
-        if fault is not None and fault.kind == "stall" and fault.after_events == 0:
-            await anyio.sleep(fault.seconds)
-            fault = None
-        body, size = await _read_json(request, state)
-        stream = body.get("stream") is True
-        message = _respond(state, _accept(request, state, body, size))
-    except (_ApiError, RequestValidationError) as e:
-        state.records.append(RequestRecord(number, _status_of(e), fault.kind if fault else None, stream))
+        response = await _answer(request, state, fault)
+    except Exception as e:
+        state.records.append(RequestRecord(number, _status_of(e), kind, request.state.stream))
         raise
-    state.records.append(RequestRecord(number, 200, fault.kind if fault else None, stream))
-    if stream:
+    state.records.append(RequestRecord(number, response.status_code, kind, request.state.stream))
+    return response
+
+
+async def _answer(request: Request, state: ServerState, fault: Fault | None) -> Response:
+    """The response to one numbered `/v1/messages` request, its fault applied."""
+    immediate = _fault_error(fault) if fault else None
+    if immediate is not None:
+        raise immediate
+    if fault is not None and fault.kind == "stall" and fault.after_events == 0:
+        await anyio.sleep(fault.seconds)
+        fault = None
+    body, size = await _read_json(request, state)
+    request.state.stream = body.get("stream") is True
+    message = _respond(state, _accept(request, state, body, size))
+    if request.state.stream:
         return _EventStream(message, fault, state.config.stream_chunk_tokens, _request_id())
     return _plain_response(message, fault, _request_id())
 
