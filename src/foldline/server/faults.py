@@ -15,7 +15,7 @@ Examples: `1:529` (first request overloaded), `2-3:429/0.5` (rate limited, `retr
 inside a 200 stream), `6:stall/2` (2 s before the first byte), `7:stall/2/4` (2 s after 4 events),
 `10%:500,seed=7` (each request has a 10 % chance, decided by a hash of seed and request number).
 
-Invariants: request numbers count every `/v1/messages` request the server receives (retries
+Invariants: request numbers count every authenticated `/v1/messages` request the server receives (retries
 included; count_tokens is not counted); the first rule that fires wins; the same spec, seed and request
 number always give the same decision, whatever order requests arrive in.
 """
