@@ -9,6 +9,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.conftest import claude_code_files, requires_claude_code_data
 
 from foldline._json import decode_record, encode_line
@@ -522,3 +524,50 @@ def test_list_session_files_newest_first_without_sidecars(tmp_path: Path) -> Non
 
 def test_load_warning_str() -> None:
     assert str(LoadWarning(3, 120, "blank line")) == "line 3 (byte 120): blank line"
+
+
+# --- Property: loading is total after the header ------------------------------------------------
+
+SAMPLE = lines(A, every_record_kind()[1], BIG, B, UnknownRecord(kind="future", raw={"kind": "future"}), C)
+
+
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.sampled_from(["insert", "delete", "nul", "newline"]),
+            st.integers(min_value=0, max_value=len(SAMPLE)),
+            st.binary(min_size=1, max_size=40),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_load_never_fails_after_the_header_and_resume_appends_cleanly(
+    tmp_path: Path, edits: list[tuple[str, int, bytes]]
+) -> None:
+    body = bytearray(SAMPLE)
+    for op, at, data in edits:
+        at = min(at, len(body))
+        if op == "insert":
+            body[at:at] = data
+        elif op == "delete":
+            del body[at : at + len(data)]
+        elif op == "nul":
+            body[at : at + len(data)] = b"\x00" * len(data)
+        else:
+            body[at:at] = b"\n"
+    path = write_file(tmp_path / "fuzz.jsonl", bytes(body))
+    for sidecar in tmp_path.glob("fuzz.jsonl.corrupt-*"):
+        sidecar.unlink()
+    loaded = load_transcript(path)
+    originals = [*every_record_kind(), A, B, C, BIG]
+    intact = [r for r in loaded.records if r in originals]
+    assert intact == sorted(intact, key=[A, every_record_kind()[1], BIG, B, C].index)
+    writer, _ = TranscriptWriter.resume(path, fsync="never")
+    with writer:
+        writer.append(user("new"))
+    after = load_transcript(path)
+    assert after.records[-1] == user("new")
+    assert after.torn_tail == b""
+    assert len(after.warnings) <= len(loaded.warnings), "resume added no new damage"
