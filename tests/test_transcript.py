@@ -151,6 +151,17 @@ def test_every_record_kind_round_trips_through_a_file(tmp_path: Path) -> None:
     assert path.read_bytes().split(b"\n", 1)[1] == lines(*records)
 
 
+def test_loaded_records_rebuild_the_timeline(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with TranscriptWriter.create(path, session_id="sess-9", fsync="never") as writer:
+        for record in every_record_kind():
+            writer.append(record)
+    timeline = load_transcript(path).timeline()
+    assert timeline.session_id == "sess-9"
+    assert list(timeline) == every_record_kind()
+    assert timeline.last_uuid == "at1"
+
+
 def test_line_separators_are_escaped_on_disk_and_restored(tmp_path: Path) -> None:
     text = "a\u2028b\u2029c\x85d\re"
     path = tmp_path / "s.jsonl"

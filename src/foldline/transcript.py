@@ -63,7 +63,7 @@ from foldline.errors import (
     TranscriptWriteError,
     UserError,
 )
-from foldline.timeline import AnyRecord, Record, UnknownRecord, now_iso
+from foldline.timeline import AnyRecord, Record, Timeline, UnknownRecord, now_iso
 
 __all__ = [
     "FORMAT_VERSION",
@@ -144,6 +144,10 @@ class LoadResult:
     def clean(self) -> bool:
         """True when nothing was skipped and nothing is torn."""
         return not self.warnings and not self.torn_tail
+
+    def timeline(self) -> Timeline:
+        """A fresh `Timeline` of the loaded records, tagged with the header's session id (R2.2)."""
+        return Timeline(self.records, session_id=self.header.session_id)
 
     def notices(self) -> list[str]:
         """Human-readable lines describing every problem found, for the UI."""
