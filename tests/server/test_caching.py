@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tests.server.conftest import MODEL, FakeClock, Served, words
 
-from foldline.server.caching import flatten
+from foldline.server.caching import PromptCache, flatten
 from foldline.server.config import ServerConfig
 from foldline.server.tokenizer import count_text, count_tool
 
@@ -286,3 +286,14 @@ def test_top_level_cache_control_marks_the_last_block(serve: Callable[..., Serve
     auto = {**request, "extra_body": {"cache_control": EPHEMERAL}}
     assert _usage(served, **auto)["cache_creation_input_tokens"] == _total(request)
     assert _usage(served, **auto)["cache_read_input_tokens"] == _total(request)
+
+
+def test_expired_entries_are_purged_when_the_cache_grows() -> None:
+    clock = FakeClock()
+    cache = PromptCache(clock=clock)
+    for i in range(5000):
+        cache.apply(flatten({"model": MODEL, "messages": [{"role": "user", "content": _marked(f"n{i}")}]}), 1)
+    assert len(cache) == 5000
+    clock.advance(301)
+    cache.apply(flatten({"model": MODEL, "messages": [{"role": "user", "content": _marked("fresh")}]}), 1)
+    assert len(cache) == 1

@@ -203,6 +203,10 @@ def _with_automatic_breakpoint(body: Mapping[str, Any], blocks: list[FlatBlock])
     return blocks
 
 
+_PURGE_AT = 4096
+"""Entries expire lazily when looked up; past this many, a write first drops every expired one."""
+
+
 @dataclass(slots=True)
 class _Entry:
     ttl: str
@@ -258,6 +262,8 @@ class PromptCache:
             entry = self._entries[blocks[hit].key]
             entry.expires_at = now + TTL_SECONDS[entry.ttl]
         writes = [bp for bp in breakpoints if bp > hit and blocks[bp].end >= min_tokens]
+        if writes and len(self._entries) >= _PURGE_AT:
+            self._entries = {k: e for k, e in self._entries.items() if e.expires_at > now}
         for bp in writes:
             ttl = blocks[bp].ttl or "5m"
             self._entries[blocks[bp].key] = _Entry(ttl=ttl, expires_at=now + TTL_SECONDS[ttl])
