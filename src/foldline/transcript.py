@@ -397,8 +397,11 @@ class _SessionLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass  # the pid only names the holder in error messages; a full disk must not block resume
         self._fd: int | None = fd
 
     def release(self) -> None:
