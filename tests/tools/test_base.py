@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
+from foldline._types import Block
 from foldline.compact.snip import short_id
 from foldline.tools import (
+    PermissionRules,
     SnipTool,
     Tool,
     ToolContext,
     ToolResult,
+    authorize,
     default_tools,
     find_tool,
     result_block,
@@ -109,3 +113,33 @@ async def test_snip_rejects_bad_ids(ctx: ToolContext, ids: list[object], message
     assert result.is_error
     assert message in str(result.content)
     assert result.structured is None
+
+
+async def test_the_documented_engine_flow(ctx: ToolContext, workspace: Path) -> None:
+    """The package docstring's recipe, run for real: permission, execution, API block."""
+    tools = default_tools()
+    rules = PermissionRules.from_lists(allow=["Bash(echo:*)"], deny=["Bash(rm:*)"])
+    blocks: list[Block] = [
+        {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "echo hi"}},
+        {"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "echo x; rm -rf ."}},
+        {"type": "tool_use", "id": "t3", "name": "Nope", "input": {}},
+    ]
+    results = []
+    for block in blocks:
+        tool = find_tool(tools, block["name"])
+        if tool is None:
+            results.append(
+                result_block(block["id"], ToolResult(f"unknown tool {block['name']}", is_error=True))
+            )
+            continue
+        decision = await authorize(tool.name, block["input"], ctx, rules, "default", None)
+        if decision.behavior == "deny":
+            result = ToolResult(decision.reason, is_error=True)
+        else:
+            result = await tool.run(block["input"], ctx)
+        results.append(result_block(block["id"], result))
+    assert results[0] == {"type": "tool_result", "tool_use_id": "t1", "content": "hi\nExit code: 0"}
+    assert results[1]["is_error"] is True
+    assert "rm -rf ." in results[1]["content"]
+    assert results[2]["is_error"] is True
+    assert await anyio.Path(workspace).exists()  # the denied rm never ran

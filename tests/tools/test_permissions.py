@@ -200,6 +200,8 @@ MODES = [
     bash("plan-denies-bash", "git log", "deny", mode="plan", allow=GIT_LOG),
     bash("bypass-allows-unmatched", "make deploy", "allow", mode="bypassPermissions"),
     bash("default-asks-unmatched", "make deploy", "ask"),
+    bash("accept-edits-is-not-for-commands", "make deploy", "ask", mode="acceptEdits"),
+    bash("allow-needs-the-literal-binary", "/tmp/evil/git log", "ask", allow=GIT_LOG),
     bash("bypass-still-asks-unverifiable", "echo $((1 + 2))", "ask", mode="bypassPermissions"),
 ]
 
@@ -403,3 +405,15 @@ async def test_authorize_without_callback_denies_and_never_asks_for_decided_call
     rules = PermissionRules.from_lists(allow=["Bash(make)"], deny=["Bash(rm:*)"])
     assert (await authorize("Bash", {"command": "make"}, ctx, rules, "default", never)).behavior == "allow"
     assert (await authorize("Bash", {"command": "rm x"}, ctx, rules, "default", never)).behavior == "deny"
+
+
+def test_workspace_given_through_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "via").symlink_to(real)
+    ctx = ToolContext(workspace=tmp_path / "via")
+    for path in (tmp_path / "via" / "a.txt", real / "a.txt"):
+        decision = check_permission(
+            "Write", {"file_path": str(path), "content": ""}, ctx, None, "acceptEdits"
+        )
+        assert decision.behavior == "allow", decision

@@ -293,12 +293,9 @@ def _check_simple(cmd: SimpleCommand, rules: PermissionRules, mode: PermissionMo
         return Decision("allow", "variable assignment")
     if cmd.dynamic[0]:
         return Decision("ask", f"the command name in `{label}` is only known at run time")
-    allow_rules = rules.allow
-    rule = next(
-        (r for r in allow_rules if r.names(frozenset({"Bash"})) and bash_rule_matches(r.specifier, cmd.text)),
-        None,
-    )
-    if rule is not None:
+    # allow rules see the command exactly as written: `/tmp/x/git` is not `git`
+    bash_allows = (r for r in rules.allow if r.names(frozenset({"Bash"})))
+    if (rule := next((r for r in bash_allows if bash_rule_matches(r.specifier, cmd.text)), None)) is not None:
         return Decision("allow", f"allowed by {rule}", str(rule))
     if mode == "bypassPermissions":
         return Decision("allow", "bypassPermissions mode")
