@@ -317,6 +317,36 @@ def test_disk_full_mid_record_cuts_back_and_poisons(tmp_path: Path, monkeypatch:
     assert load_transcript(path).records == [A, B]
 
 
+def test_interrupt_between_partial_writes_cuts_the_record_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.jsonl"
+    writer = TranscriptWriter.create(path, session_id="s", fsync="never")
+    writer.append(A)
+    before = path.read_bytes()
+    real_write = os.write
+    calls: list[int] = []
+
+    def short_then_interrupted(fd: int, data: bytes) -> int:
+        if not _same_file(fd, path):
+            return real_write(fd, data)
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[:7]))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "write", short_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        writer.append(B)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert not writer.poisoned
+    writer.append(C)
+    writer.close()
+    assert load_transcript(path).records == [A, C]
+    assert load_transcript(path).clean
+
+
 def test_failed_cut_back_leaves_a_torn_tail_that_resume_moves_aside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -637,6 +637,12 @@ class TranscriptWriter:
                     done += written
             except OSError as exc:
                 self._fail(f"appending a {len(data)}-byte record", exc, cut_back_to=start)
+            except BaseException:
+                # Interrupted (Ctrl-C) between two parts of a short write: the next record must not
+                # be glued onto this one's first part.
+                if done and not self._cut_back(start):
+                    self._poisoned = "an interrupted append could not be cut back"
+                raise
         self._size = start + done
 
     def _fsync(self) -> None:
@@ -645,14 +651,18 @@ class TranscriptWriter:
         except OSError as exc:
             self._fail("fsync", exc, cut_back_to=None)
 
+    def _cut_back(self, size: int) -> bool:
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError:
+            return False
+        return True
+
     def _fail(self, action: str, exc: OSError, *, cut_back_to: int | None) -> typing.NoReturn:
         detail = f"{action} failed: {exc.strerror or exc}"
         intact = f"every record before byte {self._size} is intact"
-        if cut_back_to is not None:
-            try:
-                os.ftruncate(self._fd, cut_back_to)
-            except OSError:
-                intact += " (the partial record after it is moved aside on the next resume)"
+        if cut_back_to is not None and not self._cut_back(cut_back_to):
+            intact += " (the partial record after it is moved aside on the next resume)"
         self._poisoned = detail
         raise TranscriptWriteError(
             f"{self.path}: {detail}; {intact}; this writer accepts no further records "
