@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from foldline.config import ToolsConfig
-from foldline.tools import GlobTool, GrepTool, ToolContext
+from foldline.tools import GlobTool, GrepTool, PermissionRules, ToolContext, read_denied_filter
 from foldline.tools._glob import glob_regex, literal_prefix
 
 pytestmark = pytest.mark.anyio
@@ -166,3 +166,22 @@ def test_literal_prefix() -> None:
     assert literal_prefix("src/**/*.py") == ("src", "**/*.py")
     assert literal_prefix("/a/b/*.md") == ("/a/b", "*.md")
     assert literal_prefix("*.py") == ("", "*.py")
+
+
+async def test_read_deny_rules_hide_files_from_grep_and_glob(tree: Path) -> None:
+    (tree / ".env").write_text("SECRET_main=1\n")
+    (tree / "private").mkdir()
+    (tree / "private" / "notes.md").write_text("main plans\n")
+    rules = PermissionRules.from_lists(deny=["Read(**/.env)", "Read(./private)"])
+    ctx = ToolContext(workspace=tree, read_denied=read_denied_filter(rules, tree))
+    found = await grep(ctx, pattern="main")
+    assert ".env" not in found
+    assert "private" not in found
+    assert str(tree / "src/app.py") in found
+    assert await grep(ctx, pattern="SECRET", path=".env") == "No matches found"
+    listed = str((await GlobTool().run({"pattern": "**"}, ctx)).content)
+    assert ".env" not in listed
+    assert "private" not in listed
+    # without the filter both are visible: the rules, not the layout, hide them
+    open_ctx = ToolContext(workspace=tree)
+    assert ".env" in await grep(open_ctx, pattern="SECRET")

@@ -9,8 +9,13 @@ How the engine uses them, per session and per `tool_use` block:
 ```python
 tools = default_tools()                        # stable order: keeps the cached prefix stable
 params["tools"] = tool_specs(tools)
-ctx = ToolContext(workspace=launch_dir, abort=turn_abort_event, progress=emit_progress_entry)
 rules = PermissionRules.from_lists(allow=[...], ask=[...], deny=[...])
+ctx = ToolContext(
+    workspace=launch_dir,
+    abort=turn_abort_event,
+    progress=emit_progress_entry,
+    read_denied=read_denied_filter(rules, launch_dir),  # Grep/Glob honour Read denies too
+)
 
 tool = find_tool(tools, block["name"])         # None -> is_error result "unknown tool"
 decision = await authorize(tool.name, block["input"], ctx, rules, mode, ask_user)
@@ -56,6 +61,7 @@ from foldline.tools.permissions import (
     Rule,
     authorize,
     check_permission,
+    read_denied_filter,
 )
 from foldline.tools.search import GlobTool, GrepTool
 from foldline.tools.snip import SnipTool
@@ -83,6 +89,7 @@ __all__ = [
     "default_tools",
     "find_tool",
     "load_instruction_files",
+    "read_denied_filter",
     "result_block",
     "tool_specs",
 ]

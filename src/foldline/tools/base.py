@@ -102,6 +102,10 @@ def _ignore_progress(_text: str) -> None:
     return None
 
 
+def _nothing_denied(_path: Path) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Everything a tool call may use besides its input.
@@ -117,6 +121,9 @@ class ToolContext:
     progress: Callable[[str], None] = _ignore_progress
     read_files: ReadRegistry = field(default_factory=ReadRegistry)
     limits: ToolsConfig = field(default_factory=ToolsConfig)
+    read_denied: Callable[[Path], bool] = _nothing_denied
+    """Files Grep and Glob must neither search nor list (build it with
+    `permissions.read_denied_filter`); Read itself is stopped earlier, by the permission check."""
 
     def __post_init__(self) -> None:
         workspace = Path(os.path.realpath(self.workspace))

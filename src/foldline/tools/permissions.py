@@ -57,6 +57,7 @@ __all__ = [
     "authorize",
     "check_permission",
     "is_protected_path",
+    "read_denied_filter",
 ]
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
@@ -375,6 +376,22 @@ def _read_denials(
 
 
 # --- entry points -----------------------------------------------------------------------------
+
+
+def read_denied_filter(rules: PermissionRules, workspace: Path) -> Callable[[Path], bool]:
+    """The predicate for `ToolContext.read_denied`: is `path` covered by a deny rule about reading?
+
+    Grep and Glob use it to skip such files, so a `Read(**/.env)` deny cannot be sidestepped by
+    searching the directory that holds `.env`.
+    """
+    denies = [r for r in rules.deny if r.names(READ_TOOLS) and r.specifier is not None]
+    anchor_ctx = ToolContext(workspace=workspace)
+
+    def denied(path: Path) -> bool:
+        access = _access(str(path), anchor_ctx.workspace, write=False)
+        return any(_path_matches(rule, access, anchor_ctx, for_allow=False) for rule in denies)
+
+    return denied
 
 
 def _file_access(tool_name: str, tool_input: Mapping[str, Any], ctx: ToolContext) -> _Access:

@@ -3,7 +3,8 @@
 Invariants:
 - Both are read-only and concurrency-safe; the walk runs in a worker thread and stops early when
   `ctx.abort` is set.
-- Version-control directories (`.git`, `.hg`, `.svn`) are never searched or listed.
+- Version-control directories (`.git`, `.hg`, `.svn`) are never searched or listed, nor is anything
+  `ctx.read_denied` names (a `Read(**/.env)` deny also hides `.env` from Grep and Glob).
 - Results are bounded (`search_max_results` or the call's `head_limit`) and say when they were cut.
 - Grep's Python engine is the reference behaviour; `rg` is used only when asked for (`"ripgrep"`)
   or, with `"auto"`, when it is on PATH. Binary files (NUL in the first 8 KiB) never match.
@@ -36,15 +37,17 @@ GrepEngine = Literal["auto", "python", "ripgrep"]
 def _walk(root: Path, ctx: ToolContext) -> Iterator[Path]:
     """Every regular file under `root` (or `root` itself), VCS dirs pruned, stopping on abort."""
     if root.is_file():
-        yield root
+        if not ctx.read_denied(root):
+            yield root
         return
     for dirpath, dirnames, filenames in os.walk(root):
         if ctx.abort.is_set():
             return
-        dirnames[:] = sorted(d for d in dirnames if d not in _VCS_DIRS)
+        kept = (d for d in dirnames if d not in _VCS_DIRS and not ctx.read_denied(Path(dirpath, d)))
+        dirnames[:] = sorted(kept)
         for name in sorted(filenames):
             path = Path(dirpath, name)
-            if path.is_file():
+            if path.is_file() and not ctx.read_denied(path):
                 yield path
 
 
@@ -195,7 +198,8 @@ def _ripgrep(
     hits: dict[Path, list[tuple[int, str]]] = {}
     for line in proc.stdout.splitlines():
         name, number, text = line.split(":", 2)
-        hits.setdefault(Path(name), []).append((int(number), text[:500]))
+        if not ctx.read_denied(Path(name)):
+            hits.setdefault(Path(name), []).append((int(number), text[:500]))
     return hits
 
 
