@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import anthropic
+import httpx2
 
 from foldline.errors import ModelConnectionError, ModelHTTPError
 from foldline.providers.base import Capabilities
@@ -103,6 +104,8 @@ def _map_api_errors(model: str) -> Iterator[None]:
         ) from e
     except anthropic.APIConnectionError as e:
         raise ModelConnectionError(model, f"connection failed: {e}") from e
+    except httpx2.TransportError as e:  # a stream cut mid-body surfaces unwrapped from the SDK
+        raise ModelConnectionError(model, f"connection dropped mid-stream: {e!r}") from e
 
 
 def _retry_after(headers: Any) -> float | None:
