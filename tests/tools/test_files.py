@@ -49,6 +49,12 @@ async def test_read_numbers_lines_like_cat_n(ctx: ToolContext, workspace: Path) 
     assert await read(ctx, workspace / "a.py") == "     1\tfirst\n     2\tsecond\n     3\t\tthird"
 
 
+async def test_read_counts_lines_on_newlines_only(ctx: ToolContext, workspace: Path) -> None:
+    # form feed and U+2028 are not line breaks for cat -n, grep -n or Edit; CRLF shows without \r
+    (workspace / "odd.txt").write_bytes("a\fb\u2028c\r\nd".encode())
+    assert await read(ctx, workspace / "odd.txt") == "     1\ta\fb\u2028c\n     2\td"
+
+
 async def test_read_relative_path_resolves_against_cwd(workspace: Path) -> None:
     (workspace / "sub").mkdir()
     (workspace / "sub" / "x.txt").write_text("hi\n")

@@ -26,7 +26,7 @@ from foldline._types import Block, JSONObject
 from foldline.errors import ToolError
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
 
-__all__ = ["EditTool", "ReadTool", "WriteTool", "sniff_image_type"]
+__all__ = ["EditTool", "ReadTool", "WriteTool", "sniff_image_type", "split_lines"]
 
 _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -61,9 +61,21 @@ def _decode_text(data: bytes, file_path: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines as `cat -n` and `grep -n` count them: split on `\n` only, a CRLF's `\r` dropped.
+
+    Not `str.splitlines`, which also breaks on form feeds, U+2028 and friends and would number
+    lines differently from every other tool.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def number_lines(text: str, offset: int, limit: int, max_line_chars: int) -> tuple[str, int]:
     """`cat -n` style listing of lines `offset`..`offset+limit-1` (1-based); also the total line count."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     total = len(lines)
     out = []
     for number in range(offset, min(offset + limit - 1, total) + 1):

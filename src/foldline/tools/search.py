@@ -26,6 +26,7 @@ from foldline._types import JSONObject
 from foldline.errors import ToolError
 from foldline.tools._glob import glob_regex, literal_prefix
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
+from foldline.tools.files import split_lines
 
 __all__ = ["GlobTool", "GrepTool"]
 
@@ -166,7 +167,7 @@ def _python_grep(
             continue
         if b"\x00" in data[:8192]:
             continue
-        lines = data.decode("utf-8", errors="replace").splitlines()
+        lines = split_lines(data.decode("utf-8", errors="replace"))
         found = [(n, line[:500]) for n, line in enumerate(lines, 1) if regex.search(line)]
         if found:
             hits[path] = found
