@@ -243,6 +243,16 @@ async def test_edit_errors_leave_file_untouched(
     assert target.read_text() == "a1 a2 a3\n"
 
 
+async def test_edit_crlf_file_with_lf_strings_keeps_crlf(ctx: ToolContext, workspace: Path) -> None:
+    target = workspace / "win.txt"
+    target.write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    await read(ctx, target)
+    tool_input = {"file_path": str(target), "old_string": "one\ntwo", "new_string": "1\n2"}
+    result = await EditTool().run(tool_input, ctx)
+    assert not result.is_error, result.content
+    assert target.read_bytes() == b"1\r\n2\r\nthree\r\n"
+
+
 async def test_edit_replace_all(ctx: ToolContext, workspace: Path) -> None:
     target = workspace / "abc.txt"
     target.write_text("a1 a2 a3\n")

@@ -251,6 +251,9 @@ class EditTool(BaseTool):
     def _replace(text: str, old: str, new: str, replace_all: bool) -> tuple[str, int]:
         if old == "":
             raise ToolError("old_string is empty but the file exists; give the text to replace")
+        if "\n" in old and "\r\n" in text and old not in text:
+            # Read shows CRLF lines without their \r: match, and write back, in the file's own endings
+            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
         count = text.count(old)
         if count == 0:
             raise ToolError(f"String to replace not found in file.\nString: {old}")
@@ -265,7 +268,7 @@ class EditTool(BaseTool):
     @staticmethod
     def _snippet(text: str, new: str, max_line_chars: int, context: int = 3) -> str:
         """The first edited region with a few lines around it, numbered like Read."""
-        at = text.find(new) if new else -1
+        at = max(text.find(new), text.find(new.replace("\n", "\r\n"))) if new else -1
         first = text.count("\n", 0, at) + 1 if at >= 0 else 1
         last = first + new.count("\n")
         start = max(1, first - context)
