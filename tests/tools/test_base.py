@@ -10,7 +10,9 @@ import pytest
 from foldline._types import Block
 from foldline.compact.snip import short_id
 from foldline.tools import (
+    EditTool,
     PermissionRules,
+    ReadTool,
     SnipTool,
     Tool,
     ToolContext,
@@ -143,3 +145,15 @@ async def test_the_documented_engine_flow(ctx: ToolContext, workspace: Path) -> 
     assert "rm -rf ." in results[1]["content"]
     assert results[2]["is_error"] is True
     assert await anyio.Path(workspace).exists()  # the denied rm never ran
+
+
+async def test_for_turn_shares_the_read_registry_but_not_the_abort(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "f.txt").write_text("old\n")
+    first = ctx.for_turn()
+    assert not (await ReadTool().run({"file_path": "f.txt"}, first)).is_error
+    first.abort.set()
+    second = ctx.for_turn()
+    assert not second.abort.is_set()
+    edit = await EditTool().run({"file_path": "f.txt", "old_string": "old", "new_string": "new"}, second)
+    assert not edit.is_error, edit.content
+    assert second.workspace == ctx.workspace

@@ -10,12 +10,12 @@ How the engine uses them, per session and per `tool_use` block:
 tools = default_tools()                        # stable order: keeps the cached prefix stable
 params["tools"] = tool_specs(tools)
 rules = PermissionRules.from_lists(allow=[...], ask=[...], deny=[...])
-ctx = ToolContext(
+session_ctx = ToolContext(                     # once per session: it holds the Read registry
     workspace=launch_dir,
-    abort=turn_abort_event,
     progress=emit_progress_entry,
     read_denied=read_denied_filter(rules, launch_dir),  # Grep/Glob honour Read denies too
 )
+ctx = session_ctx.for_turn()                   # per turn: a fresh abort event, same registry
 
 tool = find_tool(tools, block["name"])         # None -> is_error result "unknown tool"
 decision = await authorize(tool.name, block["input"], ctx, rules, mode, ask_user)
@@ -31,11 +31,12 @@ user_content.append(result_block(block["id"], result))   # structured data stays
 - `Tool.run` never raises for the model's mistakes; it returns `is_error` results. It does raise
   for cancellation, which the engine uses besides `ctx.abort`; Bash kills its process group either way.
 - Set `ctx.abort` to interrupt running tools (Bash stops its process tree, Grep/Glob stop walking);
-  make a fresh `anyio.Event` per turn so an old abort cannot leak into the next one.
+  `for_turn()` gives each turn a fresh event so an old abort cannot leak into the next one.
 - Snip has no effect of its own: its result carries `structured["snip_ids"]`; the engine maps
   the short ids to uuids and appends the `snip_boundary` record (R3.1.2).
-- Keep one `ToolContext.read_files` registry per session: Write/Edit require a prior Read of an
-  existing file and refuse when it changed since.
+- Keep one `ToolContext.read_files` registry per session (derive turn contexts with `for_turn`,
+  never build a new `ToolContext` per turn): Write/Edit require a prior Read of an existing file,
+  possibly from an earlier turn, and refuse when it changed since.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -130,6 +130,14 @@ class ToolContext:
         object.__setattr__(self, "workspace", workspace)
         cwd = workspace if self.cwd is None else Path(os.path.realpath(workspace / self.cwd))
         object.__setattr__(self, "cwd", cwd)
+
+    def for_turn(self, abort: anyio.Event | None = None) -> ToolContext:
+        """This context with a fresh abort event (or `abort`), sharing everything else.
+
+        Make one context per session and derive one per turn: the `read_files` registry must
+        outlive the turn (a Read in one turn licenses an Edit in the next), an abort must not.
+        """
+        return replace(self, abort=abort if abort is not None else anyio.Event())
 
     @property
     def current_dir(self) -> Path:
