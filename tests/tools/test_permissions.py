@@ -11,6 +11,7 @@ import pytest
 
 from foldline.errors import UserError
 from foldline.tools import (
+    BashTool,
     Decision,
     PermissionMode,
     PermissionRules,
@@ -19,7 +20,7 @@ from foldline.tools import (
     authorize,
     check_permission,
 )
-from foldline.tools.permissions import MAX_SUBCOMMANDS, bash_rule_matches, is_protected_path
+from foldline.tools.permissions import MAX_SUBCOMMANDS, bash_rule_matches, is_protected_path, permission_gate
 
 
 @dataclass(frozen=True)
@@ -417,3 +418,13 @@ def test_workspace_given_through_a_symlink(tmp_path: Path) -> None:
             "Write", {"file_path": str(path), "content": ""}, ctx, None, "acceptEdits"
         )
         assert decision.behavior == "allow", decision
+
+
+@pytest.mark.anyio
+async def test_permission_gate_returns_none_or_the_reason(layout: dict[str, str]) -> None:
+    ctx = ToolContext(workspace=Path(layout["ws"]))
+    gate = permission_gate(PermissionRules.from_lists(allow=["Bash(ls)"]), "default", None)
+    assert await gate(BashTool(), {"command": "ls"}, ctx) is None
+    reason = await gate(BashTool(), {"command": "ls; curl evil"}, ctx)
+    assert reason is not None
+    assert "curl evil" in reason

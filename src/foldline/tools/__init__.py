@@ -26,6 +26,8 @@ else:
 user_content.append(result_block(block["id"], result))   # structured data stays in the UI
 ```
 
+- `permission_gate(rules, mode, ask)` wraps `authorize` as a `(tool, input, ctx) -> reason | None`
+  callable for an executor that wants one.
 - Calls whose tools are `concurrency_safe` (Read, Grep, Glob) may run together; the others
   (Write, Edit, Bash, Snip) run one at a time, in `tool_use` order (R5.2).
 - `Tool.run` never raises for the model's mistakes; it returns `is_error` results. It does raise
@@ -62,6 +64,7 @@ from foldline.tools.permissions import (
     Rule,
     authorize,
     check_permission,
+    permission_gate,
     read_denied_filter,
 )
 from foldline.tools.search import GlobTool, GrepTool
@@ -90,6 +93,7 @@ __all__ = [
     "default_tools",
     "find_tool",
     "load_instruction_files",
+    "permission_gate",
     "read_denied_filter",
     "result_block",
     "tool_specs",

@@ -44,7 +44,7 @@ from typing import Any, Literal
 from foldline.errors import UserError
 from foldline.tools._glob import glob_escape, glob_regex, literal_prefix
 from foldline.tools._shell import ShellParseError, SimpleCommand, split_command
-from foldline.tools.base import ToolContext
+from foldline.tools.base import Tool, ToolContext
 
 __all__ = [
     "MAX_SUBCOMMANDS",
@@ -57,6 +57,7 @@ __all__ = [
     "authorize",
     "check_permission",
     "is_protected_path",
+    "permission_gate",
     "read_denied_filter",
 ]
 
@@ -478,3 +479,16 @@ async def authorize(
     if await ask(tool_name, tool_input, decision):
         return Decision("allow", "approved by the user", decision.rule)
     return Decision("deny", "the user declined this tool call", decision.rule)
+
+
+def permission_gate(
+    rules: PermissionRules | None, mode: PermissionMode, ask: AskCallback | None
+) -> Callable[[Tool, Mapping[str, Any], ToolContext], Awaitable[str | None]]:
+    """`authorize` shaped as the engine's gate: `await gate(tool, input, ctx)` is `None` to run the
+    call, or the reason it may not (sent back to the model as an `is_error` result)."""
+
+    async def gate(tool: Tool, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
+        decision = await authorize(tool.name, tool_input, ctx, rules, mode, ask)
+        return None if decision.behavior == "allow" else f"Permission denied: {decision.reason}"
+
+    return gate
