@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -30,7 +31,9 @@ from typing import Any, Protocol, TypeAlias
 import anyio
 
 from foldline._types import Block
+from foldline.api.params import RequestPlan, build_request
 from foldline.compact.pipeline import CompactionContext, Stage, recover_prompt_too_long, run_compaction
+from foldline.compact.snip import short_id
 from foldline.config import Config
 from foldline.errors import (
     ModelAPIError,
@@ -40,9 +43,9 @@ from foldline.errors import (
     UnexpectedModelBehavior,
 )
 from foldline.events import EventBus, NoticeEvent, RecordEvent, RetryEvent, TextDeltaEvent, ThinkingDeltaEvent
-from foldline.executor import PermissionGate, ToolExecutor
+from foldline.executor import ToolExecutor
 from foldline.projection import project_view
-from foldline.providers.base import Provider
+from foldline.providers.base import Capabilities, Provider
 from foldline.retry import AttemptBudget, retrying
 from foldline.stream import BlockStop, MessageAccumulator, StreamEvent, TextDelta, ThinkingDelta
 from foldline.timeline import (
@@ -52,6 +55,7 @@ from foldline.timeline import (
     AssistantMessage,
     AttachmentEntry,
     ProgressEntry,
+    SnipBoundary,
     Timeline,
     UserEntry,
     UserMessage,
@@ -60,9 +64,17 @@ from foldline.timeline import (
     now_iso,
 )
 from foldline.tokens import context_tokens
-from foldline.tools.base import Tool, ToolContext
+from foldline.tools.base import ReadRegistry, Tool, ToolContext, tool_specs
+from foldline.tools.permissions import (
+    AskCallback,
+    PermissionMode,
+    PermissionRules,
+    authorize,
+    read_denied_filter,
+)
 
 __all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
     "Continue",
     "Final",
     "QueryEngine",
@@ -70,8 +82,13 @@ __all__ = [
     "RequestPlan",
     "TranscriptSink",
     "TurnResult",
+    "request_builder",
 ]
 
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a coding agent working in the user's workspace through the tools provided. "
+    "Read before you edit, keep changes small, and say what you did."
+)
 INTERRUPT_MARKER = "[Request interrupted by user]"
 INTERRUPT_MARKER_TOOLS = "[Request interrupted by user for tool use]"
 RESUME_MARKER = (
@@ -84,19 +101,23 @@ CONTINUE_AFTER_MAX_TOKENS = (
 _PTL = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
 
 
-@dataclass(frozen=True)
-class RequestPlan:
-    """What goes on the wire for one API call, and the records building it produced (pins, latches)."""
-
-    body: dict[str, Any]
-    betas: tuple[str, ...] = ()
-    new_records: tuple[AnyRecord, ...] = ()
-
-
 class RequestBuilder(Protocol):
     """Records snapshot in, request out: projection -> normalize -> breakpoints -> params (SPEC §4)."""
 
     def __call__(self, records: Sequence[AnyRecord], *, max_tokens: int) -> RequestPlan: ...
+
+
+def request_builder(
+    config: Config, system: str, tools: Sequence[Tool], capabilities: Capabilities
+) -> RequestBuilder:
+    """The standard builder: `api.params.build_request` with this session's system prompt and tools."""
+    specs = tool_specs(list(tools))
+
+    def build(records: Sequence[AnyRecord], *, max_tokens: int) -> RequestPlan:
+        limited = dataclasses.replace(config, max_output_tokens=max_tokens)
+        return build_request(records, limited, system, specs, capabilities)
+
+    return build
 
 
 class TranscriptSink(Protocol):
@@ -152,11 +173,14 @@ class QueryEngine:
     """Runs a session: one entry point for every input (R1.1), one loop (R0.1)."""
 
     provider: Provider
-    build_request: RequestBuilder
     config: Config = field(default_factory=Config)
+    system: str = DEFAULT_SYSTEM_PROMPT
     tools: Sequence[Tool] = ()
     workspace: Path = field(default_factory=Path.cwd)
-    permit: PermissionGate | None = None
+    rules: PermissionRules | None = None
+    permission_mode: PermissionMode = "default"
+    ask: AskCallback | None = None
+    """Answers "ask" decisions (R9.2); without one, a call that needs asking is refused."""
     stages: Sequence[Stage] = ()
     timeline: Timeline = field(default_factory=Timeline)
     transcript: TranscriptSink | None = None
@@ -165,8 +189,17 @@ class QueryEngine:
     tail_hooks: Sequence[Callable[[QueryEngine], Any]] = ()
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], Any] = asyncio.sleep
+    build_request: RequestBuilder | None = None
+    """Defaults to `request_builder(config, system, tools, provider.capabilities)`."""
     _turn: _Turn | None = field(default=None, init=False)
+    _read_files: ReadRegistry = field(default_factory=ReadRegistry, init=False)
     _tail: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        if self.build_request is None:
+            self.build_request = request_builder(
+                self.config, self.system, self.tools, self.provider.capabilities
+            )
 
     # --- entry point -----------------------------------------------------------------------------
 
@@ -223,6 +256,7 @@ class QueryEngine:
             results = await executor.results()
             turn.executor = None
             self._append(self._entry(UserEntry, message=UserMessage(content=results)))
+            self._apply_snips(executor)
             return Continue()
         if stop_reason == "max_tokens" and turn.recoveries < self.config.max_output_recoveries:
             turn.recoveries += 1  # R5.5/R5.8: continue the message in a new reply
@@ -268,6 +302,7 @@ class QueryEngine:
             return await self.query(turn)
 
     def _plan(self, turn: _Turn) -> RequestPlan:
+        assert self.build_request is not None
         plan = self.build_request(self.timeline.snapshot(), max_tokens=turn.max_tokens)
         for record in plan.new_records:
             self._append(record)
@@ -336,10 +371,30 @@ class QueryEngine:
     # --- tools ---------------------------------------------------------------------------------
 
     def _executor(self) -> ToolExecutor:
-        context = ToolContext(workspace=self.workspace, abort=anyio.Event())
-        return ToolExecutor(
-            {t.name: t for t in self.tools}, context, self.permit or _allow_all, self._on_progress
+        # A fresh abort event per reply, so an old Ctrl-C cannot leak into a later turn; one read
+        # registry per session, so Write/Edit see the Reads of earlier turns.
+        context = ToolContext(
+            workspace=self.workspace,
+            abort=anyio.Event(),
+            read_files=self._read_files,
+            read_denied=read_denied_filter(self.rules, self.workspace) if self.rules else _nothing_denied,
         )
+        return ToolExecutor({t.name: t for t in self.tools}, context, self._permit, self._on_progress)
+
+    async def _permit(self, tool: Tool, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
+        decision = await authorize(tool.name, tool_input, ctx, self.rules, self.permission_mode, self.ask)
+        return None if decision.behavior == "allow" else decision.reason
+
+    def _apply_snips(self, executor: ToolExecutor) -> None:
+        """R3.1.2: a Snip call removes entries from the API view by appending a boundary."""
+        by_short = {short_id(e.uuid): e.uuid for e in self.timeline.entries()}
+        for call in executor.calls:
+            structured = call.result.structured if call.result else None
+            ids = structured.get("snip_ids") if structured else None
+            if call.tool is not None and call.tool.name == "Snip" and ids:
+                removed = tuple(by_short[i] for i in ids if i in by_short)
+                if removed:
+                    self._append(SnipBoundary(uuid=new_uuid(), timestamp=now_iso(), removed_uuids=removed))
 
     def _on_progress(self, tool_use_id: str, text: str) -> None:
         self._append(self._entry(ProgressEntry, text=text, tool_use_id=tool_use_id))
@@ -423,6 +478,14 @@ class QueryEngine:
         while self._tail:
             await asyncio.gather(*list(self._tail))
 
+    async def aclose(self) -> None:
+        """Shut down: finish the background tail, flush the transcript, close the provider."""
+        await self.drain()
+        self._sync()
+        aclose = getattr(self.provider, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
     # --- plumbing ---------------------------------------------------------------------------------
 
     def _entry(self, cls: Any, **fields: Any) -> Any:
@@ -450,5 +513,5 @@ class QueryEngine:
         return self._turn
 
 
-async def _allow_all(tool: Tool, tool_input: Mapping[str, Any]) -> str | None:
-    return None
+def _nothing_denied(path: Path) -> bool:
+    return False

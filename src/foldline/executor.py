@@ -36,7 +36,9 @@ INTERRUPTED_WHILE_RUNNING = (
 class PermissionGate(Protocol):
     """Decides whether a call may run: `None` to allow, or the reason it may not."""
 
-    def __call__(self, tool: Tool, tool_input: Mapping[str, Any]) -> Awaitable[str | None]: ...
+    def __call__(
+        self, tool: Tool, tool_input: Mapping[str, Any], ctx: ToolContext
+    ) -> Awaitable[str | None]: ...
 
 
 @dataclass
@@ -68,8 +70,10 @@ class ToolExecutor:
     def submit(self, block: Block) -> None:
         """A `tool_use` block completed: start it now if it is safe to, else queue it."""
         call = ToolCall(block=block, tool=self.tools.get(str(block.get("name"))))
+        # A read queued behind a write must see the write: it waits for release like the write.
+        behind_a_write = any(_exclusive(c) for c in self.calls)
         self.calls.append(call)
-        if self.released or (call.tool is not None and call.tool.concurrency_safe):
+        if self.released or (not _exclusive(call) and not behind_a_write):
             self._start(call)
 
     def release(self) -> None:
@@ -125,11 +129,11 @@ class ToolExecutor:
                 is_error=True,
             )
         tool_input = call.block.get("input") or {}
-        refusal = await self.permit(call.tool, tool_input)
+        context = dataclasses.replace(self.context, progress=lambda text: self.on_progress(call.id, text))
+        refusal = await self.permit(call.tool, tool_input, context)
         if refusal is not None:
             return ToolResult(content=f"Permission denied: {refusal}", is_error=True)
         call.started = True
-        context = dataclasses.replace(self.context, progress=lambda text: self.on_progress(call.id, text))
         try:
             return await call.tool.run(tool_input, context)
         except asyncio.CancelledError:

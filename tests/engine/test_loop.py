@@ -1,0 +1,106 @@
+"""The tool loop against the real local server: parallel reads, serial writes, bash, resume."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from foldline.events import RecordEvent, TextDeltaEvent
+from foldline.timeline import AssistantEntry, UserEntry
+
+from .conftest import Harness, assert_valid_next_request, reload
+
+
+def _tool(name: str, **tool_input: object) -> dict[str, object]:
+    return {"name": name, "input": tool_input}
+
+
+@pytest.mark.anyio
+async def test_multi_turn_tool_loop_writes_a_transcript_that_resumes_and_continues(
+    harness: Callable[..., Harness],
+) -> None:
+    h = harness(
+        [
+            {
+                "text": "Reading both.",
+                "tool_calls": [_tool("Read", file_path="a.txt"), _tool("Read", file_path="b.txt")],
+            },
+            {"tool_calls": [_tool("Write", file_path="c.txt", content="A+B\n")]},
+            {"tool_calls": [_tool("Bash", command="cat c.txt | tr a-z A-Z; echo done")]},
+            {"text": "All done."},
+            {"text": "Second turn answer."},
+        ]
+    )
+    (h.workspace / "a.txt").write_text("alpha\n")
+    (h.workspace / "b.txt").write_text("beta\n")
+    engine = await h.engine()
+    result = await engine.submit_message("combine a and b")
+    assert (result.stop_reason, result.text) == ("end_turn", "All done.")
+    assert (h.workspace / "c.txt").read_text() == "A+B\n"
+
+    requests = h.requests()
+    assert len(requests) == 4
+    parallel_results = requests[1].messages[-1]["content"]
+    # Both results in one user message, then the snip id tag (R3.1.1).
+    assert [b["type"] for b in parallel_results] == ["tool_result", "tool_result", "text"]
+    assert "alpha" in str(parallel_results[0]["content"])
+    assert "beta" in str(parallel_results[1]["content"])
+    bash_output = str(requests[3].messages[-1]["content"][0]["content"])
+    assert "A+B" in bash_output
+    assert "done" in bash_output
+    assert "".join(e.text for e in h.events if isinstance(e, TextDeltaEvent)).startswith("Reading both.")
+
+    # The transcript alone rebuilds the timeline, record for record.
+    resumed = reload(h)
+    assert resumed.snapshot() == engine.timeline.snapshot()
+
+    again = await h.engine()
+    assert_valid_next_request(h, again)
+    second = await again.submit_message("and now?")
+    assert second.text == "Second turn answer."
+    assert len(h.requests()) == 5
+    history = h.requests()[-1].messages
+    assert history[0]["content"][0]["text"].startswith("combine a and b")
+    assert sum(1 for m in history if m["role"] == "assistant") == 4
+
+
+@pytest.mark.anyio
+async def test_results_come_back_in_tool_use_order_and_writes_run_serially(
+    harness: Callable[..., Harness],
+) -> None:
+    h = harness(
+        [
+            {
+                "tool_calls": [
+                    _tool("Bash", command="sleep 0.3; echo first >> log.txt"),
+                    _tool("Bash", command="echo second >> log.txt"),
+                    _tool("Glob", pattern="*.txt"),
+                ]
+            },
+            {"text": "ok"},
+        ]
+    )
+    engine = await h.engine()
+    await engine.submit_message("go")
+    assert (h.workspace / "log.txt").read_text() == "first\nsecond\n"
+    results = [b for b in h.requests()[1].messages[-1]["content"] if b["type"] == "tool_result"]
+    ids = [b["id"] for b in h.requests()[1].messages[-2]["content"] if b["type"] == "tool_use"]
+    assert [r["tool_use_id"] for r in results] == ids
+    assert "log.txt" in str(results[2]["content"])  # the Glob after the writes saw their file
+
+
+@pytest.mark.anyio
+async def test_every_record_is_announced_and_persisted(harness: Callable[..., Harness]) -> None:
+    h = harness([{"tool_calls": [_tool("Read", file_path="missing.txt")]}, {"text": "no file"}])
+    engine = await h.engine()
+    await engine.submit_message("read it")
+    announced = [e.record for e in h.events if isinstance(e, RecordEvent)]
+    assert announced == list(reload(h).snapshot())
+    kinds = [type(r).__name__ for r in announced]
+    assert kinds == ["UserEntry", "AssistantEntry", "UserEntry", "AssistantEntry"]
+    result = announced[2]
+    assert isinstance(result, UserEntry)
+    assert isinstance(result.message.content, list)
+    assert result.message.content[0]["is_error"] is True
+    assert isinstance(announced[3], AssistantEntry)
