@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeAlias
@@ -30,6 +31,7 @@ from foldline.timeline import CachePin, new_uuid, now_iso
 __all__ = [
     "BlockPosition",
     "CacheMarked",
+    "PreparedMessages",
     "PromptState",
     "add_cache_breakpoints",
     "cache_reference_for",
@@ -112,38 +114,109 @@ def _valid(messages: Sequence[MessageParam], pos: BlockPosition) -> bool:
     return 0 <= pos[0] < len(messages) and 0 <= pos[1] < len(messages[pos[0]]["content"])
 
 
-def _with_pins(
-    messages: list[MessageParam], pins: Sequence[CachePin], new_edits: Sequence[Block]
-) -> tuple[list[MessageParam], tuple[CachePin, ...]]:
-    """Re-insert pinned `cache_edits` blocks in pin order, then inject and pin this round's new ones."""
+class PreparedMessages:
+    """A memo of the messages prepared (references named, pins re-inserted) by the previous request.
+
+    A session's next request repeats the previous one's messages as the same objects
+    (`IncrementalNormalizer` hands back frozen messages unchanged), so the prepared copies of the
+    longest identical prefix are reused and only the rest is prepared again.
+    """
+
+    def __init__(self) -> None:
+        self.sources: list[MessageParam] = []
+        self.prepared: list[MessageParam] = []
+        self.n_pins = 0
+        self.refs_upto = -1
+
+    def reusable(self, messages: Sequence[MessageParam], pins: Sequence[CachePin], refs_upto: int) -> int:
+        """How many leading messages can be taken from the previous request's prepared ones."""
+        if not self.sources or len(pins) < self.n_pins:
+            return 0
+        n = min(len(messages), len(self.sources))
+        same = list(map(operator.is_, messages[:n], self.sources[:n]))
+        try:
+            k = same.index(False)
+        except ValueError:
+            k = n
+        k = min(k, self.refs_upto + 1, refs_upto + 1)
+        for pin in pins[self.n_pins :]:
+            k = min(k, pin.message_index)
+        return max(k, 0)
+
+    def remember(
+        self, messages: Sequence[MessageParam], prepared: list[MessageParam], n_pins: int, refs_upto: int
+    ) -> None:
+        """Keep this request's prepared messages for the next one."""
+        self.sources, self.prepared = list(messages), list(prepared)
+        self.n_pins, self.refs_upto = n_pins, refs_upto
+
+
+def _prepare(message: MessageParam, pins: Sequence[CachePin], refs: bool) -> MessageParam:
+    """The message with its tool_results named and its pinned cache_edits blocks back in place."""
+    content = message["content"]
+    if refs and any(b.get("type") == "tool_result" and "cache_reference" not in b for b in content):
+        content = [
+            b | {"cache_reference": cache_reference_for(str(b.get("tool_use_id")))}
+            if b.get("type") == "tool_result" and "cache_reference" not in b
+            else b
+            for b in content
+        ]
+    if pins:
+        content = list(content)
+        for pin in pins:  # pin order: each position was recorded with the earlier pins in place
+            if pin.block_index <= len(content):
+                content.insert(pin.block_index, pin.block)
+    return message if content is message["content"] else {"role": message["role"], "content": content}
+
+
+def _prepared_messages(
+    messages: Sequence[MessageParam],
+    pins: Sequence[CachePin],
+    refs_upto: int,
+    memo: PreparedMessages | None,
+) -> list[MessageParam]:
+    reuse = memo.reusable(messages, pins, refs_upto) if memo else 0
+    out = memo.prepared[:reuse] if memo and reuse else []
+    pins_at: dict[int, list[CachePin]] = {}
     for pin in pins:
-        if pin.message_index < len(messages) and pin.block_index <= len(
-            messages[pin.message_index]["content"]
-        ):
-            content = messages[pin.message_index]["content"]
-            content.insert(pin.block_index, pin.block)
-    new_pins: list[CachePin] = []
-    if new_edits:
-        last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
-        if last is None:
-            raise ValueError("cache_edits need a user message to ride in")
-        for block in new_edits:
-            index = len(messages[last]["content"])
-            messages[last]["content"].append(block)
-            new_pins.append(
-                CachePin(
-                    uuid=new_uuid(), timestamp=now_iso(), message_index=last, block_index=index, block=block
-                )
+        if pin.message_index >= reuse:
+            pins_at.setdefault(pin.message_index, []).append(pin)
+    for i in range(reuse, len(messages)):
+        out.append(_prepare(messages[i], pins_at.get(i, ()), i <= refs_upto))
+    if memo:
+        memo.remember(messages, out, len(pins), refs_upto)
+    return out
+
+
+def _inject_edits(messages: list[MessageParam], new_edits: Sequence[Block]) -> tuple[CachePin, ...]:
+    """Append this round's cache_edits blocks to the last user message (a copy) and pin them there."""
+    if not new_edits:
+        return ()
+    last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
+    if last is None:
+        raise ValueError("cache_edits need a user message to ride in")
+    content = list(messages[last]["content"])
+    pins = []
+    for block in new_edits:
+        pins.append(
+            CachePin(
+                uuid=new_uuid(),
+                timestamp=now_iso(),
+                message_index=last,
+                block_index=len(content),
+                block=block,
             )
-    return messages, tuple(new_pins)
+        )
+        content.append(block)
+    messages[last] = {"role": messages[last]["role"], "content": content}
+    return tuple(pins)
 
 
-def _with_references(messages: list[MessageParam], upto: int) -> None:
-    for message in messages[: upto + 1]:
-        content = message["content"]
-        for j, block in enumerate(content):
-            if block.get("type") == "tool_result" and "cache_reference" not in block:
-                content[j] = block | {"cache_reference": cache_reference_for(str(block.get("tool_use_id")))}
+def _mark(messages: list[MessageParam], pos: BlockPosition, ttl: TTL) -> None:
+    m, b = pos
+    content = list(messages[m]["content"])
+    content[b] = content[b] | {"cache_control": _control(ttl)}
+    messages[m] = {"role": messages[m]["role"], "content": content}
 
 
 def _mark_last(items: list[Block], ttl: TTL, *, text_only: bool = False) -> bool:
@@ -169,6 +242,7 @@ def add_cache_breakpoints(
     previous_breakpoint: BlockPosition | Literal["auto"] | None = "auto",
     volatile_last: bool = False,
     config: CacheConfig | None = None,
+    memo: PreparedMessages | None = None,
 ) -> CacheMarked:
     """Place the request's `cache_control` breakpoints and cache_edits blocks (SPEC §4.2).
 
@@ -188,15 +262,16 @@ def add_cache_breakpoints(
         volatile_last: the last message will not be sent again as is: the rolling breakpoint
             goes on the message before it.
         config: TTLs and limits.
+        memo: reuse messages prepared by earlier calls of the same session (see `PreparedMessages`).
 
     Returns:
         Marked copies and the new pins to append to the timeline.
     """
     cfg = config or CacheConfig()
-    out: list[MessageParam] = [{"role": m["role"], "content": list(m["content"])} for m in messages]
-    new_pins: tuple[CachePin, ...] = ()
-    if supports_cache_edits:
-        out, new_pins = _with_pins(out, pins, new_edits)
+    target = len(messages) - (2 if volatile_last and len(messages) > 1 else 1)
+    edits = supports_cache_edits
+    out = _prepared_messages(messages, pins if edits else (), target if edits else -1, memo)
+    new_pins = _inject_edits(out, new_edits) if edits else ()
     marked_tools, marked_system = _strip_control(tools), _strip_control(system)
     budget = cfg.max_breakpoints
     static_ttl = cfg.static_ttl
@@ -206,7 +281,6 @@ def add_cache_breakpoints(
         budget -= 1
     # api_rules #44: a 1h breakpoint may not follow a 5m one (tools -> system -> messages).
     message_ttl: TTL = "5m" if static_ttl == "5m" and (marked_tools or marked_system) else cfg.message_ttl
-    target = len(out) - (2 if volatile_last and len(out) > 1 else 1)
     rolling = _last_cacheable(out, (target, len(out[target]["content"]) - 1)) if out else None
     previous = previous_turn_breakpoint(out) if previous_breakpoint == "auto" else previous_breakpoint
     points: list[BlockPosition] = []
@@ -216,10 +290,8 @@ def add_cache_breakpoints(
                 earlier = _last_cacheable(out, previous)
                 points += [earlier] if earlier is not None else []
         points.append(rolling)
-    for m, b in points:
-        out[m]["content"][b] = out[m]["content"][b] | {"cache_control": _control(message_ttl)}
-    if supports_cache_edits and rolling is not None:
-        _with_references(out, rolling[0])
+    for point in points:
+        _mark(out, point, message_ttl)
     return CacheMarked(out, marked_system, marked_tools, new_pins, tuple(points))
 
 

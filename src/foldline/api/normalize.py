@@ -47,6 +47,7 @@ from foldline.timeline import (
 __all__ = [
     "INTERRUPTED_RESULT_TEXT",
     "STEPS",
+    "IncrementalNormalizer",
     "MediaLimits",
     "MessageParam",
     "NormalizeOptions",
@@ -710,10 +711,11 @@ def _media_error(path: str, m: _Msg, problem: str) -> UserError:
     )
 
 
-def _check_image(path: str, m: _Msg, block: Block, px_limit: int, limits: MediaLimits) -> None:
+def _check_image(path: str, m: _Msg, block: Block, px_limit: int, limits: MediaLimits) -> int:
+    """The image's longer side, after checking it against the limits."""
     source = block.get("source") or {}
     if source.get("type") != "base64":
-        return  # url / file sources are fetched and checked by the API itself
+        return 0  # url / file sources are fetched and checked by the API itself
     media_type, data = source.get("media_type"), str(source.get("data", ""))
     if media_type not in limits.image_media_types:
         raise _media_error(path, m, f"image media type {media_type!r} is not one of jpeg, png, gif, webp")
@@ -732,6 +734,38 @@ def _check_image(path: str, m: _Msg, block: Block, px_limit: int, limits: MediaL
         raise _media_error(path, m, f"image is declared {media_type} but its bytes are {actual}")
     if max(width, height) > px_limit:
         raise _media_error(path, m, f"image is {width}x{height} px, over the {px_limit} px limit")
+    return max(width, height)
+
+
+@dataclass(frozen=True)
+class _MediaTotals:
+    images: int = 0
+    pages: int = 0
+    max_px: int = 0
+
+
+def _check_media(msgs: list[_Msg], limits: MediaLimits, before: _MediaTotals | None = None) -> _MediaTotals:
+    """Check every image in `msgs`; `before` counts media in messages ahead of them (already checked)."""
+    before = before or _MediaTotals()
+    media = list(_iter_media(msgs))
+    images = before.images + sum(1 for x in media if x[2].get("type") == "image")
+    px_limit = limits.many_images_px if images > limits.many_images_threshold else limits.max_image_px
+    if before.max_px > px_limit:
+        raise UserError(f"an earlier image is over the {px_limit} px limit for requests with {images} images")
+    pages, max_px = before.pages, before.max_px
+    for path, m, block in media:
+        if block.get("type") == "image":
+            max_px = max(max_px, _check_image(path, m, block, px_limit, limits))
+            continue
+        source = block.get("source") or {}
+        raw = _decoded(str(source.get("data", ""))) if source.get("type") == "base64" else None
+        pages += max(1, len(_PDF_PAGE.findall(raw))) if raw else 1
+    if images + pages > limits.max_media_items:
+        path, m, _ = media[-1] if media else ("messages", _Msg("user", [], ()), {})
+        raise _media_error(
+            path, m, f"the request holds {images} images + {pages} document pages > {limits.max_media_items}"
+        )
+    return _MediaTotals(images, pages, max_px)
 
 
 def s7_check_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
@@ -740,25 +774,7 @@ def s7_check_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     Raises:
         UserError: naming the message path and the entries it came from.
     """
-    limits = opts.media
-    media = list(_iter_media(msgs))
-    images = [x for x in media if x[2].get("type") == "image"]
-    px_limit = limits.many_images_px if len(images) > limits.many_images_threshold else limits.max_image_px
-    pages = 0
-    for path, m, block in media:
-        if block.get("type") == "image":
-            _check_image(path, m, block, px_limit, limits)
-            continue
-        source = block.get("source") or {}
-        raw = _decoded(str(source.get("data", ""))) if source.get("type") == "base64" else None
-        pages += max(1, len(_PDF_PAGE.findall(raw))) if raw else 1
-    if len(images) + pages > limits.max_media_items:
-        path, m, _ = media[-1]
-        raise _media_error(
-            path,
-            m,
-            f"the request holds {len(images)} images + {pages} document pages > {limits.max_media_items}",
-        )
+    _check_media(msgs, opts.media)
     return msgs
 
 
@@ -775,15 +791,7 @@ def _rstrip_last_text(content: list[Block]) -> list[Block]:
     return content
 
 
-def final_shape(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
-    """Start with a user message, alternate roles, and end with a user message (api_rules #1-#3, #8, #9).
-
-    A trailing assistant message is dropped unless a prefill was asked for; a kept prefill loses
-    trailing whitespace, and its thinking when thinking is off (#23).
-
-    Raises:
-        UserError: when nothing is left to send.
-    """
+def _finish(msgs: list[_Msg], opts: NormalizeOptions, *, at_start: bool) -> list[_Msg]:
     msgs = _merge_adjacent(msgs, frozenset({"user", "assistant"}))
     if msgs and msgs[-1].role == "assistant":
         last = msgs[-1]
@@ -796,11 +804,25 @@ def final_shape(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
             msgs = [*msgs[:-1], replace(last, content=_rstrip_last_text(content))]
             if not msgs[-1].content or all(_is_blank_text(b) for b in msgs[-1].content):
                 msgs = msgs[:-1]
+    if not at_start:
+        return msgs
     if not msgs:
         raise UserError("nothing to send: the session has no user or assistant content after normalization")
     if msgs[0].role != "user":
         msgs = [_Msg("user", [{"type": "text", "text": LEADING_USER_TEXT}], ()), *msgs]
     return msgs
+
+
+def final_shape(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """Start with a user message, alternate roles, and end with a user message (api_rules #1-#3, #8, #9).
+
+    A trailing assistant message is dropped unless a prefill was asked for; a kept prefill loses
+    trailing whitespace, and its thinking when thinking is off (#23).
+
+    Raises:
+        UserError: when nothing is left to send.
+    """
+    return _finish(msgs, opts, at_start=True)
 
 
 STEPS: tuple[NormalizeStep, ...] = (
@@ -869,3 +891,134 @@ def normalize_messages_for_api(
         media=media or MediaLimits(),
     )
     return run_steps(entries, STEPS, options)
+
+
+# --- incremental normalization ----------------------------------------------------------------
+
+_PRE_FINAL = tuple(step for step in STEPS if step.name not in ("S7", "final"))
+
+
+class _Dependent(Exception):
+    """The open tail reaches back into the frozen head: normalize from scratch instead."""
+
+
+@dataclass
+class _Head:
+    """The frozen messages of a growing session, and what the tail must not refer back to."""
+
+    wire: list[MessageParam] = field(default_factory=list)
+    tool_ids: set[str] = field(default_factory=set)
+    """tool_use and tool_result ids (as S6.h maps them) in the head."""
+    msg_ids: set[str] = field(default_factory=set)
+    media: _MediaTotals = field(default_factory=_MediaTotals)
+
+
+def _refs(entries: Sequence[Entry]) -> tuple[set[str], set[str], set[str]]:
+    """(tool ids, assistant message ids, attachment targets) that entries mention."""
+    tool_ids: set[str] = set()
+    msg_ids: set[str] = set()
+    targets: set[str] = set()
+    for e in entries:
+        if isinstance(e, AttachmentEntry) and e.tool_use_id:
+            targets.add(e.tool_use_id)
+        if not isinstance(e, UserEntry | AssistantEntry):
+            continue
+        if isinstance(e, AssistantEntry):
+            msg_ids.add(e.message.id)
+        for b in e.message.content if isinstance(e.message.content, list) else ():
+            kind = b.get("type")
+            if kind in ("tool_use", "tool_result"):
+                tool_ids.add(_safe_tool_id(b.get("id") if kind == "tool_use" else b.get("tool_use_id")))
+    return tool_ids, msg_ids, targets
+
+
+class IncrementalNormalizer:
+    """`normalize_messages_for_api` for a timeline that grows by appending, redoing only the open tail.
+
+    The messages before the latest assistant reply are frozen once normalized (their wire dicts are
+    reused, same objects, on every later call); each call normalizes only the entries from that
+    reply on. The result is always equal to `normalize_messages_for_api(entries, ...)`: whenever the
+    tail could change the frozen part (it answers, repeats or attaches to something in it, or a media
+    limit depends on the total) or `entries` is not an extension of the previous call's, it starts
+    over from scratch.
+    """
+
+    def __init__(self, options: NormalizeOptions | None = None) -> None:
+        self.options = options or NormalizeOptions()
+        self._reset()
+
+    def reset(self) -> None:
+        """Forget the frozen head: the next call normalizes from scratch (after a snip or compaction)."""
+        self._reset()
+
+    def _reset(self) -> None:
+        self._head = _Head()
+        self._tail_start = 0
+        self._seen = 0
+        self._last: Entry | None = None
+
+    def messages(self, entries: Sequence[Entry]) -> list[MessageParam]:
+        """The normalized messages for `entries` (the whole projected timeline, oldest first).
+
+        Raises:
+            UserError: as `normalize_messages_for_api`.
+        """
+        extends = 0 < self._seen <= len(entries) and entries[self._seen - 1] is self._last
+        if not extends:
+            self._reset()
+        self._seen, self._last = len(entries), (entries[-1] if entries else None)
+        if self._tail_start:
+            try:
+                return self._assemble(entries)
+            except _Dependent:
+                self._head, self._tail_start = _Head(), 0
+        return self._assemble(entries)
+
+    def _assemble(self, entries: Sequence[Entry]) -> list[MessageParam]:
+        tail = entries[self._tail_start :]
+        head = self._head
+        at_start = not head.wire
+        if not at_start:
+            tool_ids, msg_ids, targets = _refs(tail)
+            if tool_ids & head.tool_ids or msg_ids & head.msg_ids or targets & head.tool_ids:
+                raise _Dependent
+        msgs = [_lift(e) for e in tail]
+        for step in _PRE_FINAL:
+            msgs = step.run(msgs, self.options)
+        if not at_start and (not msgs or msgs[0].role != "assistant"):
+            raise _Dependent
+        msgs = _merge_adjacent(msgs, frozenset({"user", "assistant"}))
+        try:
+            _check_media(msgs, self.options.media, head.media)
+        except UserError:
+            if at_start:
+                raise
+            raise _Dependent from None
+        final = _finish(msgs, self.options, at_start=at_start)
+        wire: list[MessageParam] = [{"role": m.role, "content": m.content} for m in final]  # type: ignore[typeddict-item]
+        out = head.wire + wire
+        self._advance(tail, final, wire)
+        return out
+
+    def _advance(self, tail: Sequence[Entry], final: list[_Msg], wire: list[MessageParam]) -> None:
+        """Freeze the messages before the latest assistant reply, if they map onto a prefix of `tail`."""
+        cut = next((j for j in range(len(final) - 1, 0, -1) if final[j].role == "assistant"), 0)
+        if cut == 0 or not final[cut].uuids:
+            return
+        position = {e.uuid: i for i, e in reversed(list(enumerate(tail)))}
+        split = position.get(final[cut].uuids[0])
+        if split is None:
+            return
+        before = {e.uuid for e in tail[:split]}
+        after = {e.uuid for e in tail[split:]}
+        if any(u in before for m in final[cut:] for u in m.uuids) or any(
+            u in after for m in final[:cut] for u in m.uuids
+        ):
+            return  # S1 moved an attachment across the cut: keep the tail whole
+        tool_ids, msg_ids, _ = _refs(tail[:split])
+        head = self._head
+        head.media = _check_media(final[:cut], self.options.media, head.media)
+        head.wire = head.wire + wire[:cut]
+        head.tool_ids |= tool_ids
+        head.msg_ids |= msg_ids
+        self._tail_start += split

@@ -19,16 +19,35 @@ from dataclasses import dataclass
 from typing import Any
 
 from foldline._types import Block, JSONObject
-from foldline.api.cache import BlockPosition, PromptState, add_cache_breakpoints, prompt_state_hashes
-from foldline.api.normalize import MessageParam, normalize_messages_for_api
+from foldline.api.cache import (
+    BlockPosition,
+    PreparedMessages,
+    PromptState,
+    add_cache_breakpoints,
+    prompt_state_hashes,
+)
+from foldline.api.normalize import IncrementalNormalizer, MessageParam, NormalizeOptions
 from foldline.config import Config
 from foldline.errors import UserError
 from foldline.projection import project_view, rebuild_state
 from foldline.providers.base import Capabilities
-from foldline.timeline import AnyRecord, CachePin, ControlRecord, LatchedHeaders, new_uuid, now_iso
+from foldline.timeline import (
+    ENTRY_TYPES,
+    AnyRecord,
+    CachePin,
+    CollapseCommit,
+    CompactBoundary,
+    ControlRecord,
+    Entry,
+    LatchedHeaders,
+    SnipBoundary,
+    new_uuid,
+    now_iso,
+)
 
 __all__ = [
     "MIN_THINKING_BUDGET",
+    "RequestAssembler",
     "RequestPlan",
     "build_request",
     "final_turn_starts_with_thinking",
@@ -80,10 +99,15 @@ def final_turn_starts_with_thinking(messages: Sequence[MessageParam]) -> bool:
     The final turn is the tool loop after the last user message that is more than tool results;
     with thinking on, its first assistant message must start with a thinking block.
     """
-    boundary = -1
-    for i, m in enumerate(messages):
-        if m["role"] == "user" and any(b.get("type") != "tool_result" for b in m["content"]):
-            boundary = i
+    boundary = next(
+        (
+            i
+            for i in range(len(messages) - 1, -1, -1)
+            if messages[i]["role"] == "user"
+            and any(b.get("type") != "tool_result" for b in messages[i]["content"])
+        ),
+        -1,
+    )
     for m in messages[boundary + 1 :]:
         if m["role"] == "assistant":
             return bool(m["content"]) and m["content"][0].get("type") in _THINKING
@@ -157,6 +181,119 @@ def _pins_in_view(records: Sequence[AnyRecord], boundary_index: int | None) -> l
     return [r for r in records[start:] if isinstance(r, CachePin)]
 
 
+_REPROJECT = (SnipBoundary, CollapseCommit, CompactBoundary)
+"""Control records that change the projection of entries already seen: rebuild it from scratch."""
+
+
+class RequestAssembler:
+    """Builds each next request of one session, doing per turn only the work the new records need.
+
+    `build(records)` gives exactly `build_request(records, ...)`. When `records` extends the ones of
+    the previous call by appended entries, pins and latched headers, the projection is extended in
+    place, normalization redoes only the open tail (`IncrementalNormalizer`) and cache preparation
+    reuses the messages it already prepared (`PreparedMessages`). Anything else (a snip, a fold, a
+    compaction, a different history) rebuilds from the records.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        system: str | Sequence[str | Block],
+        tools: Sequence[Mapping[str, Any]],
+        provider_caps: Capabilities,
+    ) -> None:
+        self.config = config
+        self.provider_caps = provider_caps
+        self._system = system_blocks(system)
+        self._tools = [dict(t) for t in tools]
+        self._budget = config.thinking_budget_tokens if provider_caps.supports_thinking else None
+        options = NormalizeOptions(
+            snip_enabled=config.snip_enabled, thinking_enabled=self._budget is not None
+        )
+        self._normalizer = IncrementalNormalizer(options)
+        self._memo = PreparedMessages()
+        self._seen = 0
+        self._last: AnyRecord | None = None
+        self._entries: list[Entry] = []
+        self._pins: list[CachePin] = []
+        self._betas: dict[str, None] = {}
+        self._removed: frozenset[str] = frozenset()
+        self._endpoints: frozenset[str] = frozenset()
+
+    def _reproject(self, records: Sequence[AnyRecord]) -> None:
+        state = rebuild_state(records)
+        self._entries = project_view(records, state)
+        self._pins = _pins_in_view(records, state.boundary_index)
+        self._betas = dict.fromkeys(state.betas)
+        self._removed = state.removed
+        self._endpoints = frozenset(u for c in state.collapses for u in (c.first_uuid, c.last_uuid))
+        self._normalizer.reset()
+        self._memo = PreparedMessages()
+
+    def _sync(self, records: Sequence[AnyRecord]) -> None:
+        """Bring the projection up to `records`, incrementally when they only grew."""
+        extends = 0 < self._seen <= len(records) and records[self._seen - 1] is self._last
+        new = records[self._seen :] if extends else records
+        if not extends or any(
+            isinstance(r, _REPROJECT) or (isinstance(r, ENTRY_TYPES) and r.uuid in self._endpoints)
+            for r in new
+        ):
+            self._reproject(records)
+        else:
+            for r in new:
+                if isinstance(r, ENTRY_TYPES) and r.uuid not in self._removed:
+                    self._entries.append(r)
+                elif isinstance(r, CachePin):
+                    self._pins.append(r)
+                elif isinstance(r, LatchedHeaders):
+                    self._betas.update(dict.fromkeys(r.betas))
+        self._seen, self._last = len(records), (records[-1] if records else None)
+
+    def build(
+        self,
+        records: Sequence[AnyRecord],
+        *,
+        new_edits: Sequence[Block] = (),
+        requested_betas: Iterable[str] = (),
+        volatile_last: bool = False,
+        stream: bool = True,
+    ) -> RequestPlan:
+        """The next request for `records` (see `build_request` for the arguments)."""
+        self._sync(records)
+        messages = self._normalizer.messages(self._entries)
+        budget = self._budget
+        if budget is not None and not final_turn_starts_with_thinking(messages):
+            budget = None  # the open turn was recorded without thinking: this request goes without (#19)
+        caps = self.provider_caps
+        marked = add_cache_breakpoints(
+            messages,
+            system=self._system,
+            tools=self._tools,
+            pins=self._pins,
+            new_edits=new_edits,
+            supports_cache_edits=caps.supports_cache_edits,
+            volatile_last=volatile_last,
+            config=self.config.cache,
+            memo=self._memo,
+        )
+        wanted = list(requested_betas)
+        if caps.supports_cache_edits and caps.cache_edits_beta:
+            wanted.append(caps.cache_edits_beta)
+        betas, latched = latch_betas(tuple(self._betas), wanted)
+        body = params_from_context(
+            model=self.config.model,
+            messages=marked.messages,
+            max_tokens=self.config.max_output_tokens,
+            system=marked.system,
+            tools=marked.tools,
+            thinking_budget=budget,
+            stream=stream,
+        )
+        new_records: tuple[ControlRecord, ...] = (*marked.new_pins, *((latched,) if latched else ()))
+        state = prompt_state_hashes(body, betas=betas)
+        return RequestPlan(body, betas, new_records, state, marked.message_breakpoints)
+
+
 def build_request(
     records: Sequence[AnyRecord],
     config: Config,
@@ -171,13 +308,16 @@ def build_request(
 ) -> RequestPlan:
     """Assemble the next request of a session: projection -> normalize -> breakpoints -> params.
 
+    A fresh `RequestAssembler` per call; a long-lived caller (the engine) keeps one assembler per
+    session instead, which gives the same plans with per-turn work proportional to what changed.
+
     Args:
         records: the session's records (a timeline snapshot), control records included.
         config: model, limits, thinking budget, snip and cache settings.
         system: the system prompt, as one string or as parts (see `system_blocks`).
         tools: the tool definitions to send.
         provider_caps: what the provider supports (cache_edits, thinking).
-        new_edits: this round's new `cache_edits` blocks from Microcompact.
+        new_edits: this round's new `cache_edits` blocks from Microcompact (ignored without support).
         requested_betas: betas this request's features ask for; latched ones are added.
         volatile_last: the last message will not be sent again as is (see `add_cache_breakpoints`).
         stream: ask for a streamed reply.
@@ -185,38 +325,11 @@ def build_request(
     Raises:
         UserError: nothing to send, media over the API limits, or a bad thinking budget.
     """
-    state = rebuild_state(records)
-    budget = config.thinking_budget_tokens if provider_caps.supports_thinking else None
-    messages = normalize_messages_for_api(
-        project_view(records, state), snip_enabled=config.snip_enabled, thinking_enabled=budget is not None
-    )
-    if budget is not None and not final_turn_starts_with_thinking(messages):
-        budget = None  # the open turn was recorded without thinking: this request goes without (#19)
-    supports_edits = provider_caps.supports_cache_edits
-    marked = add_cache_breakpoints(
-        messages,
-        system=system_blocks(system),
-        tools=tools,
-        pins=_pins_in_view(records, state.boundary_index) if supports_edits else (),
-        new_edits=new_edits if supports_edits else (),
-        supports_cache_edits=supports_edits,
+    assembler = RequestAssembler(config, system, tools, provider_caps)
+    return assembler.build(
+        records,
+        new_edits=new_edits,
+        requested_betas=requested_betas,
         volatile_last=volatile_last,
-        config=config.cache,
-    )
-    wanted = list(requested_betas)
-    if supports_edits and provider_caps.cache_edits_beta:
-        wanted.append(provider_caps.cache_edits_beta)
-    betas, latched = latch_betas(state.betas, wanted)
-    body = params_from_context(
-        model=config.model,
-        messages=marked.messages,
-        max_tokens=config.max_output_tokens,
-        system=marked.system,
-        tools=marked.tools,
-        thinking_budget=budget,
         stream=stream,
-    )
-    new_records: tuple[ControlRecord, ...] = (*marked.new_pins, *((latched,) if latched else ()))
-    return RequestPlan(
-        body, betas, new_records, prompt_state_hashes(body, betas=betas), marked.message_breakpoints
     )

@@ -1,0 +1,102 @@
+"""The incremental paths give exactly what the from-scratch ones give, turn after turn.
+
+`IncrementalNormalizer` against `normalize_messages_for_api`, and one long-lived `RequestAssembler`
+against a fresh `build_request` per turn, on every prefix of the messy timelines of
+`tests/api/strategies.py`, with cache_edits pinned along the way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from tests.api.strategies import Generated, messy_timelines
+
+from foldline.api.cache import cache_reference_for
+from foldline.api.normalize import IncrementalNormalizer, NormalizeOptions, normalize_messages_for_api
+from foldline.api.params import RequestAssembler, build_request
+from foldline.config import Config
+from foldline.errors import UserError
+from foldline.providers.base import Capabilities
+from foldline.timeline import AnyRecord, CachePin, SnipBoundary, UserEntry
+
+_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LOCAL = Capabilities(name="local", supports_cache_edits=True, cache_edits_beta="cache-edits-2025-06-01")
+TOOLS = [{"name": "Read", "description": "read", "input_schema": {"type": "object"}}]
+
+
+def _outcome(fn: Any) -> bytes:
+    try:
+        return orjson.dumps(fn())
+    except UserError as exc:
+        return f"UserError: {exc}".encode()
+
+
+@_SETTINGS
+@given(messy_timelines(max_actions=20))
+def test_incremental_normalizer_matches_the_pure_one_on_every_prefix(generated: Generated) -> None:
+    incremental = IncrementalNormalizer(NormalizeOptions(snip_enabled=True))
+    for k in range(1, len(generated.entries) + 1):
+        prefix = generated.entries[:k]
+        want = _outcome(lambda prefix=prefix: normalize_messages_for_api(prefix, snip_enabled=True))
+        assert _outcome(lambda prefix=prefix: incremental.messages(prefix)) == want
+
+
+def _result_ids(entry: AnyRecord) -> list[str]:
+    if not isinstance(entry, UserEntry) or isinstance(entry.message.content, str):
+        return []
+    return [str(b.get("tool_use_id")) for b in entry.message.content if b.get("type") == "tool_result"]
+
+
+def _delete(tool_use_id: str) -> dict[str, Any]:
+    return {
+        "type": "cache_edits",
+        "edits": [{"type": "delete", "cache_reference": cache_reference_for(tool_use_id)}],
+    }
+
+
+def _pin_view(records: tuple[AnyRecord, ...]) -> list[tuple[int, int, bytes]]:
+    return [
+        (r.message_index, r.block_index, orjson.dumps(r.block)) for r in records if isinstance(r, CachePin)
+    ]
+
+
+@pytest.mark.slow
+@_SETTINGS
+@given(messy_timelines(max_actions=20))
+def test_long_lived_assembler_matches_a_fresh_build_every_turn(generated: Generated) -> None:
+    config = Config(thinking_budget_tokens=2048)
+    assembler = RequestAssembler(config, ["stable", "dynamic"], TOOLS, LOCAL)
+    records: list[AnyRecord] = []
+    for k, entry in enumerate(generated.entries):
+        records.append(entry)
+        edits = [_delete(t) for t in _result_ids(entry)] if k % 3 == 0 else []
+        try:
+            fresh = build_request(records, config, ["stable", "dynamic"], TOOLS, LOCAL, new_edits=edits)
+        except UserError:
+            with pytest.raises(UserError):
+                assembler.build(records, new_edits=edits)
+            continue
+        plan = assembler.build(records, new_edits=edits)
+        assert orjson.dumps(plan.body) == orjson.dumps(fresh.body)
+        assert plan.betas == fresh.betas
+        assert _pin_view(plan.new_records) == _pin_view(fresh.new_records)
+        records += plan.new_records
+
+
+def test_a_snip_rebuilds_the_projection() -> None:
+    from tests.api.test_params import reply, user
+
+    first, second = user("keep me"), user("snip me")
+    records: list[AnyRecord] = [first, reply("m1", {"type": "text", "text": "ok"}), second]
+    assembler = RequestAssembler(Config(snip_enabled=False), "", [], LOCAL)
+    assert len(assembler.build(records).body["messages"]) == 3
+    records.append(SnipBoundary(uuid="s1", timestamp="t", removed_uuids=(second.uuid,)))
+    records.append(user("after the snip"))
+    body = assembler.build(records).body
+    assert orjson.dumps(body) == orjson.dumps(
+        build_request(records, Config(snip_enabled=False), "", [], LOCAL).body
+    )
+    assert "snip me" not in orjson.dumps(body).decode()
