@@ -317,3 +317,17 @@ def test_state_diff_names_what_changed() -> None:
     )
     system_text = [{"type": "text", "text": "other", "cache_control": {"type": "ephemeral"}}]
     assert diff_states(base, prompt_state_hashes(_body(system=system_text), betas=["b1"])) == ("system_text",)
+
+
+def test_the_local_servers_cache_reads_every_previous_prefix(session: Any) -> None:
+    """Each request reads back all that the request before it wrote (the server's own cache keys)."""
+    from foldline.server.caching import PromptCache, flatten
+
+    _, plans = session
+    cache = PromptCache(clock=lambda: 0.0)
+    previous_cached = 0
+    for turn, plan in enumerate(plans):
+        usage = cache.apply(flatten(plan.body), min_tokens=0)
+        if turn:
+            assert usage.cache_read_input_tokens >= previous_cached > 0, turn
+        previous_cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
