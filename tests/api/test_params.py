@@ -138,3 +138,9 @@ def test_pins_from_before_a_compact_boundary_are_not_reinserted() -> None:
 def test_nothing_to_send_is_a_user_error() -> None:
     with pytest.raises(UserError, match="nothing to send"):
         build_request([], Config(), "", [], ANTHROPIC)
+
+
+def test_max_tokens_override_per_request() -> None:
+    records: list[AnyRecord] = [user("hello")]
+    assert build_request(records, Config(), "", [], ANTHROPIC).body["max_tokens"] == Config().max_output_tokens
+    assert build_request(records, Config(), "", [], ANTHROPIC, max_tokens=64_000).body["max_tokens"] == 64_000

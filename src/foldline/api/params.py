@@ -257,6 +257,7 @@ class RequestAssembler:
         requested_betas: Iterable[str] = (),
         volatile_last: bool = False,
         stream: bool = True,
+        max_tokens: int | None = None,
     ) -> RequestPlan:
         """The next request for `records` (see `build_request` for the arguments)."""
         self._sync(records)
@@ -283,7 +284,7 @@ class RequestAssembler:
         body = params_from_context(
             model=self.config.model,
             messages=marked.messages,
-            max_tokens=self.config.max_output_tokens,
+            max_tokens=max_tokens or self.config.max_output_tokens,
             system=marked.system,
             tools=marked.tools,
             thinking_budget=budget,
@@ -305,6 +306,7 @@ def build_request(
     requested_betas: Iterable[str] = (),
     volatile_last: bool = False,
     stream: bool = True,
+    max_tokens: int | None = None,
 ) -> RequestPlan:
     """Assemble the next request of a session: projection -> normalize -> breakpoints -> params.
 
@@ -321,6 +323,7 @@ def build_request(
         requested_betas: betas this request's features ask for; latched ones are added.
         volatile_last: the last message will not be sent again as is (see `add_cache_breakpoints`).
         stream: ask for a streamed reply.
+        max_tokens: this request's output limit (an escalated retry, R5.5); the config's otherwise.
 
     Raises:
         UserError: nothing to send, media over the API limits, or a bad thinking budget.
@@ -332,4 +335,5 @@ def build_request(
         requested_betas=requested_betas,
         volatile_last=volatile_last,
         stream=stream,
+        max_tokens=max_tokens,
     )
