@@ -42,12 +42,27 @@ from foldline.errors import (
     PromptTooLongError,
     UnexpectedModelBehavior,
 )
-from foldline.events import EventBus, NoticeEvent, RecordEvent, RetryEvent, TextDeltaEvent, ThinkingDeltaEvent
+from foldline.events import (
+    EventBus,
+    NoticeEvent,
+    RecordEvent,
+    RetryEvent,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
+    ToolInputDeltaEvent,
+)
 from foldline.executor import ToolExecutor
 from foldline.projection import project_view
 from foldline.providers.base import Capabilities, Provider
 from foldline.retry import AttemptBudget, retrying
-from foldline.stream import BlockStop, MessageAccumulator, StreamEvent, TextDelta, ThinkingDelta
+from foldline.stream import (
+    BlockStop,
+    InputJSONDelta,
+    MessageAccumulator,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+)
 from foldline.timeline import (
     AnyRecord,
     ApiErrorInfo,
@@ -316,6 +331,8 @@ class QueryEngine:
             self.events.emit(TextDeltaEvent(event.text))
         elif isinstance(event, ThinkingDelta):
             self.events.emit(ThinkingDeltaEvent(event.thinking))
+        elif isinstance(event, InputJSONDelta):
+            self.events.emit(ToolInputDeltaEvent(event.index, event.partial_json))
         elif isinstance(event, BlockStop):
             block = accumulator.blocks[event.index]
             if block.get("type") == "tool_use" and event.index not in accumulator.incomplete:

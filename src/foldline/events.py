@@ -28,6 +28,7 @@ __all__ = [
     "TelemetrySink",
     "TextDeltaEvent",
     "ThinkingDeltaEvent",
+    "ToolInputDeltaEvent",
     "ToolProgressEvent",
     "UIEvent",
 ]
@@ -45,6 +46,14 @@ class ThinkingDeltaEvent:
     """Streamed thinking text, as it arrives."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class ToolInputDeltaEvent:
+    """A piece of a tool call's input JSON, as it streams (lets a UI show a long Write arriving)."""
+
+    index: int
+    partial_json: str
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,13 @@ class NoticeEvent:
 
 
 UIEvent: TypeAlias = (
-    TextDeltaEvent | ThinkingDeltaEvent | RecordEvent | ToolProgressEvent | RetryEvent | NoticeEvent
+    TextDeltaEvent
+    | ThinkingDeltaEvent
+    | ToolInputDeltaEvent
+    | RecordEvent
+    | ToolProgressEvent
+    | RetryEvent
+    | NoticeEvent
 )
 
 
