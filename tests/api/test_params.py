@@ -96,7 +96,7 @@ def test_system_blocks_reject_non_text() -> None:
 def test_thinking_goes_off_when_the_open_turn_was_recorded_without_it() -> None:
     use = {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}
     result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
-    config = Config(thinking_budget_tokens=2048, snip_enabled=False)  # a snip tag would end the tool loop
+    config = Config(thinking_budget_tokens=2048)
     without = [user("go"), reply("m1", use), user([result])]
     plan = build_request(without, config, "sys", [], ANTHROPIC)
     assert "thinking" not in plan.body
@@ -142,5 +142,7 @@ def test_nothing_to_send_is_a_user_error() -> None:
 
 def test_max_tokens_override_per_request() -> None:
     records: list[AnyRecord] = [user("hello")]
-    assert build_request(records, Config(), "", [], ANTHROPIC).body["max_tokens"] == Config().max_output_tokens
+    assert (
+        build_request(records, Config(), "", [], ANTHROPIC).body["max_tokens"] == Config().max_output_tokens
+    )
     assert build_request(records, Config(), "", [], ANTHROPIC, max_tokens=64_000).body["max_tokens"] == 64_000

@@ -96,15 +96,17 @@ def system_blocks(system: str | Sequence[str | Block]) -> list[Block]:
 def final_turn_starts_with_thinking(messages: Sequence[MessageParam]) -> bool:
     """Whether the final assistant turn opens with thinking, or there is no such turn (api_rules #19).
 
-    The final turn is the tool loop after the last user message that is more than tool results;
-    with thinking on, its first assistant message must start with a thinking block.
+    The final turn is the tool loop after the last user message that carries no tool results;
+    with thinking on, its first assistant message must start with a thinking block. A user message
+    holding results and text (a snip tag, a reminder) is counted as part of the loop: the stricter
+    reading, since the API's wording does not settle it.
     """
     boundary = next(
         (
             i
             for i in range(len(messages) - 1, -1, -1)
             if messages[i]["role"] == "user"
-            and any(b.get("type") != "tool_result" for b in messages[i]["content"])
+            and all(b.get("type") != "tool_result" for b in messages[i]["content"])
         ),
         -1,
     )
