@@ -23,7 +23,7 @@ import asyncio
 import dataclasses
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias
@@ -79,7 +79,7 @@ from foldline.timeline import (
     now_iso,
 )
 from foldline.tokens import context_tokens
-from foldline.tools.base import ReadRegistry, Tool, ToolContext, tool_specs
+from foldline.tools.base import ReadRegistry, Tool, ToolContext, ToolResult, result_block, tool_specs
 from foldline.tools.permissions import (
     AskCallback,
     PermissionMode,
@@ -396,7 +396,29 @@ class QueryEngine:
             read_files=self._read_files,
             read_denied=read_denied_filter(self.rules, self.workspace) if self.rules else _nothing_denied,
         )
+        context = dataclasses.replace(context, run_tool=self._run_virtual(context))
         return ToolExecutor({t.name: t for t in self.tools}, context, self._permit, self._on_progress)
+
+    def _run_virtual(self, context: ToolContext) -> Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]]:
+        """R1.6: a composite tool's inner call, permission-checked and recorded as a virtual pair."""
+        tools = {t.name: t for t in self.tools}
+
+        async def run(name: str, tool_input: Mapping[str, Any]) -> ToolResult:
+            block: Block = {"type": "tool_use", "id": f"toolu_virtual_{new_uuid().replace('-', '')}"}
+            block |= {"name": name, "input": dict(tool_input)}
+            message = AssistantMessage(id=f"virtual_{block['id']}", content=[block])
+            self._append(self._entry(AssistantEntry, is_virtual=True, message=message))
+            tool = tools.get(name)
+            refusal = await self._permit(tool, tool_input, context) if tool else f"no such tool: {name}"
+            if tool is None or refusal is not None:
+                result = ToolResult(content=f"Permission denied: {refusal}", is_error=True)
+            else:
+                result = await tool.run(tool_input, context)
+            content = [result_block(block["id"], result)]
+            self._append(self._entry(UserEntry, is_virtual=True, message=UserMessage(content=content)))
+            return result
+
+        return run
 
     async def _permit(self, tool: Tool, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
         decision = await authorize(tool.name, tool_input, ctx, self.rules, self.permission_mode, self.ask)

@@ -69,7 +69,7 @@ class Harness:
         engine = QueryEngine(
             provider=provider,
             config=kwargs.pop("config", self.config),
-            tools=default_tools(),
+            tools=kwargs.pop("tools", default_tools()),
             workspace=self.workspace,
             timeline=timeline,
             transcript=writer,

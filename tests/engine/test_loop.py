@@ -7,7 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from foldline.events import RecordEvent, TextDeltaEvent
-from foldline.timeline import AssistantEntry, UserEntry
+from foldline.timeline import AssistantEntry, UserEntry, ui_view
+from foldline.tools import default_tools
+from foldline.tools.batch import BatchTool
 
 from .conftest import Harness, assert_valid_next_request, reload
 
@@ -104,3 +106,25 @@ async def test_every_record_is_announced_and_persisted(harness: Callable[..., Ha
     assert isinstance(result.message.content, list)
     assert result.message.content[0]["is_error"] is True
     assert isinstance(announced[3], AssistantEntry)
+
+
+@pytest.mark.anyio
+async def test_composite_tool_records_virtual_pairs_the_api_never_sees(
+    harness: Callable[..., Harness],
+) -> None:
+    inner = [_tool("Write", file_path="x.txt", content="hello\n"), _tool("Read", file_path="x.txt")]
+    h = harness([{"tool_calls": [_tool("Batch", calls=inner)]}, {"text": "batched"}])
+    engine = await h.engine(tools=[*default_tools(), BatchTool()])
+    await engine.submit_message("batch it")
+    assert (h.workspace / "x.txt").read_text() == "hello\n"
+    virtual = [e for e in ui_view(reload(h).snapshot()) if e.is_virtual]
+    assert [type(e).__name__ for e in virtual] == ["AssistantEntry", "UserEntry"] * 2
+    assert [e.message.content[0]["name"] for e in virtual if isinstance(e, AssistantEntry)] == [
+        "Write",
+        "Read",
+    ]
+    sent = repr(h.requests()[-1].messages)
+    assert "toolu_virtual_" not in sent  # the inner calls never reach the API
+    batch_result = h.requests()[-1].messages[-1]["content"][0]
+    assert "[1] Write (ok)" in str(batch_result["content"])
+    assert "hello" in str(batch_result["content"])

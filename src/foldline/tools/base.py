@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -124,6 +124,9 @@ class ToolContext:
     read_denied: Callable[[Path], bool] = _nothing_denied
     """Files Grep and Glob must neither search nor list (build it with
     `permissions.read_denied_filter`); Read itself is stopped earlier, by the permission check."""
+    run_tool: Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]] | None = None
+    """Runs another tool by name under the same permissions, recording it as a virtual pair
+    (R1.6); set by the engine, used by composite tools such as Batch."""
 
     def __post_init__(self) -> None:
         workspace = Path(os.path.realpath(self.workspace))
