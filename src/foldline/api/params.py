@@ -14,7 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,27 +93,36 @@ def system_blocks(system: str | Sequence[str | Block]) -> list[Block]:
     return blocks
 
 
-def final_turn_starts_with_thinking(messages: Sequence[MessageParam]) -> bool:
-    """Whether the final assistant turn opens with thinking, or there is no such turn (api_rules #19).
-
-    The final turn is the tool loop after the last user message that carries no tool results;
-    with thinking on, its first assistant message must start with a thinking block. A user message
-    holding results and text (a snip tag, a reminder) is counted as part of the loop: the stricter
-    reading, since the API's wording does not settle it.
-    """
-    boundary = next(
-        (
-            i
-            for i in range(len(messages) - 1, -1, -1)
-            if messages[i]["role"] == "user"
-            and all(b.get("type") != "tool_result" for b in messages[i]["content"])
-        ),
-        -1,
-    )
+def _opens_with_thinking(messages: Sequence[MessageParam], ends_turn: Callable[[int], bool]) -> bool:
+    """Whether the first assistant message after the last turn-ending one starts with thinking."""
+    boundary = next((i for i in range(len(messages) - 1, -1, -1) if ends_turn(i)), -1)
     for m in messages[boundary + 1 :]:
         if m["role"] == "assistant":
             return bool(m["content"]) and m["content"][0].get("type") in _THINKING
     return True
+
+
+def final_turn_starts_with_thinking(messages: Sequence[MessageParam]) -> bool:
+    """Whether the final assistant turn opens with thinking, or there is no such turn (api_rules #19).
+
+    The final turn is the tool loop after the last user message that is not just tool results;
+    with thinking on, its first assistant message must start with a thinking block. Whether a user
+    message holding results and text (a snip tag, a reminder) ends the loop, the API's wording does
+    not settle, so both readings must hold.
+    """
+
+    def kinds(i: int) -> list[object] | None:
+        return [b.get("type") for b in messages[i]["content"]] if messages[i]["role"] == "user" else None
+
+    def has_text(i: int) -> bool:
+        found = kinds(i)
+        return found is not None and any(t != "tool_result" for t in found)
+
+    def has_no_results(i: int) -> bool:
+        found = kinds(i)
+        return found is not None and "tool_result" not in found
+
+    return _opens_with_thinking(messages, has_text) and _opens_with_thinking(messages, has_no_results)
 
 
 def params_from_context(
