@@ -29,10 +29,17 @@ from pathlib import Path
 from typing import Any, Protocol, TypeAlias
 
 import anyio
+import msgspec
 
 from foldline._types import Block
 from foldline.api.params import RequestPlan, build_request
-from foldline.compact.pipeline import CompactionContext, Stage, recover_prompt_too_long, run_compaction
+from foldline.compact.pipeline import (
+    CompactionContext,
+    PreCompactHook,
+    Stage,
+    recover_prompt_too_long,
+    run_compaction,
+)
 from foldline.compact.snip import short_id
 from foldline.config import Config
 from foldline.errors import (
@@ -80,6 +87,7 @@ from foldline.timeline import (
 )
 from foldline.tokens import context_tokens
 from foldline.tools.base import ReadRegistry, Tool, ToolContext, ToolResult, result_block, tool_specs
+from foldline.tools.instructions import load_instruction_files
 from foldline.tools.permissions import (
     AskCallback,
     PermissionMode,
@@ -201,6 +209,10 @@ class QueryEngine:
     transcript: TranscriptSink | None = None
     events: EventBus = field(default_factory=EventBus)
     attachment_hooks: Sequence[Callable[[str], Sequence[AttachmentEntry]]] = ()
+    """Called with each prompt; their attachments are appended before it (memory, skills)."""
+    pre_compact_hooks: Sequence[PreCompactHook] = ()
+    instructions: bool = True
+    """Inject FOLDLINE.md / CLAUDE.md from the workspace as attachments on a session's first prompt (R9.3)."""
     tail_hooks: Sequence[Callable[[QueryEngine], Any]] = ()
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], Any] = asyncio.sleep
@@ -220,6 +232,9 @@ class QueryEngine:
 
     async def submit_message(self, text: str) -> TurnResult:
         """Append the user's message (timeline, then transcript) and run the loop on it (R1.1)."""
+        if self.instructions and not any(isinstance(r, AttachmentEntry) for r in self.timeline):
+            for attachment in load_instruction_files(self.workspace, session_id=self.timeline.session_id):
+                self._append(msgspec.structs.replace(attachment, parent_uuid=self.timeline.last_uuid))
         for hook in self.attachment_hooks:
             for attachment in hook(text):
                 self._append(attachment)
@@ -363,7 +378,14 @@ class QueryEngine:
     def _compaction_context(self) -> CompactionContext:
         records = self.timeline.snapshot()
         tokens = context_tokens(api_filter(project_view(records)))
-        return CompactionContext(records, self.config, self.provider.capabilities, tokens, self.clock())
+        return CompactionContext(
+            records,
+            self.config,
+            self.provider.capabilities,
+            tokens,
+            self.clock(),
+            tuple(self.pre_compact_hooks),
+        )
 
     async def _compact(self) -> None:
         """The compaction round before every API call (R0.1), then the blocking limit (R3.4.1)."""

@@ -17,6 +17,7 @@ from foldline.events import UIEvent
 from foldline.providers.anthropic import AnthropicProvider
 from foldline.server.app import ServerState, create_app
 from foldline.server.backend import BackendRequest, Reply, ScriptedBackend
+from foldline.server.config import ServerConfig
 from foldline.server.faults import parse_faults
 from foldline.server.testing import run_server
 from foldline.timeline import Timeline
@@ -94,10 +95,14 @@ async def harness(tmp_path: Path) -> AsyncIterator[Callable[..., Harness]]:
     with ExitStack() as stack:
 
         def start(
-            replies: Sequence[Reply | dict[str, Any]] = (), *, faults: str = "", **config: Any
+            replies: Sequence[Reply | dict[str, Any]] = (),
+            *,
+            faults: str = "",
+            server: ServerConfig | None = None,
+            **config: Any,
         ) -> Harness:
             backend = ScriptedBackend(replies=replies, select="sequence")
-            app = create_app(backend=backend, faults=parse_faults(faults) if faults else None)
+            app = create_app(server, backend=backend, faults=parse_faults(faults) if faults else None)
             url = stack.enter_context(run_server(app))
             workspace = tmp_path / "ws"
             workspace.mkdir(exist_ok=True)

@@ -8,15 +8,26 @@ chain asks each level, in order, to free at least the reported gap.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from foldline.config import Config
 from foldline.providers.base import Capabilities
 from foldline.timeline import AnyRecord
 
-__all__ = ["CompactionContext", "Stage", "StageResult", "recover_prompt_too_long", "run_compaction"]
+__all__ = [
+    "CompactionContext",
+    "PreCompactHook",
+    "Stage",
+    "StageResult",
+    "recover_prompt_too_long",
+    "run_compaction",
+]
+
+PreCompactHook: TypeAlias = Callable[["CompactionContext"], Awaitable[None]]
+"""Runs before a level summarizes the conversation (R3.4.3): save notes, flush memory, log."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,12 @@ class CompactionContext:
     tokens: int
     """Estimated tokens of the next request, minus what earlier levels already freed."""
     now: float = 0.0
+    pre_compact: tuple[PreCompactHook, ...] = ()
+
+    async def run_pre_compact_hooks(self) -> None:
+        """Levels that summarize call this first; the hooks run in registration order."""
+        for hook in self.pre_compact:
+            await hook(self)
 
 
 @dataclass(frozen=True)
@@ -60,12 +77,8 @@ async def run_compaction(stages: Sequence[Stage], ctx: CompactionContext) -> lis
         result = await stage.run(ctx)
         if result.records or result.tokens_freed:
             added.extend(result.records)
-            ctx = CompactionContext(
-                records=ctx.records + result.records,
-                config=ctx.config,
-                capabilities=ctx.capabilities,
-                tokens=max(0, ctx.tokens - result.tokens_freed),
-                now=ctx.now,
+            ctx = dataclasses.replace(
+                ctx, records=ctx.records + result.records, tokens=max(0, ctx.tokens - result.tokens_freed)
             )
     return added
 
