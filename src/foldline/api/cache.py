@@ -33,12 +33,14 @@ __all__ = [
     "CacheMarked",
     "PreparedMessages",
     "PromptState",
+    "StaticHashes",
     "add_cache_breakpoints",
     "cache_reference_for",
     "cached_prefix_bytes",
     "diff_states",
     "previous_turn_breakpoint",
     "prompt_state_hashes",
+    "static_hashes",
 ]
 
 BlockPosition: TypeAlias = tuple[int, int]
@@ -127,6 +129,7 @@ class PreparedMessages:
         self.prepared: list[MessageParam] = []
         self.n_pins = 0
         self.refs_upto = -1
+        self._static: tuple[object, object, CacheConfig, _Static] | None = None
 
     def reusable(self, messages: Sequence[MessageParam], pins: Sequence[CachePin], refs_upto: int) -> int:
         """How many leading messages can be taken from the previous request's prepared ones."""
@@ -142,6 +145,15 @@ class PreparedMessages:
         for pin in pins[self.n_pins :]:
             k = min(k, pin.message_index)
         return max(k, 0)
+
+    def static(self, tools: object, system: object, cfg: CacheConfig) -> _Static | None:
+        """The marked tools and system of the previous request, if made from these same objects."""
+        hit = self._static
+        return hit[3] if hit and hit[0] is tools and hit[1] is system and hit[2] is cfg else None
+
+    def remember_static(self, tools: object, system: object, cfg: CacheConfig, marked: _Static) -> None:
+        """Keep the marked tools and system (the same lists are then sent, and hashed, again)."""
+        self._static = (tools, system, cfg, marked)
 
     def remember(
         self, messages: Sequence[MessageParam], prepared: list[MessageParam], n_pins: int, refs_upto: int
@@ -227,6 +239,20 @@ def _mark_last(items: list[Block], ttl: TTL, *, text_only: bool = False) -> bool
     return False
 
 
+_Static: TypeAlias = tuple[list[JSONObject], list[JSONObject], int]
+"""Marked tools, marked system, breakpoints left for messages."""
+
+
+def _mark_static(tools: Sequence[Mapping[str, Any]], system: Sequence[Block], cfg: CacheConfig) -> _Static:
+    marked_tools, marked_system = _strip_control(tools), _strip_control(system)
+    budget = cfg.max_breakpoints
+    if marked_tools and budget and _mark_last(marked_tools, cfg.static_ttl):
+        budget -= 1
+    if marked_system and budget and _mark_last(marked_system, cfg.static_ttl, text_only=True):
+        budget -= 1
+    return marked_tools, marked_system, budget
+
+
 def _strip_control(items: Sequence[Mapping[str, Any]]) -> list[JSONObject]:
     return [{k: v for k, v in item.items() if k != "cache_control"} for item in items]
 
@@ -272,13 +298,11 @@ def add_cache_breakpoints(
     edits = supports_cache_edits
     out = _prepared_messages(messages, pins if edits else (), target if edits else -1, memo)
     new_pins = _inject_edits(out, new_edits) if edits else ()
-    marked_tools, marked_system = _strip_control(tools), _strip_control(system)
-    budget = cfg.max_breakpoints
+    static = memo.static(tools, system, cfg) if memo else None
+    marked_tools, marked_system, budget = static or _mark_static(tools, system, cfg)
+    if memo and static is None:
+        memo.remember_static(tools, system, cfg, (marked_tools, marked_system, budget))
     static_ttl = cfg.static_ttl
-    if marked_tools and budget and _mark_last(marked_tools, static_ttl):
-        budget -= 1
-    if marked_system and budget and _mark_last(marked_system, static_ttl, text_only=True):
-        budget -= 1
     # api_rules #44: a 1h breakpoint may not follow a 5m one (tools -> system -> messages).
     message_ttl: TTL = "5m" if static_ttl == "5m" and (marked_tools or marked_system) else cfg.message_ttl
     rolling = _last_cacheable(out, (target, len(out[target]["content"]) - 1)) if out else None
@@ -361,12 +385,30 @@ class PromptState:
     extra_body: str
 
 
+StaticHashes: TypeAlias = tuple[str, str, str, tuple[tuple[str, str], ...]]
+"""Hashes of system text, system cache layout, the tool list, and each tool (R7.2)."""
+
+
+def static_hashes(system: object, tools: object) -> StaticHashes:
+    """The system and tool dimensions of `prompt_state_hashes`, for a caller that reuses them."""
+    system_list: list[Mapping[str, Any]] = system if isinstance(system, list) else []
+    tool_list: list[Mapping[str, Any]] = tools if isinstance(tools, list) else []
+    texts = [system] if isinstance(system, str) else [b.get("text") for b in system_list]
+    return (
+        _digest(texts),
+        _digest([b.get("cache_control") for b in system_list]),
+        _digest(_strip_control(tool_list)),
+        tuple((str(t.get("name")), _digest(_strip_control([t]))) for t in tool_list),
+    )
+
+
 def prompt_state_hashes(
     body: Mapping[str, Any],
     *,
     betas: Sequence[str] = (),
     fast_mode: bool = False,
     cache_strategy: str = "",
+    static: StaticHashes | None = None,
 ) -> PromptState:
     """Hash each cache-relevant dimension of a request body separately (R7.2).
 
@@ -375,15 +417,16 @@ def prompt_state_hashes(
         betas: the beta headers it goes with.
         fast_mode: whether the request asks for the fast output mode.
         cache_strategy: the caller's global caching strategy name (for example the TTL layout).
+        static: `static_hashes(body["system"], body["tools"])` if the caller already has it.
     """
-    system = body.get("system")
-    system_list = system if isinstance(system, list) else []
-    tools: list[Mapping[str, Any]] = body.get("tools") or []
+    system_text, system_layout, tools_hash, per_tool = static or static_hashes(
+        body.get("system"), body.get("tools")
+    )
     return PromptState(
-        system_text=_digest([b.get("text") for b in _system_blocks(body)]),
-        system_cache_layout=_digest([b.get("cache_control") for b in system_list]),
-        tools=_digest(_strip_control(tools)),
-        per_tool=tuple((str(t.get("name")), _digest(_strip_control([t]))) for t in tools),
+        system_text=system_text,
+        system_cache_layout=system_layout,
+        tools=tools_hash,
+        per_tool=per_tool,
         model=_digest(body.get("model")),
         fast_mode=_digest(fast_mode),
         betas=_digest(sorted(betas)),

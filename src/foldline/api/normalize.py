@@ -123,6 +123,19 @@ class _Msg:
     """S1: the tool_use id an attachment belongs beside."""
     error_text: str = ""
 
+    def with_content(self, content: list[Block]) -> _Msg:
+        """The same message with other content (`dataclasses.replace` is slow on a hot path)."""
+        return _Msg(
+            self.role,
+            content,
+            self.uuids,
+            self.msg_id,
+            self.is_meta,
+            self.entry,
+            self.attach_to,
+            self.error_text,
+        )
+
 
 Step: TypeAlias = Callable[[list[_Msg], NormalizeOptions], list[_Msg]]
 
@@ -287,7 +300,7 @@ def s2_strip_failed_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg
                 break
             stripped = _strip_media(prev.content, kinds)
             if stripped != prev.content:
-                out[j] = replace(prev, content=stripped)
+                out[j] = prev.with_content(stripped)
                 if not stripped:
                     emptied.add(j)
                 break
@@ -314,7 +327,7 @@ def _identity(block: Block) -> tuple[str, str] | None:
 def _without_known_blocks(piece: _Msg, merged: list[Block]) -> _Msg:
     known = {_identity(b) for b in merged} - {None}
     kept = [b for b in piece.content if _identity(b) not in known]
-    return piece if len(kept) == len(piece.content) else replace(piece, content=kept)
+    return piece if len(kept) == len(piece.content) else piece.with_content(kept)
 
 
 def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
@@ -362,7 +375,7 @@ def s5_snip_tags(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     for m in msgs:
         if m.role == "user" and m.uuids:
             tag = " ".join(f"[id:{short_id(u)}]" for u in m.uuids)
-            m = replace(m, content=[*m.content, {"type": "text", "text": tag}])
+            m = m.with_content([*m.content, {"type": "text", "text": tag}])
         out.append(m)
     return out
 
@@ -412,7 +425,7 @@ def s6b_strip_trailing_thinking(msgs: list[_Msg], opts: NormalizeOptions) -> lis
             content = list(m.content)
             while content and _is_thinking(content[-1]):
                 content.pop()
-            m = replace(m, content=content)
+            m = m.with_content(content)
         out.append(m)
     return out
 
@@ -437,7 +450,7 @@ def s6c_drop_whitespace(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
             if not content:
                 continue
         if content:
-            out.append(replace(m, content=content))
+            out.append(m.with_content(content))
     return out
 
 
@@ -445,7 +458,7 @@ def s6d_fill_empty_assistant(msgs: list[_Msg], opts: NormalizeOptions) -> list[_
     """S6.d: give an empty non-final assistant message placeholder text (api_rules #5)."""
     last = len(msgs) - 1
     return [
-        replace(m, content=[{"type": "text", "text": EMPTY_ASSISTANT_TEXT}])
+        m.with_content([{"type": "text", "text": EMPTY_ASSISTANT_TEXT}])
         if m.role == "assistant" and not m.content and i != last
         else m
         for i, m in enumerate(msgs)
@@ -493,7 +506,7 @@ def s6f_fold_reminders(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
             for i, b in enumerate(m.content)
             if not _is_reminder(b)
         ]
-        out.append(replace(m, content=content))
+        out.append(m.with_content(content))
     return out
 
 
@@ -518,9 +531,7 @@ def s6g_text_only_errors(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]
     out: list[_Msg] = []
     for m in msgs:
         if m.role == "user" and any(b.get("type") == "tool_result" for b in m.content):
-            m = replace(
-                m, content=[_clean_result(b) if b.get("type") == "tool_result" else b for b in m.content]
-            )
+            m = m.with_content([_clean_result(b) if b.get("type") == "tool_result" else b for b in m.content])
         out.append(m)
     return out
 
@@ -570,7 +581,7 @@ def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]]]:
             if not content and m.content:
                 continue  # only replayed tool calls: the originals are already sent
             if content != m.content:
-                m = replace(m, content=content)
+                m = m.with_content(content)
         out.append(m)
         uses.append(ids)
     return out, uses
@@ -621,12 +632,12 @@ def s6h_pair_tools(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
         if pending:
             answers = [claimed.get(t) or _interrupted(t) for t in pending]
             if m.role == "user":
-                out.append(replace(m, content=[*answers, *(rest or [])]))
+                out.append(m.with_content([*answers, *(rest or [])]))
                 pending = ids
                 continue
             out.append(_Msg("user", answers, ()))
         if rest is not None and len(rest) != len(m.content):
-            m = replace(m, content=rest)
+            m = m.with_content(rest)
         if m.content or m.role != "user":
             out.append(m)
         pending = ids
@@ -801,7 +812,7 @@ def _finish(msgs: list[_Msg], opts: NormalizeOptions, *, at_start: bool) -> list
             content = (
                 last.content if opts.thinking_enabled else [b for b in last.content if not _is_thinking(b)]
             )
-            msgs = [*msgs[:-1], replace(last, content=_rstrip_last_text(content))]
+            msgs = [*msgs[:-1], last.with_content(_rstrip_last_text(content))]
             if not msgs[-1].content or all(_is_blank_text(b) for b in msgs[-1].content):
                 msgs = msgs[:-1]
     if not at_start:
@@ -952,6 +963,7 @@ class IncrementalNormalizer:
         self._reset()
 
     def _reset(self) -> None:
+        self._lifted: dict[int, tuple[Entry, _Msg]] = {}
         self._head = _Head()
         self._tail_start = 0
         self._seen = 0
@@ -982,7 +994,9 @@ class IncrementalNormalizer:
             tool_ids, msg_ids, targets = _refs(tail)
             if tool_ids & head.tool_ids or msg_ids & head.msg_ids or targets & head.tool_ids:
                 raise _Dependent
-        msgs = [_lift(e) for e in tail]
+        lifted = self._lifted
+        msgs = [hit[1] if (hit := lifted.get(id(e))) and hit[0] is e else _lift(e) for e in tail]
+        self._lifted = {id(e): (e, m) for e, m in zip(tail, msgs, strict=True)}
         for step in _PRE_FINAL:
             msgs = step.run(msgs, self.options)
         if not at_start and (not msgs or msgs[0].role != "assistant"):

@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,8 +24,10 @@ from foldline.api.cache import (
     BlockPosition,
     PreparedMessages,
     PromptState,
+    StaticHashes,
     add_cache_breakpoints,
     prompt_state_hashes,
+    static_hashes,
 )
 from foldline.api.normalize import IncrementalNormalizer, MessageParam, NormalizeOptions
 from foldline.config import Config
@@ -93,9 +96,30 @@ def system_blocks(system: str | Sequence[str | Block]) -> list[Block]:
     return blocks
 
 
-def _opens_with_thinking(messages: Sequence[MessageParam], ends_turn: Callable[[int], bool]) -> bool:
-    """Whether the first assistant message after the last turn-ending one starts with thinking."""
-    boundary = next((i for i in range(len(messages) - 1, -1, -1) if ends_turn(i)), -1)
+def _user_kinds(message: MessageParam) -> list[object] | None:
+    return [b.get("type") for b in message["content"]] if message["role"] == "user" else None
+
+
+def _has_text(message: MessageParam) -> bool:
+    kinds = _user_kinds(message)
+    return kinds is not None and any(t != "tool_result" for t in kinds)
+
+
+def _has_no_results(message: MessageParam) -> bool:
+    kinds = _user_kinds(message)
+    return kinds is not None and "tool_result" not in kinds
+
+
+_TURN_ENDS: tuple[Callable[[MessageParam], bool], ...] = (_has_text, _has_no_results)
+"""The two readings of "the last user message before the final tool loop" (see below)."""
+
+
+def _last_index(messages: Sequence[MessageParam], test: Callable[[MessageParam], bool], stop: int = 0) -> int:
+    return next((i for i in range(len(messages) - 1, stop - 1, -1) if test(messages[i])), -1)
+
+
+def _opens_with_thinking(messages: Sequence[MessageParam], boundary: int) -> bool:
+    """Whether the first assistant message after `boundary` starts with thinking (True if none)."""
     for m in messages[boundary + 1 :]:
         if m["role"] == "assistant":
             return bool(m["content"]) and m["content"][0].get("type") in _THINKING
@@ -110,19 +134,30 @@ def final_turn_starts_with_thinking(messages: Sequence[MessageParam]) -> bool:
     message holding results and text (a snip tag, a reminder) ends the loop, the API's wording does
     not settle, so both readings must hold.
     """
+    return all(_opens_with_thinking(messages, _last_index(messages, test)) for test in _TURN_ENDS)
 
-    def kinds(i: int) -> list[object] | None:
-        return [b.get("type") for b in messages[i]["content"]] if messages[i]["role"] == "user" else None
 
-    def has_text(i: int) -> bool:
-        found = kinds(i)
-        return found is not None and any(t != "tool_result" for t in found)
+class _TurnBoundaries:
+    """`final_turn_starts_with_thinking` for a growing message list: rescans only what changed."""
 
-    def has_no_results(i: int) -> bool:
-        found = kinds(i)
-        return found is not None and "tool_result" not in found
+    def __init__(self) -> None:
+        self._seen: list[MessageParam] = []
+        self._last = [-1 for _ in _TURN_ENDS]
 
-    return _opens_with_thinking(messages, has_text) and _opens_with_thinking(messages, has_no_results)
+    def opens_with_thinking(self, messages: Sequence[MessageParam]) -> bool:
+        n = min(len(messages), len(self._seen))
+        same = list(map(operator.is_, messages[:n], self._seen[:n]))
+        try:
+            kept = same.index(False)
+        except ValueError:
+            kept = n
+        for k, test in enumerate(_TURN_ENDS):
+            found = _last_index(messages, test, stop=kept)
+            if found < 0:
+                found = self._last[k] if self._last[k] < kept else _last_index(messages[:kept], test)
+            self._last[k] = found
+        self._seen = list(messages)
+        return all(_opens_with_thinking(messages, b) for b in self._last)
 
 
 def params_from_context(
@@ -176,7 +211,7 @@ class RequestPlan:
     """Everything the next request needs, and what it adds to the timeline."""
 
     body: JSONObject
-    """The JSON body, exactly as it will be sent."""
+    """The JSON body, exactly as it will be sent. Read-only: plans of one session share structure."""
     betas: tuple[str, ...]
     """The `anthropic-beta` values to send with it, sorted."""
     new_records: tuple[ControlRecord, ...]
@@ -223,6 +258,9 @@ class RequestAssembler:
         )
         self._normalizer = IncrementalNormalizer(options)
         self._memo = PreparedMessages()
+        self._turns = _TurnBoundaries()
+        self._static: tuple[object, object, StaticHashes] | None = None
+        """Hashes of the marked tools and system, kept while the memo hands back the same lists."""
         self._seen = 0
         self._last: AnyRecord | None = None
         self._entries: list[Entry] = []
@@ -274,7 +312,7 @@ class RequestAssembler:
         self._sync(records)
         messages = self._normalizer.messages(self._entries)
         budget = self._budget
-        if budget is not None and not final_turn_starts_with_thinking(messages):
+        if budget is not None and not self._turns.opens_with_thinking(messages):
             budget = None  # the open turn was recorded without thinking: this request goes without (#19)
         caps = self.provider_caps
         marked = add_cache_breakpoints(
@@ -302,7 +340,13 @@ class RequestAssembler:
             stream=stream,
         )
         new_records: tuple[ControlRecord, ...] = (*marked.new_pins, *((latched,) if latched else ()))
-        state = prompt_state_hashes(body, betas=betas)
+        if (
+            self._static is None
+            or self._static[0] is not marked.tools
+            or self._static[1] is not marked.system
+        ):
+            self._static = (marked.tools, marked.system, static_hashes(marked.system, marked.tools))
+        state = prompt_state_hashes(body, betas=betas, static=self._static[2])
         return RequestPlan(body, betas, new_records, state, marked.message_breakpoints)
 
 
