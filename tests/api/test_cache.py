@@ -19,7 +19,7 @@ from foldline.api.cache import (
     prompt_state_hashes,
 )
 from foldline.api.normalize import MessageParam
-from foldline.api.params import RequestPlan, build_request
+from foldline.api.params import RequestAssembler, RequestPlan, build_request
 from foldline.api.validate import find_errors
 from foldline.config import CacheConfig, Config
 from foldline.providers.base import Capabilities
@@ -186,6 +186,7 @@ def _grow_session(turns: int) -> tuple[list[AnyRecord], list[RequestPlan]]:
     plans: list[RequestPlan] = []
     pending: list[str] = []
     config = Config(thinking_budget_tokens=2048)
+    assembler = RequestAssembler(config, SYSTEM, TOOLS, LOCAL)  # one per session, as the engine keeps it
     for turn in range(turns):
         if pending:
             records += [
@@ -203,7 +204,7 @@ def _grow_session(turns: int) -> tuple[list[AnyRecord], list[RequestPlan]]:
                     "edits": [{"type": "delete", "cache_reference": cache_reference_for(sent[0])}],
                 }
             ]
-        plan = build_request(records, config, SYSTEM, TOOLS, LOCAL, new_edits=edits)
+        plan = assembler.build(records, new_edits=edits)
         plans.append(plan)
         records += plan.new_records
         fan_out = 12 if turn == 20 else turn % 4  # turn 20 fans out: its results add > 20 blocks
@@ -263,6 +264,9 @@ def test_resume_rebuilds_the_same_request_bytes(session: Any) -> None:
     records, _ = session
     records = [*records, _user("one more thing")]
     live = build_request(records, Config(thinking_budget_tokens=2048), SYSTEM, TOOLS, LOCAL)
+    assembler = RequestAssembler(Config(thinking_budget_tokens=2048), SYSTEM, TOOLS, LOCAL)
+    assembler.build(records[:-40])
+    assert orjson.dumps(assembler.build(records).body) == orjson.dumps(live.body)
     resumed_records = [decode_record(encode_line(r)) for r in records]
     resumed = build_request(resumed_records, Config(thinking_budget_tokens=2048), SYSTEM, TOOLS, LOCAL)
     assert orjson.dumps(resumed.body) == orjson.dumps(live.body)

@@ -100,3 +100,42 @@ def test_a_snip_rebuilds_the_projection() -> None:
         build_request(records, Config(snip_enabled=False), "", [], LOCAL).body
     )
     assert "snip me" not in orjson.dumps(body).decode()
+
+
+def test_later_turns_reuse_the_earlier_messages() -> None:
+    from tests.api.test_params import reply, user
+
+    records: list[AnyRecord] = [user("go")]
+    assembler = RequestAssembler(Config(), "", TOOLS, LOCAL)
+    plans = []
+    for turn in range(6):
+        tid = f"toolu_{turn}"
+        records += [
+            reply(f"m{turn}", {"type": "tool_use", "id": tid, "name": "Read", "input": {}}),
+            user([{"type": "tool_result", "tool_use_id": tid, "content": "ok"}]),
+        ]
+        plans.append(assembler.build(records))
+    first, last = plans[-2].body["messages"], plans[-1].body["messages"]
+    assert all(a is b for a, b in zip(first[:-3], last, strict=False))  # frozen head: the same objects
+    assert last[-1] is not first[-1]
+
+
+def test_a_late_result_for_a_frozen_tool_call_starts_over_and_still_matches() -> None:
+    from tests.api.test_params import reply, user
+
+    records: list[AnyRecord] = [
+        user("go"),
+        reply("m1", {"type": "tool_use", "id": "toolu_a", "name": "Read", "input": {}}),
+    ]
+    records += [
+        user("never mind"),
+        reply("m2", {"type": "text", "text": "ok"}),
+        user("next"),
+        reply("m3", {"type": "text", "text": "sure"}),
+    ]
+    assembler = RequestAssembler(Config(), "", [], LOCAL)
+    assembler.build([*records, user("more")])
+    records += [user("more"), user([{"type": "tool_result", "tool_use_id": "toolu_a", "content": "late"}])]
+    body = assembler.build(records).body
+    assert orjson.dumps(body) == orjson.dumps(build_request(records, Config(), "", [], LOCAL).body)
+    assert body["messages"][2]["content"][0]["content"] == "late"
