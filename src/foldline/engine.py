@@ -32,7 +32,7 @@ import anyio
 import msgspec
 
 from foldline._types import Block
-from foldline.api.params import RequestPlan, build_request
+from foldline.api.params import RequestAssembler, RequestPlan
 from foldline.compact.pipeline import (
     CompactionContext,
     PreCompactHook,
@@ -133,12 +133,11 @@ class RequestBuilder(Protocol):
 def request_builder(
     config: Config, system: str, tools: Sequence[Tool], capabilities: Capabilities
 ) -> RequestBuilder:
-    """The standard builder: `api.params.build_request` with this session's system prompt and tools."""
-    specs = tool_specs(list(tools))
+    """The standard builder: one `RequestAssembler` per session, so per-turn work tracks what changed."""
+    assembler = RequestAssembler(config, system, tool_specs(list(tools)), capabilities)
 
     def build(records: Sequence[AnyRecord], *, max_tokens: int) -> RequestPlan:
-        limited = dataclasses.replace(config, max_output_tokens=max_tokens)
-        return build_request(records, limited, system, specs, capabilities)
+        return assembler.build(records, max_tokens=max_tokens)
 
     return build
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
 from foldline.events import RecordEvent, TextDeltaEvent
 from foldline.timeline import AssistantEntry, UserEntry, ui_view
-from foldline.tools import default_tools
+from foldline.tools import Decision, PermissionRules, default_tools
 from foldline.tools.batch import BatchTool
 
 from .conftest import Harness, assert_valid_next_request, reload
@@ -128,3 +129,32 @@ async def test_composite_tool_records_virtual_pairs_the_api_never_sees(
     batch_result = h.requests()[-1].messages[-1]["content"][0]
     assert "[1] Write (ok)" in str(batch_result["content"])
     assert "hello" in str(batch_result["content"])
+
+
+@pytest.mark.anyio
+async def test_ask_callback_decides_calls_the_rules_leave_open(harness: Callable[..., Harness]) -> None:
+    h = harness(
+        [
+            {
+                "tool_calls": [
+                    _tool("Bash", command="echo hi > out.txt"),
+                    _tool("Bash", command="git log; rm -rf x"),
+                ]
+            },
+            {"text": "ok"},
+        ]
+    )
+    asked: list[str] = []
+
+    async def ask(tool_name: str, tool_input: Mapping[str, Any], decision: Decision) -> bool:
+        asked.append(str(tool_input["command"]))
+        return "rm -rf" not in str(tool_input["command"])
+
+    rules = PermissionRules.from_lists(allow=["Bash(git log:*)"])
+    engine = await h.engine(permission_mode="default", rules=rules, ask=ask)
+    await engine.submit_message("go")
+    assert asked == ["echo hi > out.txt", "git log; rm -rf x"]  # `git log:*` never approves the chain
+    results = [b for b in h.requests()[1].messages[-1]["content"] if b["type"] == "tool_result"]
+    assert (h.workspace / "out.txt").read_text() == "hi\n"
+    assert results[1]["is_error"] is True
+    assert "Permission denied" in str(results[1]["content"])
