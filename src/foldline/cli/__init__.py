@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import click
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "format_option", "main"]
+
+format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "foldline", "claude-code"]),
+    default="auto",
+    show_default=True,
+    help="Transcript format of SESSION (auto: read the first line).",
+)
+"""The `--format` option every command that reads a session file takes."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

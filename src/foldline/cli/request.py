@@ -23,7 +23,7 @@ import orjson
 from foldline._json import loads
 from foldline._types import JSONObject
 from foldline.api.params import RequestPlan, build_request
-from foldline.cli import cli
+from foldline.cli import cli, format_option
 from foldline.config import Config
 from foldline.errors import FoldlineError, UserError
 from foldline.providers.base import Capabilities
@@ -99,14 +99,7 @@ def _render(plan: RequestPlan, body_only: bool) -> str:
 
 @cli.command()
 @click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["auto", "foldline", "claude-code"]),
-    default="auto",
-    show_default=True,
-    help="Transcript format.",
-)
+@format_option
 @click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="anthropic", show_default=True)
 @click.option("--prompt", default=None, help=f"Next user input (default {DEFAULT_PROMPT!r} after a reply).")
 @click.option("--model", default=None, help="Model name (default: the configured one).")

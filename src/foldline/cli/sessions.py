@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from foldline._types import Block
-from foldline.cli import cli
+from foldline.cli import cli, format_option
 from foldline.config import default_sessions_dir
 from foldline.errors import FoldlineError
 from foldline.sessions import FormatChoice, LoadedSession, SessionInfo, list_sessions, load_session
@@ -243,14 +243,7 @@ def _resolve(session: str) -> Path:
 
 @cli.command()
 @click.argument("session")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["auto", "foldline", "claude-code"]),
-    default="auto",
-    show_default=True,
-    help="Transcript format of SESSION.",
-)
+@format_option
 @click.option(
     "--max-chars", default=300, show_default=True, help="Truncate tool results and inputs (0: never)."
 )
