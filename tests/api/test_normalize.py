@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import copy
 
 import msgspec
 import pytest
-from tests.api.strategies import image_block, pdf_block, png_bytes
+from tests.api.strategies import image_block, pdf_block
 from tests.api.test_normalize_steps import body, reply, result, text, thinking, tool_use, user
 from tests.conftest import claude_code_files, requires_claude_code_data
 
@@ -16,7 +15,6 @@ from foldline.api.normalize import (
     MediaLimits,
     media_types_to_strip,
     normalize_messages_for_api,
-    sniff_image,
 )
 from foldline.api.validate import find_errors
 from foldline.errors import UserError
@@ -148,14 +146,6 @@ def test_s7_checks_type_count_and_many_image_dimensions() -> None:
         normalize_messages_for_api(
             [user([text("a"), *[image_block()] * 3])], media=MediaLimits(max_media_items=2)
         )
-
-
-def test_sniff_image_reads_png_gif_and_jpeg_headers() -> None:
-    assert sniff_image(png_bytes(640, 480)) == ("image/png", 640, 480)
-    assert sniff_image(b"GIF89a\x10\x00\x20\x00rest") == ("image/gif", 16, 32)
-    jpeg = b"\xff\xd8\xff\xe0\x00\x04ab\xff\xc0\x00\x11\x08\x01\x00\x02\x00\x03"
-    assert sniff_image(jpeg) == ("image/jpeg", 512, 256)
-    assert sniff_image(base64.b64decode("AAAA")) is None
 
 
 def test_prefill_is_dropped_unless_asked_and_then_trimmed() -> None:

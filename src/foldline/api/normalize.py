@@ -21,12 +21,9 @@ Invariants:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import hashlib
 import re
-import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypeAlias, TypedDict
@@ -34,6 +31,7 @@ from typing import Literal, TypeAlias, TypedDict
 from foldline._types import Block
 from foldline.compact.snip import short_id
 from foldline.errors import UserError
+from foldline.media import decode_base64, image_size, pdf_pages
 from foldline.timeline import (
     AssistantEntry,
     AttachmentEntry,
@@ -662,56 +660,13 @@ def _iter_media(msgs: list[_Msg]) -> Iterable[tuple[str, _Msg, Block]]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _decoded(data: str) -> bytes | None:
-    try:
-        return base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
-def sniff_image(raw: bytes) -> tuple[str, int, int] | None:
-    """(media type, width, height) read from an image's header bytes, or None if unrecognised."""
-    if raw.startswith(b"\x89PNG\r\n\x1a\n") and len(raw) >= 24:
-        w, h = struct.unpack(">II", raw[16:24])
-        return "image/png", w, h
-    if raw[:6] in (b"GIF87a", b"GIF89a") and len(raw) >= 10:
-        w, h = struct.unpack("<HH", raw[6:10])
-        return "image/gif", w, h
-    if raw.startswith(b"RIFF") and raw[8:12] == b"WEBP":
-        return "image/webp", *_webp_size(raw)
-    if raw.startswith(b"\xff\xd8"):
-        return "image/jpeg", *_jpeg_size(raw)
-    return None
-
-
-def _webp_size(raw: bytes) -> tuple[int, int]:
-    chunk = raw[12:16]
-    if chunk == b"VP8X" and len(raw) >= 30:
-        return 1 + int.from_bytes(raw[24:27], "little"), 1 + int.from_bytes(raw[27:30], "little")
-    if chunk == b"VP8L" and len(raw) >= 25:
-        bits = int.from_bytes(raw[21:25], "little")
-        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
-    if chunk == b"VP8 " and len(raw) >= 30:
-        w, h = struct.unpack("<HH", raw[26:30])
-        return w & 0x3FFF, h & 0x3FFF
-    return 0, 0
-
-
-def _jpeg_size(raw: bytes) -> tuple[int, int]:
-    i = 2
-    while i + 9 < len(raw):
-        if raw[i] != 0xFF:
-            i += 1
-            continue
-        marker = raw[i + 1]
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            h, w = struct.unpack(">HH", raw[i + 5 : i + 9])
-            return w, h
-        i += 2 + int.from_bytes(raw[i + 2 : i + 4], "big")
-    return 0, 0
-
-
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+def _image_facts(data: str) -> tuple[str, tuple[int, int]] | str:
+    """(media type, size) of base64 image data, or what is wrong with it; cached because the
+    incremental normalizer sees the same images every turn (results are small, unlike the bytes)."""
+    raw = decode_base64(data)
+    if not raw:
+        return "image data is empty or not valid base64"
+    return image_size(raw) or "image data is not a recognisable jpeg, png, gif or webp"
 
 
 def _media_error(path: str, m: _Msg, problem: str) -> UserError:
@@ -734,13 +689,10 @@ def _check_image(path: str, m: _Msg, block: Block, px_limit: int, limits: MediaL
         raise _media_error(
             path, m, f"image is {len(data)} bytes, over the {limits.max_image_bytes} byte limit"
         )
-    raw = _decoded(data)
-    if not raw:
-        raise _media_error(path, m, "image data is empty or not valid base64")
-    sniffed = sniff_image(raw)
-    if sniffed is None:
-        raise _media_error(path, m, "image data is not a recognisable jpeg, png, gif or webp")
-    actual, width, height = sniffed
+    facts = _image_facts(data)
+    if isinstance(facts, str):
+        raise _media_error(path, m, facts)
+    actual, (width, height) = facts
     if actual != media_type:
         raise _media_error(path, m, f"image is declared {media_type} but its bytes are {actual}")
     if max(width, height) > px_limit:
@@ -769,8 +721,8 @@ def _check_media(msgs: list[_Msg], limits: MediaLimits, before: _MediaTotals | N
             max_px = max(max_px, _check_image(path, m, block, px_limit, limits))
             continue
         source = block.get("source") or {}
-        raw = _decoded(str(source.get("data", ""))) if source.get("type") == "base64" else None
-        pages += max(1, len(_PDF_PAGE.findall(raw))) if raw else 1
+        raw = decode_base64(str(source.get("data", ""))) if source.get("type") == "base64" else None
+        pages += pdf_pages(raw) if raw else 1
     if images + pages > limits.max_media_items:
         path, m, _ = media[-1] if media else ("messages", _Msg("user", [], ()), {})
         raise _media_error(

@@ -38,10 +38,7 @@ Deliberate approximations (a body alone cannot tell more):
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
-import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -51,6 +48,7 @@ import orjson
 
 from foldline._json import dumps
 from foldline.errors import RequestValidationError, UserError
+from foldline.media import decode_base64, decode_image, pdf_pages
 
 __all__ = ["ValidationLimits", "find_errors", "validate_request"]
 
@@ -1000,7 +998,7 @@ def _image_rules(image: _Media, limits: ValidationLimits, *, many: bool) -> Iter
             here,
         )
         return
-    header = _decode_image(data)
+    header = decode_image(data)
     if header is None:
         yield _bare("Could not process image", here.at("data"))
         return
@@ -1022,87 +1020,6 @@ def _image_rules(image: _Media, limits: ValidationLimits, *, many: bool) -> Iter
         )
 
 
-def _decode_image(data: str) -> tuple[str, tuple[int, int]] | None:
-    """The sniffed media type and (width, height) of base64 image data, or `None` if unreadable."""
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    for media_type, parse in _IMAGE_PARSERS:
-        if raw.startswith(_MAGIC[media_type]) and (media_type != "image/webp" or raw[8:12] == b"WEBP"):
-            size = parse(raw)
-            return (media_type, size) if size else None
-    return None
-
-
-def _png_size(raw: bytes) -> tuple[int, int] | None:
-    if len(raw) < 24 or raw[12:16] != b"IHDR":
-        return None
-    width, height = struct.unpack(">II", raw[16:24])
-    return width, height
-
-
-def _gif_size(raw: bytes) -> tuple[int, int] | None:
-    if len(raw) < 10:
-        return None
-    width, height = struct.unpack("<HH", raw[6:10])
-    return width, height
-
-
-def _jpeg_size(raw: bytes) -> tuple[int, int] | None:
-    """Walk the JPEG segments to the first start-of-frame marker, which holds the dimensions."""
-    pos = 2
-    while pos + 4 <= len(raw):
-        if raw[pos] != 0xFF:
-            return None
-        marker = raw[pos + 1]
-        if marker == 0xFF:  # fill byte before a marker
-            pos += 1
-            continue
-        if marker in (0x01, *range(0xD0, 0xDA)):  # standalone markers have no length
-            pos += 2
-            continue
-        (length,) = struct.unpack(">H", raw[pos + 2 : pos + 4])
-        if marker in _JPEG_FRAME_MARKERS and pos + 9 <= len(raw):
-            height, width = struct.unpack(">HH", raw[pos + 5 : pos + 9])
-            return width, height
-        pos += 2 + length
-    return None
-
-
-_JPEG_FRAME_MARKERS = frozenset(
-    {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
-)
-
-
-def _webp_size(raw: bytes) -> tuple[int, int] | None:
-    chunk = raw[12:16]
-    if chunk == b"VP8 " and len(raw) >= 30 and raw[23:26] == b"\x9d\x01\x2a":
-        width, height = struct.unpack("<HH", raw[26:30])
-        return width & 0x3FFF, height & 0x3FFF
-    if chunk == b"VP8L" and len(raw) >= 25 and raw[20] == 0x2F:
-        (bits,) = struct.unpack("<I", raw[21:25])
-        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
-    if chunk == b"VP8X" and len(raw) >= 30:
-        return 1 + int.from_bytes(raw[24:27], "little"), 1 + int.from_bytes(raw[27:30], "little")
-    return None
-
-
-_MAGIC = {
-    "image/png": b"\x89PNG\r\n\x1a\n",
-    "image/jpeg": b"\xff\xd8\xff",
-    "image/gif": b"GIF8",
-    "image/webp": b"RIFF",
-}
-_IMAGE_PARSERS: tuple[tuple[str, Callable[[bytes], tuple[int, int] | None]], ...] = (
-    ("image/png", _png_size),
-    ("image/jpeg", _jpeg_size),
-    ("image/gif", _gif_size),
-    ("image/webp", _webp_size),
-)
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
-
-
 def _is_pdf(block: Mapping[str, Any]) -> bool:
     source = block.get("source")
     return (
@@ -1116,11 +1033,8 @@ def _document_pages(block: Mapping[str, Any]) -> int:
     """Pages of one document block: `/Type /Page` objects in a base64 PDF, else 1 (module docstring)."""
     if not _is_pdf(block):
         return 1
-    try:
-        raw = base64.b64decode(block["source"]["data"], validate=True)
-    except (binascii.Error, ValueError):
-        return 1
-    return max(1, len(_PDF_PAGE.findall(raw)))
+    raw = decode_base64(str(block["source"].get("data", "")))
+    return pdf_pages(raw) if raw is not None else 1
 
 
 # --- cache_control (rules 42-44) ---

@@ -24,26 +24,10 @@ import anyio
 
 from foldline._types import Block, JSONObject
 from foldline.errors import ToolError
+from foldline.media import sniff_image_type
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
 
 __all__ = ["EditTool", "ReadTool", "WriteTool", "sniff_image_type", "split_lines"]
-
-_IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-
-
-def sniff_image_type(head: bytes) -> str | None:
-    """The media type of an image the Messages API accepts, from its first bytes; `None` if not one."""
-    for magic, media_type in _IMAGE_MAGIC:
-        if head.startswith(magic):
-            return media_type
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 def _existing_file(ctx: ToolContext, file_path: str) -> Path:
