@@ -6,13 +6,14 @@ runs Python through Bash. Halfway through, the process "dies" (the engine is dro
 and the session is resumed from its JSONL transcript alone. It ends with a table of turns, tokens,
 cache-read share and cost, next to the same traffic without prompt caching.
 
-The compaction levels (Snip, Microcompact, Collapse, AutoCompact) are not built yet; the demo says
-so rather than pretending.
+Microcompact, Context Collapse and AutoCompact are not built yet; the demo says so rather than
+pretending.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -31,12 +32,11 @@ from foldline.providers.anthropic import AnthropicProvider
 from foldline.timeline import AssistantEntry, Timeline, UserEntry
 from foldline.tools import default_tools
 from foldline.transcript import TranscriptWriter, load_transcript
+from foldline.usage import UsageTotals, usage_of
 
 __all__ = ["DemoResult", "main", "run_demo", "scenario"]
 
 MODEL = "claude-sonnet-4-5"
-PRICE_PER_MTOK = {"input": 3.00, "cache_write": 3.75, "cache_read": 0.30, "output": 15.00}
-"""Sonnet 4.5 list prices, $ per million tokens (reference/api_rules.md §7)."""
 
 _SEED_FILE = (
     '"""A tiny calculator the demo agent grows one function per turn."""\n\n\n'
@@ -74,51 +74,13 @@ def scenario(turns: int) -> list[dict[str, Any]]:
 
 
 @dataclass
-class TurnStats:
-    """Usage of one user turn, summed over its API calls."""
-
-    requests: int = 0
-    input: int = 0
-    cache_write: int = 0
-    cache_read: int = 0
-    output: int = 0
-
-    @property
-    def prompt(self) -> int:
-        return self.input + self.cache_write + self.cache_read
-
-    def cost(self, *, cached: bool = True) -> float:
-        """Dollars for this turn; `cached=False` prices every prompt token at the base rate."""
-        p = PRICE_PER_MTOK
-        if not cached:
-            return (self.prompt * p["input"] + self.output * p["output"]) / 1e6
-        parts = (
-            self.input * p["input"] + self.cache_write * p["cache_write"] + self.cache_read * p["cache_read"]
-        )
-        return (parts + self.output * p["output"]) / 1e6
-
-
-@dataclass
 class DemoResult:
     """What the demo measured."""
 
-    turns: list[TurnStats]
+    turns: list[UsageTotals]
     transcript: Path
     resumed_at: int
     seconds: float
-
-
-def _usage_of(records: list[Any]) -> TurnStats:
-    stats = TurnStats()
-    for record in records:
-        if isinstance(record, AssistantEntry) and record.message.usage and not record.is_api_error_message:
-            usage = record.message.usage
-            stats.requests += 1
-            stats.input += usage.input_tokens
-            stats.cache_write += usage.cache_creation_input_tokens
-            stats.cache_read += usage.cache_read_input_tokens
-            stats.output += usage.output_tokens
-    return stats
 
 
 def _engine(
@@ -171,7 +133,7 @@ async def run_demo(
         with run_server(app) as url:
             console.print(f"[dim]local Messages API on {url}; workspace {workspace}[/dim]")
             resumed_at = turns // 2
-            stats: list[TurnStats] = []
+            stats: list[UsageTotals] = []
             engine, writer = _engine(url, workspace, transcript, _printer(console))
             for turn in range(turns):
                 if turn == resumed_at:
@@ -183,7 +145,7 @@ async def run_demo(
                 prompt = f"Add the next calculator function (task {turn + 1} of {turns})."
                 console.print(f"\n[bold cyan]user>[/bold cyan] {prompt}")
                 await engine.submit_message(prompt)
-                stats.append(_usage_of(list(engine.timeline.snapshot()[before:])))
+                stats.append(usage_of(list(engine.timeline.snapshot()[before:])))
             await engine.aclose()
             writer.close()
         loaded = load_transcript(transcript)
@@ -230,18 +192,13 @@ def summary_table(result: DemoResult) -> Table:
     table = Table(title="usage per turn, as the server billed it")
     for column in ("turn", "calls", "prompt", "read", "write", "output", "read %", "cost", "no-cache $"):
         table.add_column(column, justify="right")
-    total = TurnStats()
     for i, t in enumerate(result.turns, 1):
-        mark = "*" if i - 1 == result.resumed_at else ""
-        table.add_row(*_row(f"{i}{mark}", t))
-        for field in ("requests", "input", "cache_write", "cache_read", "output"):
-            setattr(total, field, getattr(total, field) + getattr(t, field))
-    table.add_row(*_row("total", total), style="bold")
+        table.add_row(*_row(f"{i}{'*' if i - 1 == result.resumed_at else ''}", t))
+    table.add_row(*_row("total", sum(result.turns, UsageTotals())), style="bold")
     return table
 
 
-def _row(label: str, t: TurnStats) -> list[str]:
-    share = t.cache_read / t.prompt if t.prompt else 0.0
+def _row(label: str, t: UsageTotals) -> list[str]:
     return [
         label,
         str(t.requests),
@@ -249,7 +206,7 @@ def _row(label: str, t: TurnStats) -> list[str]:
         f"{t.cache_read:,}",
         f"{t.cache_write + t.input:,}",
         f"{t.output:,}",
-        f"{share:.0%}",
+        f"{t.read_share:.0%}",
         f"${t.cost():.4f}",
         f"${t.cost(cached=False):.4f}",
     ]
@@ -257,7 +214,7 @@ def _row(label: str, t: TurnStats) -> list[str]:
 
 def main(turns: int = 8) -> None:
     """Run the demo and print its summary."""
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=100)
     console.rule("[bold]foldline demo[/bold]: a scripted coding session against the local Messages API")
     result = asyncio.run(run_demo(turns, console=console))
     console.print(summary_table(result))
@@ -271,8 +228,8 @@ def main(turns: int = 8) -> None:
         f"{1 - total_cached / total_plain:.0%} of the cost (${total_cached:.4f} vs ${total_plain:.4f})."
     )
     console.print(
-        "[dim]Not built yet: the compaction levels (Snip effects beyond the tool, Microcompact, "
-        "Collapse, AutoCompact); this session stays far below the context window.[/dim]"
+        "[dim]Not built yet: Microcompact, Context Collapse and AutoCompact (Snip works); "
+        "this session stays far below the context window.[/dim]"
     )
 
 
