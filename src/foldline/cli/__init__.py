@@ -31,6 +31,7 @@ def main() -> None:
     cli()
 
 
+from foldline.cli import chat as _chat  # noqa: E402,F401
 from foldline.cli import demo as _demo  # noqa: E402,F401
 from foldline.cli import request as _request  # noqa: E402,F401
 from foldline.cli import serve as _serve  # noqa: E402,F401

@@ -1,0 +1,263 @@
+"""`foldline chat`: the agent at a terminal (SPEC §10), a thin shell over `QueryEngine`.
+
+Modes: `-p PROMPT` or piped stdin run one turn and print the answer; otherwise a REPL with slash
+commands. Sessions live under the configured sessions directory, one per workspace; `--continue`
+picks the newest, `--resume ID` a given one. Ctrl-C during a turn interrupts that turn (the
+transcript records it), never the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from foldline.cli import cli
+from foldline.config import Config, TranscriptConfig
+from foldline.engine import QueryEngine
+from foldline.errors import FoldlineError
+from foldline.events import RecordEvent, RetryEvent, TextDeltaEvent, UIEvent
+from foldline.providers.anthropic import AnthropicProvider
+from foldline.timeline import AssistantEntry, Timeline, UserEntry
+from foldline.tokens import estimate_blocks, estimate_text
+from foldline.tools import Decision, default_tools
+from foldline.tools.permissions import PermissionMode
+from foldline.transcript import TranscriptWriter, list_session_files, session_path
+from foldline.usage import cache_breaks, usage_of
+
+MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
+HELP = """/cost     tokens and dollars so far      /cache   cache hit rate and breaks
+/context  what fills the context window   /clear   start a new session
+/resume   list this workspace's sessions  /compact (not built yet)
+/help     this list                       /exit    leave (Ctrl-D too)"""
+
+
+@dataclass
+class _Session:
+    engine: QueryEngine
+    writer: TranscriptWriter
+    path: Path
+
+
+def _open(workspace: Path, sessions_dir: Path, resume: str | None, latest: bool) -> tuple[Path, bool]:
+    """The transcript to use and whether it already exists."""
+    if resume:
+        candidate = Path(resume)
+        if candidate.is_file():
+            return candidate, True
+        path = session_path(sessions_dir, str(workspace), resume)
+        if not path.is_file():
+            raise click.ClickException(f"no session {resume!r} for {workspace} (looked for {path})")
+        return path, True
+    if latest:
+        found = list_session_files(sessions_dir, cwd=str(workspace))
+        if not found:
+            raise click.ClickException(f"no earlier session for {workspace} under {sessions_dir}")
+        return found[0], True
+    return session_path(sessions_dir, str(workspace), str(uuid.uuid4())), False
+
+
+def _start(path: Path, exists: bool, workspace: Path, engine_kwargs: dict[str, Any]) -> _Session:
+    if exists:
+        writer, loaded = TranscriptWriter.resume(path)
+        timeline = loaded.timeline()
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = TranscriptWriter.create(path, session_id=path.stem, cwd=str(workspace))
+        timeline = Timeline(session_id=path.stem)
+    # Each session gets its own provider: closing a session (engine.aclose) closes its client.
+    provider = AnthropicProvider(base_url=engine_kwargs["base_url"], api_key=engine_kwargs["api_key"])
+    options = {k: v for k, v in engine_kwargs.items() if k not in ("base_url", "api_key")}
+    engine = QueryEngine(
+        provider=provider, timeline=timeline, transcript=writer, workspace=workspace, **options
+    )
+    engine.answer_dangling_tool_calls()
+    return _Session(engine, writer, path)
+
+
+def _printer(console: Console) -> Callable[[UIEvent], None]:
+    def show(event: UIEvent) -> None:
+        if isinstance(event, TextDeltaEvent):
+            console.print(event.text, end="", markup=False, highlight=False)
+        elif isinstance(event, RetryEvent):
+            console.print(f"\n[yellow]retrying in {event.delay:.1f}s: {event.reason}[/yellow]")
+        elif isinstance(event, RecordEvent) and isinstance(event.record, AssistantEntry):
+            for block in event.record.message.content:
+                if block.get("type") == "tool_use" and not event.record.is_virtual:
+                    console.print(f"\n[magenta]⏺ {block['name']}[/magenta] [dim]{block['input']}[/dim]")
+        elif isinstance(event, RecordEvent) and isinstance(event.record, UserEntry):
+            content = event.record.message.content
+            for block in content if isinstance(content, list) else []:
+                if block.get("type") == "tool_result":
+                    first = str(block.get("content", "")).strip().splitlines()[:1]
+                    style = "red" if block.get("is_error") else "dim"
+                    console.print(f"  [{style}]⎿ {first[0][:100] if first else '(no output)'}[/{style}]")
+
+    return show
+
+
+def _asker(console: Console) -> Callable[[str, Mapping[str, Any], Decision], Awaitable[bool]]:
+    async def ask(tool_name: str, tool_input: Mapping[str, Any], decision: Decision) -> bool:
+        question = f"\nAllow {tool_name} {dict(tool_input)}? ({decision.reason})"
+        return bool(await asyncio.to_thread(click.confirm, question, default=False))
+
+    return ask
+
+
+async def _turn(session: _Session, prompt: str) -> None:
+    """One turn; Ctrl-C cancels it (the engine records the interruption) and returns to the prompt."""
+    task = asyncio.ensure_future(session.engine.submit_message(prompt))
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
+    except (NotImplementedError, RuntimeError):  # not the main thread (tests), or no signals here
+        pass
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise
+        click.echo("\n[interrupted]")
+    finally:
+        try:
+            loop.remove_signal_handler(signal.SIGINT)
+        except (NotImplementedError, RuntimeError):
+            pass
+    click.echo()
+
+
+def _context_table(session: _Session) -> Table:
+    """/context: estimated tokens by category in the request the next turn would send."""
+    engine = session.engine
+    assert engine.build_request is not None
+    body = engine.build_request(engine.timeline.snapshot(), max_tokens=engine.config.max_output_tokens).body
+    counts: dict[str, int] = {"system prompt": estimate_text(str(body.get("system", "")))}
+    counts["tool definitions"] = estimate_text(str(body.get("tools", "")))
+    for message in body["messages"]:
+        for block in message["content"]:
+            kind = f"{message['role']} {block.get('type')}"
+            counts[kind] = counts.get(kind, 0) + estimate_blocks([block])
+    table = Table(title=f"context: ~{sum(counts.values()):,} of {engine.config.context_window:,} tokens")
+    table.add_column("category")
+    table.add_column("tokens (est.)", justify="right")
+    for kind, tokens in sorted(counts.items(), key=lambda kv: -kv[1]):
+        table.add_row(kind, f"{tokens:,}")
+    return table
+
+
+def _slash(command: str, session: _Session, console: Console) -> bool:
+    """Run a slash command; False means leave the REPL."""
+    records = session.engine.timeline.snapshot()
+    name = command.split()[0]
+    if name in ("/exit", "/quit"):
+        return False
+    if name == "/cost":
+        totals = usage_of(records)
+        console.print(
+            f"{totals.requests} API calls, {totals.prompt:,} input tokens "
+            f"({totals.read_share:.0%} from cache), {totals.output:,} output: ${totals.cost():.4f} "
+            f"(without caching ${totals.cost(cached=False):.4f})"
+        )
+    elif name == "/cache":
+        totals, breaks = usage_of(records), cache_breaks(records)
+        console.print(f"cache reads: {totals.read_share:.0%} of input tokens; {len(breaks)} break(s)")
+        for b in breaks:
+            console.print(f"  call {b.call}: cache reads fell from {b.before:,} to {b.after:,} tokens")
+    elif name == "/context":
+        console.print(_context_table(session))
+    elif name == "/resume":
+        for path in list_session_files(session.path.parent.parent, cwd=str(session.engine.workspace)):
+            console.print(f"  {path.stem}  [dim]{path}[/dim]")
+    elif name == "/compact":
+        console.print("[yellow]/compact is not built yet: the compaction levels are still to come[/yellow]")
+    else:
+        console.print(HELP)
+    return True
+
+
+async def _repl(session: _Session, console: Console, make: Callable[[], _Session]) -> None:
+    console.print(f"[dim]session {session.path.stem} ({session.path}); /help for commands[/dim]")
+    while True:
+        try:
+            line = (await asyncio.to_thread(input, "› ")).strip()
+        except EOFError:
+            return
+        if line == "/clear":
+            await _close(session)
+            session = make()  # R7.4: a new session, a new cache baseline
+            console.print(f"[dim]new session {session.path.stem}[/dim]")
+        elif line.startswith("/"):
+            if not _slash(line, session, console):
+                break
+        elif line:
+            await _turn(session, line)
+    await _close(session)
+
+
+async def _close(session: _Session) -> None:
+    await session.engine.aclose()
+    session.writer.close()
+
+
+@cli.command()
+@click.option("-p", "--prompt", help="Run one turn with PROMPT and print the answer (stdin works too).")
+@click.option("--continue", "latest", is_flag=True, help="Continue this workspace's newest session.")
+@click.option("--resume", metavar="ID", help="Resume a session by id (or transcript path).")
+@click.option("--model", help="Model name (default: the configured one).")
+@click.option("--base-url", envvar="ANTHROPIC_BASE_URL", help="Another server that speaks the API.")
+@click.option("--api-key", envvar="ANTHROPIC_API_KEY", help="API key (default: $ANTHROPIC_API_KEY).")
+@click.option("--permission-mode", type=click.Choice(MODES), default="default", show_default=True)
+@click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=Path.cwd)
+@click.option("--sessions-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--repl", "force_repl", is_flag=True, hidden=True)
+def chat(**options: Any) -> None:
+    """Talk to the agent: one turn with -p (or stdin), otherwise a REPL."""
+    console = Console(highlight=False)
+    workspace = Path(options["workspace"]).resolve()
+    sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
+    config = Config(model=options["model"]) if options["model"] else Config()
+    mode: PermissionMode = options["permission_mode"]
+    interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
+    kwargs: dict[str, Any] = {
+        "base_url": options["base_url"],
+        "api_key": options["api_key"],
+        "config": config,
+        "tools": default_tools(),
+        "permission_mode": mode,
+        "ask": _asker(console) if interactive else None,
+    }
+    path, exists = _open(workspace, sessions_dir, options["resume"], options["latest"])
+    try:
+        session = _start(path, exists, workspace, kwargs)
+        session.engine.events.subscribers.append(_printer(console))
+        if interactive:
+
+            def fresh() -> _Session:
+                new = _start(*_open(workspace, sessions_dir, None, False), workspace, kwargs)
+                new.engine.events.subscribers.append(_printer(console))
+                return new
+
+            asyncio.run(_repl(session, console, fresh))
+            return
+        prompt = options["prompt"] if options["prompt"] is not None else sys.stdin.read()
+        if not prompt.strip():
+            raise click.ClickException("nothing to send: give -p PROMPT or text on stdin")
+        asyncio.run(_one_shot(session, prompt))
+    except FoldlineError as e:
+        raise click.ClickException(str(e)) from e
+
+
+async def _one_shot(session: _Session, prompt: str) -> None:
+    try:
+        await _turn(session, prompt)
+    finally:
+        await _close(session)

@@ -1,0 +1,75 @@
+"""`foldline chat` against the real local server: one-shot, stdin, --continue, the REPL's commands."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from foldline.cli import cli
+from foldline.server.app import create_app
+from foldline.server.backend import ScriptedBackend
+from foldline.server.testing import run_server
+from foldline.transcript import list_session_files
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, ScriptedBackend]]:
+    backend = ScriptedBackend()  # echoes the last user message
+    with run_server(create_app(backend=backend)) as url:
+        yield url, backend
+
+
+def _chat(url: str, tmp_path: Path, *args: str, stdin: str | None = None) -> str:
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    base = ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(workspace)]
+    result = CliRunner().invoke(
+        cli, [*base, "--sessions-dir", str(tmp_path / "sessions"), *args], input=stdin
+    )
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_one_shot_prints_the_answer_and_saves_the_session(
+    server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    url, _ = server
+    assert "You said: hello there" in _chat(url, tmp_path, "-p", "hello there")
+    assert len(list_session_files(tmp_path / "sessions")) == 1
+
+
+def test_stdin_is_a_prompt_and_continue_resumes(server: tuple[str, ScriptedBackend], tmp_path: Path) -> None:
+    url, backend = server
+    assert "You said: from a pipe" in _chat(url, tmp_path, stdin="from a pipe\n")
+    _chat(url, tmp_path, "--continue", "-p", "second")
+    assert len(list_session_files(tmp_path / "sessions")) == 1
+    assert len(backend.calls[-1].messages) == 3  # the first exchange came back with --continue
+
+
+def test_resume_of_an_unknown_session_is_a_clear_error(
+    server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    url, _ = server
+    result = CliRunner().invoke(
+        cli, ["chat", "--base-url", url, "--sessions-dir", str(tmp_path), "--resume", "nope"]
+    )
+    assert result.exit_code != 0
+    assert "no session 'nope'" in result.output
+
+
+def test_repl_runs_turns_and_slash_commands(server: tuple[str, ScriptedBackend], tmp_path: Path) -> None:
+    url, backend = server
+    out = _chat(
+        url, tmp_path, "--repl", stdin="first\nsecond\n/cost\n/cache\n/context\n/clear\nthird\n/exit\n"
+    )
+    assert "You said: first" in out
+    assert "You said: second" in out
+    assert "2 API calls" in out
+    assert "cache reads:" in out
+    assert "tool definitions" in out
+    assert "new session" in out
+    assert len(backend.calls[-1].messages) == 1  # /clear started over
+    assert len(list_session_files(tmp_path / "sessions")) == 2
