@@ -1119,7 +1119,9 @@ def test_arbitrary_bodies_never_crash(messages: Any, extra: dict[str, Any]) -> N
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_mutated_valid_bodies_never_crash(data: st.DataObject) -> None:
-    body = data.draw(st.sampled_from(list(VALID_BODIES.values())))()
+    # A deep copy: the bodies share module-level dicts (THINKING, HOUR, ...) with CASES, and a
+    # mutation here used to corrupt the cases for every test that ran later in the process.
+    body = copy.deepcopy(data.draw(st.sampled_from(list(VALID_BODIES.values())))())
     target: Any = body
     for _ in range(data.draw(st.integers(1, 6))):
         if isinstance(target, dict) and target:
