@@ -231,7 +231,9 @@ class QueryEngine:
 
     async def submit_message(self, text: str) -> TurnResult:
         """Append the user's message (timeline, then transcript) and run the loop on it (R1.1)."""
-        if self.instructions and not any(isinstance(r, AttachmentEntry) for r in self.timeline):
+        if self.instructions and not any(
+            isinstance(r, AttachmentEntry) and r.attachment_type == "instructions" for r in self.timeline
+        ):
             for attachment in load_instruction_files(self.workspace, session_id=self.timeline.session_id):
                 self._append(msgspec.structs.replace(attachment, parent_uuid=self.timeline.last_uuid))
         for hook in self.attachment_hooks:
