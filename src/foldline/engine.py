@@ -33,6 +33,7 @@ import msgspec
 
 from foldline._types import Block
 from foldline.api.params import RequestAssembler, RequestPlan
+from foldline.compact.budget import apply_result_budget
 from foldline.compact.pipeline import (
     CompactionContext,
     PreCompactHook,
@@ -78,6 +79,7 @@ from foldline.timeline import (
     AttachmentEntry,
     ProgressEntry,
     SnipBoundary,
+    SystemEntry,
     Timeline,
     UserEntry,
     UserMessage,
@@ -215,6 +217,9 @@ class QueryEngine:
     tail_hooks: Sequence[Callable[[QueryEngine], Any]] = ()
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], Any] = asyncio.sleep
+    session_dir: Path | None = None
+    """Where this session keeps files beside its transcript (oversized tool results, R3.0);
+    default `<sessions_dir>/<session_id>/`."""
     build_request: RequestBuilder | None = None
     """Defaults to `request_builder(config, system, tools, provider.capabilities)`."""
     _turn: _Turn | None = field(default=None, init=False)
@@ -284,7 +289,7 @@ class QueryEngine:
         turn.last, turn.accumulator = entry, None
         self._append(entry, sync=bool(executor.calls))
         if executor.calls:
-            results = await executor.results()
+            results = self._budget_results(await executor.results(), executor)
             turn.executor = None
             self._append(self._entry(UserEntry, message=UserMessage(content=results)))
             self._apply_snips(executor)
@@ -446,6 +451,22 @@ class QueryEngine:
     async def _permit(self, tool: Tool, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
         decision = await authorize(tool.name, tool_input, ctx, self.rules, self.permission_mode, self.ask)
         return None if decision.behavior == "allow" else decision.reason
+
+    def _budget_results(self, results: list[Block], executor: ToolExecutor) -> list[Block]:
+        """R3.0: oversized results go to a file in the session directory before they are recorded."""
+        names = {call.id: call.block.get("name", "") for call in executor.calls}
+        directory = self.session_dir or self.config.transcript.sessions_dir / (
+            self.timeline.session_id or "session"
+        )
+        kept, moved = apply_result_budget(
+            results, names, limit=self.config.tool_result_budget_chars, directory=directory / "tool-results"
+        )
+        if moved:
+            chars = sum(m.chars for m in moved)
+            text = f"saved {len(moved)} oversized tool result(s), {chars:,} chars, to files"
+            self._append(self._entry(SystemEntry, subtype="tool_result_budget", content=text))
+            self.events.emit(NoticeEvent(text))
+        return kept
 
     def _apply_snips(self, executor: ToolExecutor) -> None:
         """R3.1.2: a Snip call removes entries from the API view by appending a boundary."""

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from foldline._types import JSONObject
 from foldline.events import RecordEvent, TextDeltaEvent
-from foldline.timeline import AssistantEntry, UserEntry, ui_view
+from foldline.timeline import AssistantEntry, SystemEntry, UserEntry, ui_view
 from foldline.tools import Decision, PermissionRules, default_tools
+from foldline.tools.base import BaseTool, ToolContext, ToolResult
 from foldline.tools.batch import BatchTool
 
 from .conftest import Harness, assert_valid_next_request, reload
@@ -158,3 +160,29 @@ async def test_ask_callback_decides_calls_the_rules_leave_open(harness: Callable
     assert (h.workspace / "out.txt").read_text() == "hi\n"
     assert results[1]["is_error"] is True
     assert "Permission denied" in str(results[1]["content"])
+
+
+class _LoudTool(BaseTool):
+    """A tool whose output is over the 50,000-character budget (Bash and Grep cap their own)."""
+
+    name = "Loud"
+    description = "Prints a lot."
+    input_schema: JSONObject = {"type": "object", "properties": {}}  # noqa: RUF012
+    concurrency_safe = True
+
+    async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        return ToolResult("a" * 80_000)
+
+
+@pytest.mark.anyio
+async def test_oversized_tool_output_is_recorded_as_a_preview_once(harness: Callable[..., Harness]) -> None:
+    h = harness([{"tool_calls": [_tool("Loud")]}, {"text": "ok"}])
+    engine = await h.engine(tools=[_LoudTool()], session_dir=h.workspace.parent / "session-files")
+    await engine.submit_message("make noise")
+    sent = str(h.requests()[1].messages[-1]["content"][0]["content"])
+    assert "Output too large for the context" in sent
+    assert len(sent) < 5_000
+    [saved] = (h.workspace.parent / "session-files" / "tool-results").iterdir()
+    assert saved.read_text() == "a" * 80_000
+    notices = [r for r in reload(h).snapshot() if isinstance(r, SystemEntry)]
+    assert [n.subtype for n in notices] == ["tool_result_budget"]  # never silent (R3.0.1)
