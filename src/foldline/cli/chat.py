@@ -78,7 +78,12 @@ def _start(path: Path, exists: bool, workspace: Path, engine_kwargs: dict[str, A
     provider = AnthropicProvider(base_url=engine_kwargs["base_url"], api_key=engine_kwargs["api_key"])
     options = {k: v for k, v in engine_kwargs.items() if k not in ("base_url", "api_key")}
     engine = QueryEngine(
-        provider=provider, timeline=timeline, transcript=writer, workspace=workspace, **options
+        provider=provider,
+        timeline=timeline,
+        transcript=writer,
+        workspace=workspace,
+        session_dir=path.with_suffix(""),  # beside the transcript, as Claude Code keeps subagents
+        **options,
     )
     engine.answer_dangling_tool_calls()
     return _Session(engine, writer, path)
