@@ -147,9 +147,13 @@ def request_builder(
 class TranscriptSink(Protocol):
     """Where records are persisted (a `TranscriptWriter`)."""
 
-    def append(self, record: AnyRecord, *, sync: bool = False) -> None: ...
+    def append(self, record: AnyRecord, *, sync: bool = False) -> None:
+        """Persist one record; with `sync`, durably before returning."""
+        ...
 
-    def sync(self) -> None: ...
+    def sync(self) -> None:
+        """Make every record appended so far durable."""
+        ...
 
 
 @dataclass(frozen=True)

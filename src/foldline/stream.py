@@ -33,6 +33,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class MessageStart:
+    """A reply began: its id, model and the input-side usage."""
+
     id: str
     model: str
     usage: Usage
@@ -40,41 +42,55 @@ class MessageStart:
 
 @dataclass(frozen=True)
 class BlockStart:
+    """Content block `index` began (text, thinking, tool_use, ...)."""
+
     index: int
     block: Block
 
 
 @dataclass(frozen=True)
 class TextDelta:
+    """More text for block `index`."""
+
     index: int
     text: str
 
 
 @dataclass(frozen=True)
 class ThinkingDelta:
+    """More thinking text for block `index`."""
+
     index: int
     thinking: str
 
 
 @dataclass(frozen=True)
 class SignatureDelta:
+    """The signature that seals thinking block `index`."""
+
     index: int
     signature: str
 
 
 @dataclass(frozen=True)
 class InputJSONDelta:
+    """A piece of tool_use block `index`'s input JSON."""
+
     index: int
     partial_json: str
 
 
 @dataclass(frozen=True)
 class BlockStop:
+    """Content block `index` is complete."""
+
     index: int
 
 
 @dataclass(frozen=True)
 class MessageDelta:
+    """The reply's stop reason and final output usage."""
+
     stop_reason: str | None
     stop_sequence: str | None
     usage: Usage
@@ -82,7 +98,7 @@ class MessageDelta:
 
 @dataclass(frozen=True)
 class MessageStop:
-    pass
+    """The reply is complete."""
 
 
 StreamEvent: TypeAlias = (
