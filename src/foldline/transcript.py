@@ -674,13 +674,7 @@ def _publish(path: Path, data: bytes, *, durable: bool) -> None:
     """Create `path` holding `data` atomically: temp file, fsync, hard link, fsync the directory."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            _write_fully(fd, data)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        _create_file(tmp, data, durable=durable)
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -715,19 +709,24 @@ def _write_sidecar(path: Path, data: bytes, *, durable: bool) -> Path:
     for n in range(1000):
         sidecar = path.with_name(f"{path.name}.corrupt-{stamp}" + (f"-{n}" if n else ""))
         try:
-            fd = os.open(sidecar, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            _create_file(sidecar, data, durable=durable)
         except FileExistsError:
             continue
-        try:
-            _write_fully(fd, data)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
         if durable:
             _fsync_dir(path.parent)
         return sidecar
     raise OSError(errno.EEXIST, f"no free sidecar name for {path}")
+
+
+def _create_file(path: Path, data: bytes, *, durable: bool) -> None:
+    """Create `path` (FileExistsError if it exists) holding `data`, fsynced when `durable`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        _write_fully(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_fully(fd: int, data: bytes) -> None:
