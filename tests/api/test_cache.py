@@ -17,6 +17,7 @@ from foldline.api.cache import (
     diff_states,
     previous_turn_breakpoint,
     prompt_state_hashes,
+    same_objects_prefix,
 )
 from foldline.api.normalize import MessageParam
 from foldline.api.params import RequestAssembler, RequestPlan, build_request
@@ -287,6 +288,14 @@ def _body(**overrides: Any) -> dict[str, Any]:
     }
     body.update(overrides)
     return body
+
+
+def test_same_objects_prefix_counts_identity_not_equality() -> None:
+    a, b, c = {"x": 1}, {"x": 1}, {"x": 2}
+    assert same_objects_prefix([a, c, b], [a, c, a]) == 2
+    assert same_objects_prefix([a, b], [a, {"x": 1}]) == 1  # equal but another object: not reused
+    assert same_objects_prefix([a, c], [a, c, b]) == 2
+    assert same_objects_prefix([], [a]) == 0
 
 
 def test_state_diff_names_what_changed() -> None:

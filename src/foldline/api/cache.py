@@ -40,6 +40,7 @@ __all__ = [
     "diff_states",
     "previous_turn_breakpoint",
     "prompt_state_hashes",
+    "same_objects_prefix",
     "static_hashes",
 ]
 
@@ -112,6 +113,20 @@ def _blocks_between(messages: Sequence[MessageParam], start: BlockPosition, end:
     return count + end[1] + 1
 
 
+def same_objects_prefix(items: Sequence[object], previous: Sequence[object]) -> int:
+    """How many leading items of `items` are the very objects (`is`) at the same place in `previous`.
+
+    Incremental callers use it to find how much of the previous request's messages came back
+    unchanged (a long session repeats thousands each turn, so the comparison runs at C speed).
+    """
+    n = min(len(items), len(previous))
+    same = list(map(operator.is_, items[:n], previous[:n]))
+    try:
+        return same.index(False)
+    except ValueError:
+        return n
+
+
 def _valid(messages: Sequence[MessageParam], pos: BlockPosition) -> bool:
     return 0 <= pos[0] < len(messages) and 0 <= pos[1] < len(messages[pos[0]]["content"])
 
@@ -135,13 +150,7 @@ class PreparedMessages:
         """How many leading messages can be taken from the previous request's prepared ones."""
         if not self.sources or len(pins) < self.n_pins:
             return 0
-        n = min(len(messages), len(self.sources))
-        same = list(map(operator.is_, messages[:n], self.sources[:n]))
-        try:
-            k = same.index(False)
-        except ValueError:
-            k = n
-        k = min(k, self.refs_upto + 1, refs_upto + 1)
+        k = min(same_objects_prefix(messages, self.sources), self.refs_upto + 1, refs_upto + 1)
         for pin in pins[self.n_pins :]:
             k = min(k, pin.message_index)
         return max(k, 0)

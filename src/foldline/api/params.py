@@ -14,7 +14,6 @@ Invariants:
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from foldline.api.cache import (
     StaticHashes,
     add_cache_breakpoints,
     prompt_state_hashes,
+    same_objects_prefix,
     static_hashes,
 )
 from foldline.api.normalize import IncrementalNormalizer, MessageParam, NormalizeOptions
@@ -145,12 +145,7 @@ class _TurnBoundaries:
         self._last = [-1 for _ in _TURN_ENDS]
 
     def opens_with_thinking(self, messages: Sequence[MessageParam]) -> bool:
-        n = min(len(messages), len(self._seen))
-        same = list(map(operator.is_, messages[:n], self._seen[:n]))
-        try:
-            kept = same.index(False)
-        except ValueError:
-            kept = n
+        kept = same_objects_prefix(messages, self._seen)
         for k, test in enumerate(_TURN_ENDS):
             found = _last_index(messages, test, stop=kept)
             if found < 0:
