@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from foldline._json import dumps
@@ -53,7 +53,6 @@ __all__ = [
     "deleted_tokens",
     "flatten",
     "has_beta",
-    "strip_cache_edits",
     "total_tokens",
 ]
 
@@ -115,7 +114,9 @@ class CacheUsage:
 
 def has_beta(header: str | None, beta: str) -> bool:
     """Whether a comma-separated `anthropic-beta` header lists `beta`."""
-    return bool(header) and beta in (part.strip() for part in (header or "").split(","))
+    if not header:
+        return False
+    return beta in (part.strip() for part in header.split(","))
 
 
 def _ttl_of(block: Mapping[str, Any]) -> str | None:
@@ -197,9 +198,8 @@ def _with_automatic_breakpoint(body: Mapping[str, Any], blocks: list[FlatBlock])
     """A top-level `cache_control` puts a breakpoint on the last block (automatic caching)."""
     if not blocks or not isinstance(body.get("cache_control"), Mapping):
         return blocks
-    ttl = _ttl_of(body)
     last = blocks[-1]
-    blocks[-1] = FlatBlock(last.path, last.start, last.end, last.key, last.ttl or ttl, last.reference)
+    blocks[-1] = replace(last, ttl=last.ttl or _ttl_of(body))
     return blocks
 
 
@@ -378,21 +378,6 @@ def cache_edits_deletions(
                     )
                 deleted.add(name)
     return deleted
-
-
-def strip_cache_edits(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of `body` without cache_edits blocks or `cache_reference` keys (what the validator sees)."""
-    messages = []
-    for message in body.get("messages") or ():
-        if isinstance(message, Mapping) and isinstance(message.get("content"), list):
-            content = [
-                {k: v for k, v in b.items() if k != "cache_reference"} if isinstance(b, Mapping) else b
-                for b in message["content"]
-                if not (isinstance(b, Mapping) and b.get("type") == "cache_edits")
-            ]
-            message = {**message, "content": content}
-        messages.append(message)
-    return {**body, "messages": messages} if "messages" in body else dict(body)
 
 
 def backend_messages(body: Mapping[str, Any], deleted: set[str]) -> list[dict[str, Any]]:
