@@ -23,7 +23,7 @@ number always give the same decision, whatever order requests arrive in.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from foldline.errors import UserError
@@ -118,25 +118,20 @@ def _parse_trigger(text: str, item: str) -> tuple[frozenset[int], float]:
     return frozenset(range(lo, hi + 1)), 0.0
 
 
-@dataclass
-class _Builder:
-    rules: list[FaultRule] = field(default_factory=list)
-    seed: int = 0
-
-
 def parse_faults(spec: str) -> FaultPlan:
     """Parse a `--faults` spec (grammar in the module docstring); raises `UserError` when malformed."""
-    built = _Builder()
+    rules: list[FaultRule] = []
+    seed = 0
     for raw in spec.split(","):
         item = raw.strip()
         if not item:
             continue
         if item.startswith("seed="):
-            built.seed = _count(item[5:], "seed", item)
+            seed = _count(item[5:], "seed", item)
             continue
         trigger, sep, fault = item.partition(":")
         if not sep:
             raise UserError(f"--faults {item!r}: expected TRIGGER:FAULT, e.g. 1:529 or 10%:500")
         requests, rate = _parse_trigger(trigger.strip(), item)
-        built.rules.append(FaultRule(fault=_parse_fault(fault.strip(), item), requests=requests, rate=rate))
-    return FaultPlan(rules=tuple(built.rules), seed=built.seed)
+        rules.append(FaultRule(fault=_parse_fault(fault.strip(), item), requests=requests, rate=rate))
+    return FaultPlan(rules=tuple(rules), seed=seed)
