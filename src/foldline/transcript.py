@@ -217,7 +217,7 @@ class _Loader:
             offset += len(line) + 1
         if tail:
             return self._finish_tail(header, tail, offset)
-        if garbage_last and len(lines) > 1:
+        if garbage_last:
             # A newline-terminated last line with nothing readable in it is what a power loss
             # leaves behind (the file grew, its contents never landed): treat it as torn.
             last = lines[-1]
