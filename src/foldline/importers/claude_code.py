@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -76,7 +76,6 @@ from foldline.timeline import (
 )
 
 __all__ = [
-    "METADATA_LINE_TYPES",
     "FileStats",
     "ImportIssue",
     "ImportedSession",
@@ -84,23 +83,8 @@ __all__ = [
     "subagent_files",
 ]
 
-METADATA_LINE_TYPES = frozenset(
-    {
-        "summary",
-        "file-history-snapshot",
-        "queue-operation",
-        "last-prompt",
-        "ai-title",
-        "custom-title",
-        "permission-mode",
-        "pr-link",
-        "agent-name",
-        "agent-setting",
-        "teleported-from",
-    }
-)
-"""Line types that are not conversation nodes (§2): ignored on import, counted in `FileStats`."""
-
+# Conversation node types. Every other `type` (metadata such as `summary` or `file-history-snapshot`,
+# or one a newer CC adds) is ignored and counted in `FileStats.ignored` (§2).
 _GRAPH_TYPES = frozenset({"user", "assistant", "system", "attachment", "progress"})
 _SIDE_TYPES = frozenset({"system", "attachment", "progress"})
 _ENVELOPE_KEYS = frozenset(
@@ -713,12 +697,6 @@ def subagent_files(path: Path | str, session_id: str | None = None) -> list[Path
     return nested + legacy
 
 
-def _iter_subagents(main: Path, session_id: str) -> Iterator[tuple[list[AnyRecord], _Parsed, FileStats]]:
-    for sub in subagent_files(main, session_id):
-        records, parsed, stats, _ = _import_file(sub, as_sidechain=True)
-        yield records, parsed, stats
-
-
 def import_claude_code(path: Path | str, *, include_subagents: bool = True) -> ImportedSession:
     """Import one Claude Code session file (and, for a main file, its subagent files) as foldline records.
 
@@ -740,7 +718,8 @@ def import_claude_code(path: Path | str, *, include_subagents: bool = True) -> I
     session_id = _session_id(path, parsed, subagent)
     warnings, files = list(parsed.issues), [stats]
     if include_subagents and not subagent:
-        for sub_records, sub_parsed, sub_stats in _iter_subagents(path, session_id):
+        for sub in subagent_files(path, session_id):
+            sub_records, sub_parsed, sub_stats, _ = _import_file(sub, as_sidechain=True)
             records.extend(sub_records)
             warnings.extend(sub_parsed.issues)
             files.append(sub_stats)
