@@ -84,6 +84,8 @@ def test_request_too_large_is_413(serve: Callable[..., Served]) -> None:
         served.client.messages.create(**_body(messages=[{"role": "user", "content": "x" * 4000}]))
     assert caught.value.status_code == 413
     assert caught.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+    message = caught.value.body["error"]["message"]  # type: ignore[index]
+    assert message.startswith("Request exceeds the maximum allowed number of bytes.")
 
 
 def test_api_key_is_checked(serve: Callable[..., Served]) -> None:

@@ -1,8 +1,8 @@
 """The strict Messages API request validator (SPEC R8.2, R4.1.1).
 
-Owns `ValidationLimits`, `find_errors()` and `validate_request()`: given a request body as JSON
-values, report every rule of `reference/api_rules.md` §1–§6 that the body breaks, each as a
-`RequestValidationError` carrying the API's own message text, status and error type.
+Owns `ValidationLimits`, `find_errors()`, `validate_request()` and `request_too_large()`: given a
+request body as JSON values, report every rule of `reference/api_rules.md` §1–§6 that the body
+breaks, each as a `RequestValidationError` carrying the API's own message text, status and error type.
 
 Invariants:
 - Pure: no I/O, no mutation of the body, same input -> same errors in the same order.
@@ -50,7 +50,7 @@ from foldline._json import dumps
 from foldline.errors import RequestValidationError, UserError
 from foldline.media import decode_base64, decode_image, pdf_pages
 
-__all__ = ["ValidationLimits", "find_errors", "validate_request"]
+__all__ = ["ValidationLimits", "find_errors", "request_too_large", "validate_request"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,15 +254,21 @@ def _check_request_bytes(
             raise UserError(f"request body is not JSON-encodable: {exc}") from exc
     if body_bytes <= limits.max_request_bytes:
         return []
-    megabytes = limits.max_request_bytes // (1024 * 1024)
-    return [
-        RequestValidationError(
-            "Request exceeds the maximum allowed number of bytes. "
-            f"The maximum request size is {megabytes} MB for standard API endpoints.",
-            status=413,
-            error_type="request_too_large",
-        )
-    ]
+    return [request_too_large(limits.max_request_bytes)]
+
+
+def request_too_large(max_request_bytes: int) -> RequestValidationError:
+    """The API's 413 `request_too_large` error for a body over `max_request_bytes`.
+
+    Public because the server answers it before parsing the body, where `find_errors` cannot run.
+    """
+    megabytes = max_request_bytes // (1024 * 1024)
+    return RequestValidationError(
+        "Request exceeds the maximum allowed number of bytes. "
+        f"The maximum request size is {megabytes} MB for standard API endpoints.",
+        status=413,
+        error_type="request_too_large",
+    )
 
 
 # --- shape: the API's schema layer -------------------------------------------------------------

@@ -29,7 +29,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from foldline._json import dumps, loads
-from foldline.api.validate import ValidationLimits, validate_request
+from foldline.api.validate import ValidationLimits, request_too_large, validate_request
 from foldline.errors import RequestValidationError
 from foldline.server.backend import Backend, BackendRequest, ScenarioExhaustedError, ScriptedBackend
 from foldline.server.caching import (
@@ -150,13 +150,8 @@ def _fault_error(fault: Fault) -> _ApiError | None:
 
 async def _read_json(request: Request, state: ServerState) -> tuple[dict[str, Any], int]:
     raw = await request.body()
-    limit = state.config.max_request_bytes
-    if len(raw) > limit:
-        raise _ApiError(
-            413,
-            "Request exceeds the maximum allowed number of bytes. "
-            f"The maximum request size is {limit // (1024 * 1024)} MB for standard API endpoints.",
-        )
+    if len(raw) > state.config.max_request_bytes:
+        raise request_too_large(state.config.max_request_bytes)
     try:
         body = loads(raw)
     except ValueError as e:
