@@ -190,7 +190,8 @@ def _session_files(path: Path) -> list[Path]:
 
 
 def _info(path: Path) -> SessionInfo | None:
-    if path.stat().st_size == 0:
+    size = path.stat().st_size
+    if size == 0:
         return None
     try:
         session = load_session(path)
@@ -200,7 +201,7 @@ def _info(path: Path) -> SessionInfo | None:
         path=path,
         format=session.format,
         session_id=session.session_id,
-        size_bytes=path.stat().st_size,
+        size_bytes=size,
         turns=count_turns(session.records),
         last_activity=last_activity(session.records),
     )
