@@ -57,12 +57,14 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _human_size(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+    if size < 1024:
+        return f"{size} B"
+    value = size / 1024
+    for unit in ("KB", "MB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
         value /= 1024
-    return f"{size} B"
+    return f"{value:.1f} GB"
 
 
 def _shown_path(path: Path, roots: Sequence[Path]) -> str:
