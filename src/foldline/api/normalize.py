@@ -66,6 +66,8 @@ _STRIP_KEYS = frozenset({"caller", "cache_control", "cache_reference"})
 """Fields that are ours or Claude Code's, not the API's: breakpoints are re-placed by `api.cache`."""
 _REMINDER_PREFIX = "<system-reminder>"
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_USERS = frozenset({"user"})
+_BOTH_ROLES = frozenset({"user", "assistant"})
 
 
 class MessageParam(TypedDict):
@@ -290,7 +292,9 @@ def s2_strip_failed_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg
     emptied: set[int] = set()
     for i, m in enumerate(msgs):
         kinds = media_types_to_strip(m.error_text) if m.role == "error" else frozenset()
-        for j in range(i - 1, -1, -1) if kinds else ():
+        if not kinds:
+            continue
+        for j in range(i - 1, -1, -1):
             prev = out[j]
             if prev.role == "error":
                 continue
@@ -362,7 +366,7 @@ def _merge_adjacent(msgs: list[_Msg], roles: frozenset[str]) -> list[_Msg]:
 
 def s4_merge_users(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """S4: join adjacent user messages (Bedrock rejects consecutive user turns, api_rules #3)."""
-    return _merge_adjacent(msgs, frozenset({"user"}))
+    return _merge_adjacent(msgs, _USERS)
 
 
 def s5_snip_tags(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
@@ -465,7 +469,7 @@ def s6d_fill_empty_assistant(msgs: list[_Msg], opts: NormalizeOptions) -> list[_
 
 def s6e_merge_adjacent(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """S6.e: merge adjacent same-role messages again; the filters above may have made them adjacent."""
-    return _merge_adjacent(msgs, frozenset({"user", "assistant"}))
+    return _merge_adjacent(msgs, _BOTH_ROLES)
 
 
 def _fold_into(result: Block, texts: list[Block]) -> Block:
@@ -755,7 +759,7 @@ def _rstrip_last_text(content: list[Block]) -> list[Block]:
 
 
 def _finish(msgs: list[_Msg], opts: NormalizeOptions, *, at_start: bool) -> list[_Msg]:
-    msgs = _merge_adjacent(msgs, frozenset({"user", "assistant"}))
+    msgs = _merge_adjacent(msgs, _BOTH_ROLES)
     if msgs and msgs[-1].role == "assistant":
         last = msgs[-1]
         if not opts.allow_prefill:
@@ -809,6 +813,11 @@ STEPS: tuple[NormalizeStep, ...] = (
 """The pipeline, in SPEC order. Tests run it with one step left out to show the 400 that step prevents."""
 
 
+def _wire(msgs: list[_Msg]) -> list[MessageParam]:
+    """The messages as sent; `error` markers (only left when S2 did not run) are never sent."""
+    return [{"role": m.role, "content": m.content} for m in msgs if m.role != "error"]  # type: ignore[typeddict-item]
+
+
 def run_steps(
     entries: Sequence[Entry], steps: Sequence[NormalizeStep] = STEPS, options: NormalizeOptions | None = None
 ) -> list[MessageParam]:
@@ -821,7 +830,7 @@ def run_steps(
     msgs = [_lift(e) for e in entries]
     for step in steps:
         msgs = step.run(msgs, opts)
-    return [{"role": m.role, "content": m.content} for m in msgs if m.role != "error"]  # type: ignore[typeddict-item]
+    return _wire(msgs)
 
 
 def normalize_messages_for_api(
@@ -908,13 +917,10 @@ class IncrementalNormalizer:
 
     def __init__(self, options: NormalizeOptions | None = None) -> None:
         self.options = options or NormalizeOptions()
-        self._reset()
+        self.reset()
 
     def reset(self) -> None:
         """Forget the frozen head: the next call normalizes from scratch (after a snip or compaction)."""
-        self._reset()
-
-    def _reset(self) -> None:
         self._lifted: dict[int, tuple[Entry, _Msg]] = {}
         self._head = _Head()
         self._tail_start = 0
@@ -929,7 +935,7 @@ class IncrementalNormalizer:
         """
         extends = 0 < self._seen <= len(entries) and entries[self._seen - 1] is self._last
         if not extends:
-            self._reset()
+            self.reset()
         self._seen, self._last = len(entries), (entries[-1] if entries else None)
         if self._tail_start:
             try:
@@ -953,7 +959,7 @@ class IncrementalNormalizer:
             msgs = step.run(msgs, self.options)
         if not at_start and (not msgs or msgs[0].role != "assistant"):
             raise _Dependent
-        msgs = _merge_adjacent(msgs, frozenset({"user", "assistant"}))
+        msgs = _merge_adjacent(msgs, _BOTH_ROLES)
         try:
             _check_media(msgs, self.options.media, head.media)
         except UserError:
@@ -961,7 +967,7 @@ class IncrementalNormalizer:
                 raise
             raise _Dependent from None
         final = _finish(msgs, self.options, at_start=at_start)
-        wire: list[MessageParam] = [{"role": m.role, "content": m.content} for m in final]  # type: ignore[typeddict-item]
+        wire = _wire(final)
         out = head.wire + wire
         self._advance(tail, final, wire)
         return out
