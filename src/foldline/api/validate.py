@@ -334,6 +334,15 @@ class _Shape:
             if key not in allowed:
                 self.add(loc.at(key), "Extra inputs are not permitted")
 
+    def blocks(self, value: object, loc: _Loc) -> list[Any]:
+        """The blocks of a `string | list of blocks` field: none for a string, none after an error
+        for any other kind."""
+        if isinstance(value, list):
+            return value
+        if not isinstance(value, str):
+            self.add(loc, "Input should be a valid string or a valid list")
+        return []
+
     def tagged(self, obj: Any, tags: Sequence[str], loc: _Loc) -> str | None:
         """The `type` of a discriminated-union member, or `None` after reporting why it has none."""
         if not isinstance(obj, Mapping):
@@ -391,14 +400,8 @@ def _shape_message(shape: _Shape, message: Any, loc: _Loc) -> None:
     if "content" not in message:
         shape.add(loc.at("content"), "Field required")
         return
-    content = message["content"]
-    if isinstance(content, str):
-        return
-    if not isinstance(content, list):
-        shape.add(loc.at("content"), "Input should be a valid string or a valid list")
-        return
     allowed = _USER_BLOCKS if role == "user" else _ASSISTANT_BLOCKS
-    for index, block in enumerate(content):
+    for index, block in enumerate(shape.blocks(message["content"], loc.at("content"))):
         _shape_block(shape, block, allowed, loc.at("content").at(index))
 
 
@@ -421,13 +424,18 @@ def _shape_text(shape: _Shape, block: Mapping[str, Any], loc: _Loc) -> None:
     shape.field(block, "text", str, loc, required=True)
 
 
-def _shape_image(shape: _Shape, block: Mapping[str, Any], loc: _Loc) -> None:
+def _source_kind(shape: _Shape, block: Mapping[str, Any], kinds: Sequence[str], loc: _Loc) -> str | None:
+    """The `type` of a media block's required `source`, or `None` after reporting why it has none."""
     if "source" not in block:
         shape.add(loc.at("source"), "Field required")
+        return None
+    return shape.tagged(block["source"], kinds, loc.at("source"))
+
+
+def _shape_image(shape: _Shape, block: Mapping[str, Any], loc: _Loc) -> None:
+    if _source_kind(shape, block, ("base64", "url", "file"), loc) != "base64":
         return
     source = block["source"]
-    if shape.tagged(source, ("base64", "url", "file"), loc.at("source")) != "base64":
-        return
     here = loc.at("source").tag("base64")
     media_type = shape.field(source, "media_type", str, here, required=True)
     if media_type is not None and media_type not in _IMAGE_TYPES:
@@ -436,36 +444,32 @@ def _shape_image(shape: _Shape, block: Mapping[str, Any], loc: _Loc) -> None:
 
 
 def _shape_document(shape: _Shape, block: Mapping[str, Any], loc: _Loc) -> None:
-    if "source" not in block:
-        shape.add(loc.at("source"), "Field required")
-        return
-    kind = shape.tagged(block["source"], ("base64", "text", "content", "url", "file"), loc.at("source"))
+    kind = _source_kind(shape, block, ("base64", "text", "content", "url", "file"), loc)
     if kind in ("base64", "text"):
         here = loc.at("source").tag(kind)
         shape.field(block["source"], "media_type", str, here, required=True)
         shape.field(block["source"], "data", str, here, required=True)
 
 
-def _shape_tool_use(shape: _Shape, block: Mapping[str, Any], loc: _Loc) -> None:
-    tool_id = shape.field(block, "id", str, loc, required=True)
+def _shape_tool_id(shape: _Shape, block: Mapping[str, Any], key: str, loc: _Loc) -> None:
+    tool_id = shape.field(block, key, str, loc, required=True)
     if tool_id is not None and not _TOOL_ID.match(tool_id):
-        shape.add(loc.at("id"), f"String should match pattern '{_TOOL_ID.pattern}'")
+        shape.add(loc.at(key), f"String should match pattern '{_TOOL_ID.pattern}'")
+
+
+def _shape_tool_use(shape: _Shape, block: Mapping[str, Any], loc: _Loc) -> None:
+    _shape_tool_id(shape, block, "id", loc)
     shape.field(block, "name", str, loc, required=True)
     shape.field(block, "input", dict, loc, required=True)
 
 
 def _shape_tool_result(shape: _Shape, block: Mapping[str, Any], loc: _Loc) -> None:
-    tool_id = shape.field(block, "tool_use_id", str, loc, required=True)
-    if tool_id is not None and not _TOOL_ID.match(tool_id):
-        shape.add(loc.at("tool_use_id"), f"String should match pattern '{_TOOL_ID.pattern}'")
+    _shape_tool_id(shape, block, "tool_use_id", loc)
     shape.field(block, "is_error", bool, loc)
     content = block.get("content")
-    if content is None or isinstance(content, str):
+    if content is None:
         return
-    if not isinstance(content, list):
-        shape.add(loc.at("content"), "Input should be a valid string or a valid list")
-        return
-    for index, item in enumerate(content):
+    for index, item in enumerate(shape.blocks(content, loc.at("content"))):
         _shape_block(shape, item, _TOOL_RESULT_BLOCKS, loc.at("content").at(index))
 
 
@@ -504,12 +508,9 @@ def _shape_cache_control(shape: _Shape, block: Mapping[str, Any], loc: _Loc) -> 
 
 def _shape_system(shape: _Shape, body: Mapping[str, Any]) -> None:
     system = body.get("system")
-    if system is None or isinstance(system, str):
+    if system is None:
         return
-    if not isinstance(system, list):
-        shape.add(_ROOT.at("system"), "Input should be a valid string or a valid list")
-        return
-    for index, block in enumerate(system):
+    for index, block in enumerate(shape.blocks(system, _ROOT.at("system"))):
         loc = _ROOT.at("system").at(index)
         if shape.tagged(block, ("text",), loc) == "text":
             shape.extra_fields(block, _BLOCK_FIELDS["text"], loc)
@@ -981,9 +982,9 @@ def _check_media(request: _Request) -> Iterator[RequestValidationError]:
     pdf_pages = sum(count for block, count in documents if _is_pdf(block))
     if pdf_pages > limits.max_pdf_pages:
         yield _bare(f"A maximum of {limits.max_pdf_pages} PDF pages may be provided.", _ROOT.at("messages"))
-    if len(images) + pages > request.limits.max_media:
+    if len(images) + pages > limits.max_media:
         yield _bare(
-            f"too many images and documents: {len(images)} + {pages} > {request.limits.max_media}",
+            f"too many images and documents: {len(images)} + {pages} > {limits.max_media}",
             _ROOT.at("messages"),
         )
 
