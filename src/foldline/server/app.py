@@ -314,14 +314,14 @@ async def _count_tokens(request: Request) -> Response:
     state: ServerState = request.app.state.foldline
     _check_auth(request, state)
     body, size = await _read_json(request, state)
-    blocks = flatten(body)
+    prompt = total_tokens(flatten(body))
     # count_tokens takes no max_tokens; the validator's rules need one that breaks none of them.
     thinking = body.get("thinking")
     budget = thinking.get("budget_tokens", 0) if isinstance(thinking, dict) else 0
     placeholder = budget + 1 if isinstance(budget, int) else 1  # must exceed any thinking budget (rule 26)
     checked = {**body, "max_tokens": placeholder} if "max_tokens" not in body else body
-    validate_request(checked, _limits(state, total_tokens(blocks)), body_bytes=size)
-    return JSONResponse({"input_tokens": total_tokens(blocks)})
+    validate_request(checked, _limits(state, prompt), body_bytes=size)
+    return JSONResponse({"input_tokens": prompt})
 
 
 async def _on_api_error(request: Request, exc: Exception) -> Response:
