@@ -32,6 +32,13 @@ _REDIRECT_RE = re.compile(r"(\d*)(<<<|<<|>>|>&|>\||<&|<>|&>>|&>|>|<)")
 _WORD_END = frozenset(" \t\n;&|()<>")
 _UNSUPPORTED_FIRST = frozenset({"for", "case", "select", "function", "coproc", "until", "while", "if"})
 _RESERVED_LEAD = frozenset({"!", "{", "}", "then", "do", "else", "elif", "fi", "done", "esac"})
+_PARAMETER = r"[A-Za-z_][A-Za-z0-9_]*|[0-9#?@*$!-]"
+"""A variable name or a special parameter: what `$NAME` and a plain `${NAME}` may hold."""
+_BRACED_PARAMETER_RE = re.compile(_PARAMETER)
+_PARAMETER_RE = re.compile(rf"\$(?:{_PARAMETER})")
+_ASSIGNMENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=.*", re.DOTALL)
+_SAFE_WORD_RE = re.compile(r"[\w@%+=:,./~*?\[\]{}^!#-]+")
+_SHELL_C_FLAG_RE = re.compile(r"-[a-zA-Z]*c[a-zA-Z]*")
 
 
 class ShellParseError(ValueError):
@@ -72,7 +79,7 @@ class SimpleCommand:
 
 
 def _quote(word: str) -> str:
-    if word and re.fullmatch(r"[\w@%+=:,./~*?\[\]{}^!#-]+", word):
+    if word and _SAFE_WORD_RE.fullmatch(word):
         return word
     return "'" + word.replace("'", "'\"'\"'") + "'"
 
@@ -239,11 +246,11 @@ class _Lexer:
         elif src.startswith("${", pos):
             end = src.find("}", pos)
             body = src[pos + 2 : end]
-            if end == -1 or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|[0-9#?@*$!-]", body):
+            if end == -1 or not _BRACED_PARAMETER_RE.fullmatch(body):
                 raise ShellParseError("parameter expansion operators are not verified")
             word.text += src[pos : end + 1]
             self.pos = end + 1
-        elif m := re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*|[0-9#?@*$!-])").match(src, pos):
+        elif m := _PARAMETER_RE.match(src, pos):
             word.text += m.group(0)
             self.pos = m.end()
         else:  # a lone `$` is literal
@@ -323,7 +330,7 @@ def _finish(words: list[_Word], redirects: list[Redirect]) -> list[SimpleCommand
     if words and not words[0].quoted and words[0].text in _UNSUPPORTED_FIRST:
         raise ShellParseError(f"`{words[0].text}` blocks are not verified")
     assignments = []
-    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\+?=.*", words[0].text, re.DOTALL):
+    while words and _ASSIGNMENT_RE.fullmatch(words[0].text):
         assignments.append(words[0].text.split("=", 1)[0].rstrip("+"))
         words = words[1:]
     if not words and not redirects and not assignments:
@@ -409,7 +416,7 @@ def _inner_script(cmd: SimpleCommand) -> str | None:
         return " ".join(cmd.words[i:])
     if name in _SHELLS:
         for i, word in enumerate(cmd.words[1:], 1):
-            if re.fullmatch(r"-[a-zA-Z]*c[a-zA-Z]*", word):
+            if _SHELL_C_FLAG_RE.fullmatch(word):
                 return cmd.words[i + 1] if i + 1 < len(cmd.words) else ""
             if not word.startswith(("-", "+")):
                 return None
