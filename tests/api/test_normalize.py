@@ -12,6 +12,7 @@ from tests.conftest import claude_code_files, requires_claude_code_data
 
 from foldline.api.normalize import (
     INTERRUPTED_RESULT_TEXT,
+    IncrementalNormalizer,
     MediaLimits,
     media_types_to_strip,
     normalize_messages_for_api,
@@ -146,6 +147,24 @@ def test_s7_checks_type_count_and_many_image_dimensions() -> None:
         normalize_messages_for_api(
             [user([text("a"), *[image_block()] * 3])], media=MediaLimits(max_media_items=2)
         )
+
+
+def test_s7_paths_index_the_messages_as_sent() -> None:
+    broken = image_block()
+    broken["source"] = {**broken["source"], "data": "AAAA"}
+    entries: list[Entry] = [
+        user("go"),
+        reply("m1", text("a")),
+        user([result("toolu_orphan")]),  # dropped by S6.h: the two replies become one message
+        reply("m2", text("b")),
+        user([broken, text("look")]),
+    ]
+    paths = []
+    for normalize in (normalize_messages_for_api, IncrementalNormalizer().messages):
+        with pytest.raises(UserError, match="not a recognisable") as raised:
+            normalize(entries)
+        paths.append(str(raised.value).split(" ")[0])
+    assert paths == ["messages.2.content.0", "messages.2.content.0"]
 
 
 def test_prefill_is_dropped_unless_asked_and_then_trimmed() -> None:

@@ -741,7 +741,8 @@ def s7_check_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     Raises:
         UserError: naming the message path and the entries it came from.
     """
-    _check_media(msgs, opts.media)
+    # Paths must index the messages as `final` will send them: S6.h can leave two replies adjacent.
+    _check_media(_merge_adjacent(msgs, _BOTH_ROLES), opts.media)
     return msgs
 
 
