@@ -69,6 +69,7 @@ READ_TOOLS = frozenset({"Read", "Grep", "Glob"})
 EDIT_TOOLS = frozenset({"Write", "Edit"})
 SESSION_TOOLS = frozenset({"Snip"})
 """Tools that act only on the conversation, never on files or processes."""
+_BASH = frozenset({"Bash"})
 
 _PROTECTED_DIRS = frozenset({".git", ".foldline", ".claude", ".ssh", ".gnupg"})
 _SHELL_RC = frozenset(
@@ -273,11 +274,7 @@ def _first_bash_rule(rules: tuple[Rule, ...], cmd: SimpleCommand) -> Rule | None
         # deny/ask `rm` must also catch `/bin/rm`
         texts.add(SimpleCommand((os.path.basename(cmd.words[0]), *cmd.words[1:])).text)
     return next(
-        (
-            r
-            for r in rules
-            if r.names(frozenset({"Bash"})) and any(bash_rule_matches(r.specifier, t) for t in texts)
-        ),
+        (r for r in rules if r.names(_BASH) and any(bash_rule_matches(r.specifier, t) for t in texts)),
         None,
     )
 
@@ -296,7 +293,7 @@ def _check_simple(cmd: SimpleCommand, rules: PermissionRules, mode: PermissionMo
     if cmd.dynamic[0]:
         return Decision("ask", f"the command name in `{label}` is only known at run time")
     # allow rules see the command exactly as written: `/tmp/x/git` is not `git`
-    bash_allows = (r for r in rules.allow if r.names(frozenset({"Bash"})))
+    bash_allows = (r for r in rules.allow if r.names(_BASH))
     if (rule := next((r for r in bash_allows if bash_rule_matches(r.specifier, cmd.text)), None)) is not None:
         return Decision("allow", f"allowed by {rule}", str(rule))
     if mode == "bypassPermissions":
@@ -326,7 +323,7 @@ def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: Pe
     try:
         commands = split_command(command)
     except ShellParseError as exc:
-        bare = next((r for r in rules.deny if r.names(frozenset({"Bash"})) and r.specifier is None), None)
+        bare = next((r for r in rules.deny if r.names(_BASH) and r.specifier is None), None)
         if bare is not None:
             return Decision("deny", "Bash is denied by a permission rule", str(bare))
         return Decision("ask", f"cannot verify this command ({exc}); it needs approval")
@@ -403,10 +400,9 @@ def _file_access(tool_name: str, tool_input: Mapping[str, Any], ctx: ToolContext
         return _access(raw, ctx.current_dir, write=tool_name != "Read")
     base = str(tool_input.get("path") or ".")
     if tool_name == "Glob":
-        prefix, _ = literal_prefix(str(tool_input.get("pattern", "")))
-        base = os.path.join(
-            base, prefix or ("/" if str(tool_input.get("pattern", "")).startswith("/") else ".")
-        )
+        pattern = str(tool_input.get("pattern", ""))
+        prefix, _ = literal_prefix(pattern)
+        base = os.path.join(base, prefix or ("/" if pattern.startswith("/") else "."))
     return _access(base, ctx.current_dir, write=False)
 
 
