@@ -166,6 +166,8 @@ def test_literal_prefix() -> None:
     assert literal_prefix("src/**/*.py") == ("src", "**/*.py")
     assert literal_prefix("/a/b/*.md") == ("/a/b", "*.md")
     assert literal_prefix("*.py") == ("", "*.py")
+    assert literal_prefix("/*.py") == ("/", "*.py")
+    assert literal_prefix("/") == ("/", "")
 
 
 async def test_read_deny_rules_hide_files_from_grep_and_glob(tree: Path) -> None:

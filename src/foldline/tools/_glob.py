@@ -80,7 +80,8 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 
 def literal_prefix(pattern: str) -> tuple[str, str]:
     """Split `pattern` into its leading wildcard-free directories and the rest (`src/**/*.py` ->
-    `("src", "**/*.py")`), so a walk can start as deep as possible."""
+    `("src", "**/*.py")`), so a walk can start as deep as possible. An absolute pattern keeps its
+    root even when nothing else is fixed (`/*.py` -> `("/", "*.py")`)."""
     parts = pattern.split("/")
     fixed: list[str] = []
     for part in parts[:-1]:
@@ -88,7 +89,7 @@ def literal_prefix(pattern: str) -> tuple[str, str]:
             break
         fixed.append(part)
     rest = "/".join(parts[len(fixed) :])
-    return "/".join(fixed), rest
+    return "/".join(fixed) or ("/" if fixed else ""), rest
 
 
 def glob_escape(text: str) -> str:

@@ -400,9 +400,8 @@ def _file_access(tool_name: str, tool_input: Mapping[str, Any], ctx: ToolContext
         return _access(raw, ctx.current_dir, write=tool_name != "Read")
     base = str(tool_input.get("path") or ".")
     if tool_name == "Glob":
-        pattern = str(tool_input.get("pattern", ""))
-        prefix, _ = literal_prefix(pattern)
-        base = os.path.join(base, prefix or ("/" if pattern.startswith("/") else "."))
+        prefix, _ = literal_prefix(str(tool_input.get("pattern", "")))
+        base = os.path.join(base, prefix or ".")
     return _access(base, ctx.current_dir, write=False)
 
 

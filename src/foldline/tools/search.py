@@ -231,8 +231,6 @@ class GlobTool(BaseTool):
         if not root.is_dir():
             raise ToolError(f"Not a directory: {tool_input.get('path')}")
         prefix, rest = literal_prefix(pattern)
-        if pattern.startswith("/") and not prefix:
-            prefix = "/"
         matches = await anyio.to_thread.run_sync(_glob_files, root / prefix if prefix else root, rest, ctx)
         limit = ctx.limits.search_max_results
         structured: JSONObject = {"count": len(matches), "truncated": len(matches) > limit}
