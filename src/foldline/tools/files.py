@@ -27,7 +27,9 @@ from foldline.errors import ToolError
 from foldline.media import sniff_image_type
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
 
-__all__ = ["EditTool", "ReadTool", "WriteTool", "sniff_image_type", "split_lines"]
+__all__ = ["EditTool", "ReadTool", "WriteTool", "is_binary", "split_lines"]
+
+_BINARY_SNIFF_BYTES = 8192
 
 
 def _existing_file(ctx: ToolContext, file_path: str) -> Path:
@@ -39,8 +41,13 @@ def _existing_file(ctx: ToolContext, file_path: str) -> Path:
     return path
 
 
+def is_binary(data: bytes) -> bool:
+    """Whether `data` looks binary: a NUL byte in its first 8 KiB, the test grep and git use."""
+    return b"\x00" in data[:_BINARY_SNIFF_BYTES]
+
+
 def _decode_text(data: bytes, file_path: str) -> str:
-    if b"\x00" in data[:8192]:
+    if is_binary(data):
         raise ToolError(f"{file_path} is a binary file; Read shows text files and images only")
     return data.decode("utf-8", errors="replace")
 
@@ -135,14 +142,14 @@ class ReadTool(BaseTool):
         text = _decode_text(data, file_path)
         ctx.read_files.record(path, data)
         listing, total = number_lines(text, offset, limit, ctx.limits.read_max_line_chars)
-        structured: JSONObject = {"file_path": str(path), "total_lines": total, "offset": offset}
         if total == 0:
-            return ToolResult(f"<system-reminder>{file_path} exists but is empty</system-reminder>", False)
+            return ToolResult(f"<system-reminder>{file_path} exists but is empty</system-reminder>")
         if offset > total:
             return ToolResult(f"{file_path} has only {total} lines; offset {offset} is past the end")
         shown_to = min(offset + limit - 1, total)
         if shown_to < total:
             listing += f"\n… [{total - shown_to} more lines; continue with offset={shown_to + 1}]"
+        structured: JSONObject = {"file_path": str(path), "total_lines": total, "offset": offset}
         return ToolResult(listing, structured=structured)
 
     @staticmethod

@@ -26,7 +26,7 @@ from foldline._types import JSONObject
 from foldline.errors import ToolError
 from foldline.tools._glob import glob_regex, literal_prefix
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
-from foldline.tools.files import split_lines
+from foldline.tools.files import is_binary, split_lines
 
 __all__ = ["GlobTool", "GrepTool"]
 
@@ -165,7 +165,7 @@ def _python_grep(
             data = path.read_bytes()
         except OSError:
             continue
-        if b"\x00" in data[:8192]:
+        if is_binary(data):
             continue
         lines = split_lines(data.decode("utf-8", errors="replace"))
         found = [(n, line[:500]) for n, line in enumerate(lines, 1) if regex.search(line)]
