@@ -2,8 +2,11 @@
 
 `add_cache_breakpoints` takes normalized messages plus the system blocks and tools, and returns
 copies with `cache_control` breakpoints, `cache_reference` names on tool results, and every pinned
-`cache_edits` block re-inserted where it was first injected. `prompt_state_hashes` / `diff_states`
-hash the ten dimensions of a request that can break the cache and name the ones that changed.
+`cache_edits` block re-inserted where it was first injected. A session's `PreparedMessages` memo
+lets the next request reuse the copies of the messages that came back as the same objects.
+`cached_prefix_bytes` gives the canonical bytes a breakpoint caches. `prompt_state_hashes` /
+`diff_states` hash the ten dimensions of a request that can break the cache and name the ones that
+changed.
 
 Invariants:
 - Pure: the inputs are never mutated; every changed block or message is a copy.
@@ -131,6 +134,10 @@ def _valid(messages: Sequence[MessageParam], pos: BlockPosition) -> bool:
     return 0 <= pos[0] < len(messages) and 0 <= pos[1] < len(messages[pos[0]]["content"])
 
 
+_Static: TypeAlias = tuple[list[JSONObject], list[JSONObject], int]
+"""Marked tools, marked system, breakpoints left for messages."""
+
+
 class PreparedMessages:
     """A memo of the messages prepared (references named, pins re-inserted) by the previous request.
 
@@ -248,10 +255,6 @@ def _mark_last(items: list[Block], ttl: TTL, *, text_only: bool = False) -> bool
     return False
 
 
-_Static: TypeAlias = tuple[list[JSONObject], list[JSONObject], int]
-"""Marked tools, marked system, breakpoints left for messages."""
-
-
 def _mark_static(tools: Sequence[Mapping[str, Any]], system: Sequence[Block], cfg: CacheConfig) -> _Static:
     marked_tools, marked_system = _strip_control(tools), _strip_control(system)
     budget = cfg.max_breakpoints
@@ -307,25 +310,54 @@ def add_cache_breakpoints(
     edits = supports_cache_edits
     out = _prepared_messages(messages, pins if edits else (), target if edits else -1, memo)
     new_pins = _inject_edits(out, new_edits) if edits else ()
-    static = memo.static(tools, system, cfg) if memo else None
-    marked_tools, marked_system, budget = static or _mark_static(tools, system, cfg)
-    if memo and static is None:
-        memo.remember_static(tools, system, cfg, (marked_tools, marked_system, budget))
-    static_ttl = cfg.static_ttl
+    marked_tools, marked_system, budget = _marked_static(tools, system, cfg, memo)
     # api_rules #44: a 1h breakpoint may not follow a 5m one (tools -> system -> messages).
-    message_ttl: TTL = "5m" if static_ttl == "5m" and (marked_tools or marked_system) else cfg.message_ttl
-    rolling = _last_cacheable(out, (target, len(out[target]["content"]) - 1)) if out else None
+    message_ttl: TTL = "5m" if cfg.static_ttl == "5m" and (marked_tools or marked_system) else cfg.message_ttl
     previous = previous_turn_breakpoint(out) if previous_breakpoint == "auto" else previous_breakpoint
-    points: list[BlockPosition] = []
-    if rolling is not None and budget:
-        if previous is not None and budget >= 2 and _valid(out, previous) and previous < rolling:
-            if _blocks_between(out, previous, rolling) > cfg.lookback_blocks:
-                earlier = _last_cacheable(out, previous)
-                points += [earlier] if earlier is not None else []
-        points.append(rolling)
+    points = _message_breakpoints(out, target, previous, budget, cfg)
     for point in points:
         _mark(out, point, message_ttl)
-    return CacheMarked(out, marked_system, marked_tools, new_pins, tuple(points))
+    return CacheMarked(out, marked_system, marked_tools, new_pins, points)
+
+
+def _marked_static(
+    tools: Sequence[Mapping[str, Any]],
+    system: Sequence[Block],
+    cfg: CacheConfig,
+    memo: PreparedMessages | None,
+) -> _Static:
+    """`_mark_static`, or the memo's copy when the previous request marked these same lists."""
+    static = memo.static(tools, system, cfg) if memo else None
+    if static is None:
+        static = _mark_static(tools, system, cfg)
+        if memo:
+            memo.remember_static(tools, system, cfg, static)
+    return static
+
+
+def _message_breakpoints(
+    messages: Sequence[MessageParam],
+    target: int,
+    previous: BlockPosition | None,
+    budget: int,
+    cfg: CacheConfig,
+) -> tuple[BlockPosition, ...]:
+    """The rolling breakpoint at or before message `target`, after an extra one at `previous` when the
+    blocks added since are more than the API looks back over and the budget has room for both."""
+    rolling = _last_cacheable(messages, (target, len(messages[target]["content"]) - 1)) if messages else None
+    if rolling is None or not budget:
+        return ()
+    if (
+        previous is not None
+        and budget >= 2
+        and _valid(messages, previous)
+        and previous < rolling
+        and _blocks_between(messages, previous, rolling) > cfg.lookback_blocks
+    ):
+        earlier = _last_cacheable(messages, previous)
+        if earlier is not None:
+            return earlier, rolling
+    return (rolling,)
 
 
 # --- canonical prefix bytes ------------------------------------------------------------------
