@@ -47,6 +47,7 @@ import re
 import threading
 import time
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
@@ -357,8 +358,22 @@ def _scan_objects(line: bytes) -> tuple[list[tuple[int, int]], list[tuple[int, i
     gaps = [(a, b) for a, b in _between(spans, len(text)) if text[a:b].strip()]
     if text.isascii():
         return spans, gaps
-    to_byte = functools.cache(lambda i: len(text[:i].encode("utf-8", "surrogateescape")))
-    return [(to_byte(a), to_byte(b)) for a, b in spans], [(to_byte(a), to_byte(b)) for a, b in gaps]
+    to_byte = _byte_offsets(text, (i for span in (*spans, *gaps) for i in span))
+    return [(to_byte[a], to_byte[b]) for a, b in spans], [(to_byte[a], to_byte[b]) for a, b in gaps]
+
+
+def _byte_offsets(text: str, indices: Iterable[int]) -> dict[int, int]:
+    """The UTF-8 byte offset of each character index of `text` (a line decoded with surrogateescape).
+
+    Each stretch between consecutive indices is encoded once; encoding the whole prefix per index
+    made a line of many glued objects quadratic.
+    """
+    offsets: dict[int, int] = {}
+    done = size = 0
+    for i in sorted(set(indices)):
+        size += len(text[done:i].encode("utf-8", "surrogateescape"))
+        offsets[i], done = size, i
+    return offsets
 
 
 def _between(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
