@@ -622,6 +622,18 @@ class _Request:
                 contents.append([(loc.at(j).tag(block["type"]), block) for j, block in enumerate(content)])
         return contents
 
+    def all_blocks(self) -> Iterator[tuple[_Loc, Mapping[str, Any]]]:
+        """Every message's content blocks with their locations, in body order (not those nested in
+        a `tool_result`: `_tool_result_items` gives those)."""
+        for blocks in self._contents:
+            yield from blocks
+
+    @property
+    def prefill(self) -> int | None:
+        """The final message's index when it is an assistant message (a prefill), else `None`."""
+        last = len(self.messages) - 1
+        return last if last >= 0 and self.messages[last]["role"] == "assistant" else None
+
     def block_types(self, index: int) -> list[str]:
         """The types of message `index`'s blocks that reach the model.
 
@@ -742,9 +754,8 @@ def _check_text(request: _Request) -> Iterator[RequestValidationError]:
             yield from _text_rules(block, loc, allow_empty=in_string, allow_blank=False)
             for inner_loc, inner in _tool_result_items(block, loc):
                 yield from _text_rules(inner, inner_loc, allow_empty=False, allow_blank=True)
-    last = len(request.messages) - 1
-    if last >= 0 and request.messages[last]["role"] == "assistant":
-        blocks = request.blocks(last)
+    if request.prefill is not None:
+        blocks = request.blocks(request.prefill)
         if blocks and blocks[-1][1]["type"] == "text":
             text = blocks[-1][1]["text"]
             if text and text != text.rstrip():
@@ -784,10 +795,9 @@ def _check_tool_pairing(request: _Request) -> Iterator[RequestValidationError]:
             yield from _results_follow(request, index)
         else:
             yield from _results_match(request, index)
-    for index in range(len(request.messages)):
-        for loc, block in request.blocks(index):
-            if block["type"] == "tool_result" and block.get("is_error"):
-                yield from _error_result_rules(block, loc)
+    for loc, block in request.all_blocks():
+        if block["type"] == "tool_result" and block.get("is_error"):
+            yield from _error_result_rules(block, loc)
 
 
 def _tool_use_ids(request: _Request, index: int) -> list[str]:
@@ -798,13 +808,12 @@ def _tool_use_ids(request: _Request, index: int) -> list[str]:
 
 def _unique_tool_use_ids(request: _Request) -> Iterator[RequestValidationError]:
     seen: set[str] = set()
-    for index in range(len(request.messages)):
-        for loc, block in request.blocks(index):
-            if block["type"] != "tool_use":
-                continue
-            if block["id"] in seen:
-                yield _bare(f"{loc.json}: `tool_use` ids must be unique", loc)
-            seen.add(block["id"])
+    for loc, block in request.all_blocks():
+        if block["type"] != "tool_use":
+            continue
+        if block["id"] in seen:
+            yield _bare(f"{loc.json}: `tool_use` ids must be unique", loc)
+        seen.add(block["id"])
 
 
 def _results_follow(request: _Request, index: int) -> Iterator[RequestValidationError]:
@@ -901,10 +910,9 @@ def _check_thinking(request: _Request) -> Iterator[RequestValidationError]:
 
 
 def _final_thinking(request: _Request) -> Iterator[RequestValidationError]:
-    last = len(request.messages) - 1
     if not request.thinking_on:
-        if last >= 0 and request.messages[last]["role"] == "assistant":
-            for loc, block in request.blocks(last):
+        if request.prefill is not None:
+            for loc, block in request.blocks(request.prefill):
                 if block["type"] in _THINKING:
                     yield _bare(
                         f"{loc.json}: When thinking is disabled, an `assistant` message in the final "
@@ -959,11 +967,10 @@ class _Media:
 def _media(request: _Request) -> list[_Media]:
     """Every image and document block, including those nested in tool results, in body order."""
     found: list[_Media] = []
-    for index in range(len(request.messages)):
-        for loc, block in request.blocks(index):
-            for item_loc, item in [(loc, block), *_tool_result_items(block, loc)]:
-                if item["type"] in ("image", "document"):
-                    found.append(_Media(item_loc, item))
+    for loc, block in request.all_blocks():
+        for item_loc, item in [(loc, block), *_tool_result_items(block, loc)]:
+            if item["type"] in ("image", "document"):
+                found.append(_Media(item_loc, item))
     return found
 
 
@@ -1058,10 +1065,9 @@ def _cache_points(request: _Request) -> Iterator[tuple[_Loc, Mapping[str, Any]]]
     system = request.body.get("system")
     for index, block in enumerate(system if isinstance(system, list) else ()):
         yield _ROOT.at("system").at(index), block
-    for index in range(len(request.messages)):
-        for loc, block in request.blocks(index):
-            yield from _tool_result_items(block, loc)
-            yield loc, block
+    for loc, block in request.all_blocks():
+        yield from _tool_result_items(block, loc)
+        yield loc, block
     yield _ROOT, request.body
 
 
