@@ -1,13 +1,14 @@
 """Request parameters (SPEC §4.3), beta-header latching (R7.5), and the whole assembly in one call.
 
-`build_request` is the one path from a session's records to the body of its next request:
-projection -> `normalize_messages_for_api` -> `add_cache_breakpoints` -> `params_from_context`.
-The CLI (`foldline request`) and the engine both use it, so what `foldline request` prints is what
-the engine sends.
+`RequestAssembler.build` is the one path from a session's records to the body of its next request:
+projection -> normalization (`IncrementalNormalizer`) -> `add_cache_breakpoints` ->
+`params_from_context`. The engine keeps one assembler per session; `build_request` (what
+`foldline request` calls) runs a fresh one, so what the CLI prints is what the engine sends.
 
 Invariants:
-- Pure apart from the new records it returns: the caller appends those (cache pins, latched
-  headers) to the timeline, so a resumed session rebuilds the same pins and betas (R2.2).
+- `build_request` is pure apart from the new records it returns: the caller appends those (cache
+  pins, latched headers) to the timeline, so a resumed session rebuilds the same pins and betas
+  (R2.2). An assembler's memos only save work: its plans equal `build_request`'s.
 - Betas are sorted and latched: once sent in a session, a beta is sent on every later request
   (R7.5). The features behind them are still decided per request.
 """
@@ -21,6 +22,7 @@ from typing import Any
 from foldline._types import Block, JSONObject
 from foldline.api.cache import (
     BlockPosition,
+    CacheMarked,
     PreparedMessages,
     PromptState,
     StaticHashes,
@@ -255,7 +257,6 @@ class RequestAssembler:
         self._memo = PreparedMessages()
         self._turns = _TurnBoundaries()
         self._static: tuple[object, object, StaticHashes] | None = None
-        """Hashes of the marked tools and system, kept while the memo hands back the same lists."""
         self._seen = 0
         self._last: AnyRecord | None = None
         self._entries: list[Entry] = []
@@ -335,14 +336,18 @@ class RequestAssembler:
             stream=stream,
         )
         new_records: tuple[ControlRecord, ...] = (*marked.new_pins, *((latched,) if latched else ()))
+        state = prompt_state_hashes(body, betas=betas, static=self._static_hashes(marked))
+        return RequestPlan(body, betas, new_records, state, marked.message_breakpoints)
+
+    def _static_hashes(self, marked: CacheMarked) -> StaticHashes:
+        """Hashes of the marked tools and system, recomputed only when the cache memo marked new lists."""
         if (
             self._static is None
             or self._static[0] is not marked.tools
             or self._static[1] is not marked.system
         ):
             self._static = (marked.tools, marked.system, static_hashes(marked.system, marked.tools))
-        state = prompt_state_hashes(body, betas=betas, static=self._static[2])
-        return RequestPlan(body, betas, new_records, state, marked.message_breakpoints)
+        return self._static[2]
 
 
 def build_request(
