@@ -713,19 +713,18 @@ def _check_structure(request: _Request) -> Iterator[RequestValidationError]:
         yield _bare('messages: first message must use the "user" role', _message_loc(0))
     if not request.limits.allow_consecutive_roles:
         yield from _alternation(messages)
-    last = len(messages) - 1
     for index, message in enumerate(messages):
-        if not message["content"] and not (index == last and message["role"] == "assistant"):
+        if not message["content"] and index != request.prefill:
             yield _bare(
                 f"messages.{index}: all messages must have non-empty content except for the "
                 "optional final assistant message",
                 _message_loc(index),
             )
-    if messages[last]["role"] == "assistant" and not request.limits.prefill_allowed:
+    if request.prefill is not None and not request.limits.prefill_allowed:
         yield _bare(
             "This model does not support assistant message prefill. "
             "The conversation must end with a user message.",
-            _message_loc(last),
+            _message_loc(request.prefill),
         )
 
 
