@@ -53,8 +53,9 @@ PROVIDERS: dict[str, Capabilities] = {
 """The capabilities `--provider` selects."""
 
 
-def _is_finished_reply(last: Entry, visible: list[Entry]) -> bool:
-    """An assistant reply with no open tool call (those are answered, not prompted)."""
+def _ends_with_finished_reply(visible: list[Entry]) -> bool:
+    """Whether the last entry is a reply with no open tool call (open calls are answered, not prompted)."""
+    last = visible[-1] if visible else None
     if not isinstance(last, AssistantEntry):
         return False
     pieces = [e for e in visible if isinstance(e, AssistantEntry) and e.message.id == last.message.id]
@@ -64,8 +65,7 @@ def _is_finished_reply(last: Entry, visible: list[Entry]) -> bool:
 def _with_prompt(records: list[AnyRecord], session_id: str, prompt: str | None) -> list[AnyRecord]:
     """Append the next user input after a finished reply (or wherever one was given)."""
     visible = api_filter(ui_view(records))
-    ends_with_reply = bool(visible) and _is_finished_reply(visible[-1], visible)
-    if prompt is None and not ends_with_reply:
+    if prompt is None and not _ends_with_finished_reply(visible):
         return records
     text = DEFAULT_PROMPT if prompt is None else prompt
     if not text.strip():
