@@ -804,6 +804,4 @@ def list_session_files(sessions_dir: str | os.PathLike[str], *, cwd: str | None 
     root = Path(sessions_dir)
     # The slug is a literal directory name: never let glob read `[`, `*` or `?` in it.
     found = (root / cwd_slug(cwd)).glob("*.jsonl") if cwd else root.glob("*/*.jsonl")
-    files = [p for p in found if p.is_file()]
-    mtimes = {p: p.stat().st_mtime_ns for p in files}
-    return sorted(files, key=lambda p: (-mtimes[p], str(p)))
+    return sorted((p for p in found if p.is_file()), key=lambda p: (-p.stat().st_mtime_ns, str(p)))
