@@ -31,6 +31,8 @@ from foldline.tools.files import is_binary, split_lines
 __all__ = ["GlobTool", "GrepTool"]
 
 _VCS_DIRS = frozenset({".git", ".hg", ".svn"})
+_MAX_MATCH_CHARS = 500
+"""A matching line is cut to this many characters: one minified line must not flood the context."""
 OutputMode = Literal["files_with_matches", "content", "count"]
 GrepEngine = Literal["auto", "python", "ripgrep"]
 
@@ -168,7 +170,7 @@ def _python_grep(
         if is_binary(data):
             continue
         lines = split_lines(data.decode("utf-8", errors="replace"))
-        found = [(n, line[:500]) for n, line in enumerate(lines, 1) if regex.search(line)]
+        found = [(n, line[:_MAX_MATCH_CHARS]) for n, line in enumerate(lines, 1) if regex.search(line)]
         if found:
             hits[path] = found
     return hits
@@ -200,7 +202,7 @@ def _ripgrep(
     for line in proc.stdout.splitlines():
         name, number, text = line.split(":", 2)
         if not ctx.read_denied(Path(name)):
-            hits.setdefault(Path(name), []).append((int(number), text[:500]))
+            hits.setdefault(Path(name), []).append((int(number), text[:_MAX_MATCH_CHARS]))
     return hits
 
 
