@@ -2,7 +2,8 @@
 
 Modules: `base` (the `Tool` protocol, `ToolContext`, `ToolResult`, `ReadRegistry`), `files` (Read,
 Write, Edit), `bash` (Bash), `search` (Grep, Glob), `snip` (Snip), `permissions` (rules, modes,
-`check_permission`, `authorize`), `instructions` (FOLDLINE.md / CLAUDE.md attachments).
+`check_permission`, `authorize`), `instructions` (FOLDLINE.md / CLAUDE.md attachments), `batch`
+(Batch, a composite tool run through `ToolContext.run_tool`; not in `default_tools()`).
 
 How the engine uses them, per session and per `tool_use` block:
 
