@@ -302,12 +302,7 @@ def _rank_time(parsed: _Parsed, leaf: _Line) -> str:
     its own, later timestamp would make it the live leaf and drop the reply.
     """
     line, seen = leaf, {leaf.uuid}
-    while (
-        line.type == "user"
-        and line.valid
-        and line.blocks()
-        and len(_tool_result_ids(line)) == len(line.blocks())
-    ):
+    while _only_tool_results(line):
         up = parsed.by_uuid.get(line.parent) if line.parent is not None else None
         if up is None or up.uuid in seen:
             break
@@ -335,6 +330,12 @@ def _walk_chain(parsed: _Parsed, leaf: _Line) -> list[_Line]:
             parsed.warn(chain[-1].no, f"parent {up} not found in the file; history before it is cut")
     chain.reverse()
     return chain
+
+
+def _only_tool_results(line: _Line) -> bool:
+    """A user line made of tool_result blocks alone (a tool's answer, no prompt text)."""
+    blocks = line.blocks() if line.type == "user" and line.valid else []
+    return bool(blocks) and all(b.get("type") == "tool_result" for b in blocks)
 
 
 def _tool_result_ids(line: _Line) -> list[str]:
