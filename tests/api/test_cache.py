@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
+from tests.api.test_params import LOCAL
 
 from foldline._json import decode_record, encode_line
 from foldline._types import Block
@@ -23,10 +24,8 @@ from foldline.api.normalize import MessageParam
 from foldline.api.params import RequestAssembler, RequestPlan, build_request
 from foldline.api.validate import find_errors
 from foldline.config import CacheConfig, Config
-from foldline.providers.base import Capabilities
 from foldline.timeline import AnyRecord, AssistantEntry, AssistantMessage, CachePin, UserEntry, UserMessage
 
-LOCAL = Capabilities(name="local", supports_cache_edits=True, cache_edits_beta="cache-edits-2025-06-01")
 TOOLS = [
     {"name": "Read", "description": "Read a file", "input_schema": {"type": "object"}},
     {"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}},

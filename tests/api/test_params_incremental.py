@@ -13,17 +13,16 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from tests.api.strategies import Generated, messy_timelines
+from tests.api.test_params import LOCAL, reply, user
 
 from foldline.api.cache import cache_reference_for
 from foldline.api.normalize import IncrementalNormalizer, NormalizeOptions, normalize_messages_for_api
 from foldline.api.params import RequestAssembler, build_request
 from foldline.config import Config
 from foldline.errors import UserError
-from foldline.providers.base import Capabilities
 from foldline.timeline import AnyRecord, CachePin, SnipBoundary, UserEntry
 
 _SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-LOCAL = Capabilities(name="local", supports_cache_edits=True, cache_edits_beta="cache-edits-2025-06-01")
 TOOLS = [{"name": "Read", "description": "read", "input_schema": {"type": "object"}}]
 
 
@@ -87,8 +86,6 @@ def test_long_lived_assembler_matches_a_fresh_build_every_turn(generated: Genera
 
 
 def test_a_snip_rebuilds_the_projection() -> None:
-    from tests.api.test_params import reply, user
-
     first, second = user("keep me"), user("snip me")
     records: list[AnyRecord] = [first, reply("m1", {"type": "text", "text": "ok"}), second]
     assembler = RequestAssembler(Config(snip_enabled=False), "", [], LOCAL)
@@ -103,8 +100,6 @@ def test_a_snip_rebuilds_the_projection() -> None:
 
 
 def test_later_turns_reuse_the_earlier_messages() -> None:
-    from tests.api.test_params import reply, user
-
     records: list[AnyRecord] = [user("go")]
     assembler = RequestAssembler(Config(), "", TOOLS, LOCAL)
     plans = []
@@ -121,8 +116,6 @@ def test_later_turns_reuse_the_earlier_messages() -> None:
 
 
 def test_a_late_result_for_a_frozen_tool_call_starts_over_and_still_matches() -> None:
-    from tests.api.test_params import reply, user
-
     records: list[AnyRecord] = [
         user("go"),
         reply("m1", {"type": "tool_use", "id": "toolu_a", "name": "Read", "input": {}}),
