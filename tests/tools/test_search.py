@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,10 +95,31 @@ async def test_grep_errors(ctx: ToolContext, tool_input: dict[str, object], mess
     assert message in str(result.content)
 
 
-@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
+@pytest.fixture
+def rg_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put the `ripgrep` wheel's `rg` (installed beside this interpreter) on PATH, or skip."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed")
+
+
+@pytest.mark.usefixtures("rg_on_path")
 async def test_ripgrep_engine_agrees_with_python(ctx: ToolContext, tree: Path) -> None:
     for mode in ("files_with_matches", "content", "count"):
         kwargs = {"pattern": "main|helper", "output_mode": mode}
+        assert await grep(ctx, "ripgrep", **kwargs) == await grep(ctx, "python", **kwargs)
+
+
+@pytest.mark.usefixtures("rg_on_path")
+async def test_ripgrep_engine_reads_colons_in_names_and_odd_line_breaks(
+    ctx: ToolContext, workspace: Path
+) -> None:
+    # rg's `path:line:text` is ambiguous when the path has a colon, and a form feed or a lone CR
+    # inside a line is not a line break for either engine.
+    (workspace / "a:1:b.txt").write_text("x main\n")
+    (workspace / "feed.txt").write_bytes(b"main\x0cmore\nmain\rtail\r\n")
+    for mode in ("files_with_matches", "content", "count"):
+        kwargs = {"pattern": "main", "output_mode": mode}
         assert await grep(ctx, "ripgrep", **kwargs) == await grep(ctx, "python", **kwargs)
 
 

@@ -188,6 +188,7 @@ def _ripgrep(
         "--line-number",
         "--with-filename",
         "--no-heading",
+        "--null",  # NUL after each path: a `:` in a file name cannot shift the fields
     ]
     args += ["--glob", "!{.git,.hg,.svn}", "--max-filesize", str(ctx.limits.search_max_file_bytes)]
     if regex.flags & re.IGNORECASE:
@@ -195,14 +196,18 @@ def _ripgrep(
     if glob:
         args += ["--glob", glob]
     args += ["--regexp", regex.pattern, "--", str(root)]
-    proc = subprocess.run(args, capture_output=True, text=True, errors="replace", check=False)
+    # bytes, not text mode: universal newlines would break lines at a lone CR, which the Python
+    # engine (and `split_lines`) keeps inside the line
+    proc = subprocess.run(args, capture_output=True, check=False)
     if proc.returncode > 1:
-        raise ToolError(f"rg failed: {proc.stderr.strip()}")
+        raise ToolError(f"rg failed: {proc.stderr.decode('utf-8', errors='replace').strip()}")
     hits: dict[Path, list[tuple[int, str]]] = {}
-    for line in proc.stdout.splitlines():
-        name, number, text = line.split(":", 2)
-        if not ctx.read_denied(Path(name)):
-            hits.setdefault(Path(name), []).append((int(number), text[:_MAX_MATCH_CHARS]))
+    for line in split_lines(proc.stdout.decode("utf-8", errors="replace")):
+        name, _, numbered = line.partition("\0")
+        number, _, text = numbered.partition(":")
+        path = Path(name)
+        if not ctx.read_denied(path):
+            hits.setdefault(path, []).append((int(number), text[:_MAX_MATCH_CHARS]))
     return hits
 
 
