@@ -9,7 +9,13 @@ lift entries -> S0 filter -> S1 attachments -> S2 media -> S3 merge ids -> S4 me
   -> S5 snip tags -> S6.a .. S6.g edge cleanup -> S6.h tool pairing -> S7 media limits -> final shape
 ```
 
+`IncrementalNormalizer` gives the same messages for a timeline that grows by appending, redoing only
+the open tail each turn (the engine's per-turn path); `run_steps` runs any subset of `STEPS`, so
+tests can show the 400 each step prevents.
+
 Invariants:
+- `IncrementalNormalizer.messages(entries)` equals `normalize_messages_for_api(entries)`, errors
+  included; whenever it cannot prove the frozen head unaffected it normalizes from scratch.
 - Nothing is mutated: entries are frozen, and every block a step changes is copied first. Blocks a
   step does not change are passed through as the same objects, so thinking blocks and signatures
   reach the wire byte-exact (api_rules #21, #22).
