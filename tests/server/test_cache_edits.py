@@ -9,8 +9,9 @@ import anthropic
 import pytest
 from tests.server.conftest import MODEL, Served, words
 
+from foldline.errors import RequestValidationError
 from foldline.server.backend import ScriptedBackend
-from foldline.server.caching import CACHE_EDITS_BETA, flatten
+from foldline.server.caching import CACHE_EDITS_BETA, cache_edits_deletions, flatten
 from foldline.server.config import ServerConfig
 from foldline.server.tokenizer import count_text
 
@@ -131,3 +132,14 @@ def test_deleted_tokens_do_not_count_against_the_window(serve: Callable[..., Ser
     assert served.state.references.spans == {}
     # The edit's reference is in this request, so it is valid even though never recorded before.
     assert _create(served, [DELETE, *question], BETA).usage.model_extra["cache_deleted_input_tokens"] > 0
+
+
+def test_an_edit_outside_a_user_message_names_its_path() -> None:
+    body = {
+        "model": MODEL,
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [DELETE]}],
+    }
+    with pytest.raises(RequestValidationError, match="may only appear in user messages") as caught:
+        cache_edits_deletions(body, flatten(body), beta_enabled=True)
+    assert caught.value.path == "messages.1.content.0"

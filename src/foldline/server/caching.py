@@ -369,7 +369,9 @@ def cache_edits_deletions(
                     path=path,
                 )
             if message.get("role") != "user":
-                raise RequestValidationError(f"{path}: cache_edits blocks may only appear in user messages")
+                raise RequestValidationError(
+                    f"{path}: cache_edits blocks may only appear in user messages", path=path
+                )
             for name in _edits_of(block, path):
                 if name not in present and name not in known:
                     raise RequestValidationError(
