@@ -87,6 +87,9 @@ async def test_grep_head_limit_says_results_were_cut(ctx: ToolContext, tree: Pat
         pytest.param({"pattern": "("}, "Invalid regular expression", id="bad-regex"),
         pytest.param({"pattern": "x", "path": "nowhere"}, "Path does not exist", id="missing-path"),
         pytest.param({"pattern": "x", "output_mode": "lines"}, "unknown output_mode", id="bad-mode"),
+        pytest.param(
+            {"pattern": "e", "head_limit": -2}, "`head_limit` must be at least 1", id="negative-limit"
+        ),
     ],
 )
 async def test_grep_errors(ctx: ToolContext, tool_input: dict[str, object], message: str) -> None:

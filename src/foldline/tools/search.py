@@ -119,6 +119,9 @@ class GrepTool(BaseTool):
         mode: str = tool_input.get("output_mode", "files_with_matches")
         if mode not in ("files_with_matches", "content", "count"):
             raise ToolError(f"Invalid input: unknown output_mode {mode!r}")
+        limit = int(tool_input.get("head_limit") or ctx.limits.search_max_results)
+        if limit < 1:
+            raise ToolError(f"Invalid input: `head_limit` must be at least 1, got {limit}")
         try:
             regex = re.compile(str(tool_input["pattern"]), re.IGNORECASE if tool_input.get("-i") else 0)
         except re.error as exc:
@@ -129,7 +132,7 @@ class GrepTool(BaseTool):
             hits = await anyio.to_thread.run_sync(_ripgrep, regex, root, glob, ctx)
         else:
             hits = await anyio.to_thread.run_sync(_python_grep, regex, root, glob, ctx)
-        return self._format(hits, mode, int(tool_input.get("head_limit") or ctx.limits.search_max_results))
+        return self._format(hits, mode, limit)
 
     @staticmethod
     def _format(hits: dict[Path, list[tuple[int, str]]], mode: str, limit: int) -> ToolResult:
