@@ -159,12 +159,20 @@ def test_s7_paths_index_the_messages_as_sent() -> None:
         reply("m2", text("b")),
         user([broken, text("look")]),
     ]
+    assert _s7_paths(entries) == ["messages.2.content.0", "messages.2.content.0"]
+    starts_with_a_reply: list[Entry] = [reply("m1", text("hello")), user([text("look"), broken])]
+    # sent as [leading user turn, reply, user]: the image is in the third message
+    assert _s7_paths(starts_with_a_reply) == ["messages.2.content.1", "messages.2.content.1"]
+
+
+def _s7_paths(entries: list[Entry]) -> list[str]:
+    """The message path S7 names, from the pure and then the incremental normalizer."""
     paths = []
     for normalize in (normalize_messages_for_api, IncrementalNormalizer().messages):
         with pytest.raises(UserError, match="not a recognisable") as raised:
             normalize(entries)
         paths.append(str(raised.value).split(" ")[0])
-    assert paths == ["messages.2.content.0", "messages.2.content.0"]
+    return paths
 
 
 def test_prefill_is_dropped_unless_asked_and_then_trimmed() -> None:

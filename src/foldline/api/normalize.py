@@ -747,9 +747,22 @@ def s7_check_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     Raises:
         UserError: naming the message path and the entries it came from.
     """
-    # Paths must index the messages as `final` will send them: S6.h can leave two replies adjacent.
-    _check_media(_merge_adjacent(msgs, _BOTH_ROLES), opts.media)
+    _check_media(_as_sent(msgs), opts.media)
     return msgs
+
+
+def _as_sent(msgs: list[_Msg]) -> list[_Msg]:
+    """The messages as `final_shape` will index them, so that S7's error paths name the right one.
+
+    S6.h can leave two replies adjacent (they merge), and a history that starts with a reply gets a
+    leading user message. Dropping a trailing reply moves no earlier message, so it is left to `final`.
+    """
+    msgs = _merge_adjacent(msgs, _BOTH_ROLES)
+    return [_leading_user(), *msgs] if msgs and msgs[0].role != "user" else msgs
+
+
+def _leading_user() -> _Msg:
+    return _Msg("user", [{"type": "text", "text": LEADING_USER_TEXT}], ())
 
 
 # --- final shape ------------------------------------------------------------------------------
@@ -783,7 +796,7 @@ def _finish(msgs: list[_Msg], opts: NormalizeOptions, *, at_start: bool) -> list
     if not msgs:
         raise UserError("nothing to send: the session has no user or assistant content after normalization")
     if msgs[0].role != "user":
-        msgs = [_Msg("user", [{"type": "text", "text": LEADING_USER_TEXT}], ()), *msgs]
+        msgs = [_leading_user(), *msgs]
     return msgs
 
 
@@ -966,9 +979,8 @@ class IncrementalNormalizer:
             msgs = step.run(msgs, self.options)
         if not at_start and (not msgs or msgs[0].role != "assistant"):
             raise _Dependent
-        msgs = _merge_adjacent(msgs, _BOTH_ROLES)
         try:
-            _check_media(msgs, self.options.media, head.media)
+            _check_media(_as_sent(msgs) if at_start else msgs, self.options.media, head.media)
         except UserError:
             if at_start:
                 raise
