@@ -83,9 +83,6 @@ class ReadRegistry:
         """The state recorded for `path`, if it was read."""
         return self._files.get(str(path))
 
-    def __contains__(self, path: object) -> bool:
-        return str(path) in self._files
-
     def check_fresh(self, path: Path) -> None:
         """Raise `ToolError` unless `path` was read and is unchanged since (mtime, else content)."""
         seen = self.get(path)
