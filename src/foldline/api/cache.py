@@ -247,9 +247,10 @@ def _mark(messages: list[MessageParam], pos: BlockPosition, ttl: TTL) -> None:
     messages[m] = {"role": messages[m]["role"], "content": content}
 
 
-def _mark_last(items: list[Block], ttl: TTL, *, text_only: bool = False) -> bool:
+def _mark_last(items: list[Block], ttl: TTL, *, cacheable_only: bool = False) -> bool:
+    """Mark the last item (the last cacheable one with `cacheable_only`); False when none qualifies."""
     for j in range(len(items) - 1, -1, -1):
-        if not text_only or _cacheable(items[j]):
+        if not cacheable_only or _cacheable(items[j]):
             items[j] = items[j] | {"cache_control": _control(ttl)}
             return True
     return False
@@ -260,7 +261,7 @@ def _mark_static(tools: Sequence[Mapping[str, Any]], system: Sequence[Block], cf
     budget = cfg.max_breakpoints
     if marked_tools and budget and _mark_last(marked_tools, cfg.static_ttl):
         budget -= 1
-    if marked_system and budget and _mark_last(marked_system, cfg.static_ttl, text_only=True):
+    if marked_system and budget and _mark_last(marked_system, cfg.static_ttl, cacheable_only=True):
         budget -= 1
     return marked_tools, marked_system, budget
 
