@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from click.testing import CliRunner, Result
 from tests.conftest import CLAUDE_CODE_DATA, claude_code_files, requires_claude_code_data
@@ -13,6 +14,7 @@ from foldline.sessions import list_sessions, load_session
 from foldline.timeline import (
     AssistantEntry,
     AssistantMessage,
+    AttachmentEntry,
     CompactBoundary,
     SystemEntry,
     UserEntry,
@@ -213,6 +215,65 @@ def test_show_renders_a_foldline_session(tmp_path: Path) -> None:
     assert "system/notice: cleared 3 results" in out
     assert _REPLY_TEXT in out
     assert out.index("user: run the tests") < out.index("context compacted") < out.index(_REPLY_TEXT)
+
+
+_ESC = "\x1b]0;pwned\x07\x1b[31m"
+"""An OSC title change and a colour change: what a hostile transcript would smuggle to the terminal."""
+
+
+def test_show_strips_terminal_escapes_from_every_field(tmp_path: Path) -> None:
+    # Text bodies were cleaned, but ids, names, types and subtypes were printed as they came.
+    when = "2026-03-01T10:00:00.000Z"
+    tool_use = {"type": "tool_use", "id": "t1", "name": f"Ba{_ESC}sh", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": f"t1{_ESC}", "content": "ok"}
+    odd_block = {"type": f"odd{_ESC}"}
+    records = [
+        UserEntry(uuid="u1", timestamp=when, message=UserMessage(content=[odd_block])),
+        AssistantEntry(
+            uuid="a1",
+            timestamp=when,
+            message=AssistantMessage(id="m1", model=f"claude{_ESC}", content=[tool_use, odd_block]),
+        ),
+        UserEntry(uuid="r1", timestamp=when, message=UserMessage(content=[result])),
+        SystemEntry(uuid="n1", timestamp=when, subtype=f"note{_ESC}", content="x"),
+        AttachmentEntry(uuid="at1", timestamp=when, attachment_type=f"memo{_ESC}", content="y"),
+    ]
+    path = tmp_path / "s.jsonl"
+    with TranscriptWriter.create(path, session_id=f"id{_ESC}", fsync="never") as writer:
+        for record in records:
+            writer.append(record)
+    shown = _invoke("show", str(path), "--verbose")
+    assert shown.exit_code == 0, shown.output
+    assert "\x1b" not in shown.output
+    for cleaned in ("session id)", "assistant (claude)", "→ Bash {}", "user: [odd]", "  [odd]", "result t1:"):
+        assert cleaned in shown.output
+    assert "system/note: x" in shown.output
+    assert "[memo] y" in shown.output
+
+
+def test_show_strips_terminal_escapes_from_warnings(tmp_path: Path) -> None:
+    line = {
+        "type": "user",
+        "uuid": "u1",
+        "parentUuid": f"gone{_ESC}",
+        "timestamp": "2026-02-01T00:00:00.000Z",
+        "message": {"role": "user", "content": "hello"},
+    }
+    path = tmp_path / "cc.jsonl"
+    path.write_bytes(orjson.dumps(line) + b"\n")
+    shown = _invoke("show", str(path))
+    assert shown.exit_code == 0, shown.output
+    assert "\x1b" not in shown.output
+    assert "warning: " in shown.output
+    assert "parent gone not found" in shown.output
+
+
+def test_sessions_strips_terminal_escapes_from_file_names(tmp_path: Path) -> None:
+    _foldline_session(tmp_path / f"s{_ESC}.jsonl")
+    listed = _invoke("sessions", str(tmp_path))
+    assert listed.exit_code == 0, listed.output
+    assert "\x1b" not in listed.output
+    assert "s.jsonl" in listed.output
 
 
 def test_show_finds_a_session_by_id(tmp_path: Path) -> None:

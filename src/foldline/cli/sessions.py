@@ -49,6 +49,11 @@ def _clean(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+def _plain(text: str, style: str = "") -> Text:
+    """Text from a session (or a file name) ready to print: escapes removed, never read as markup."""
+    return Text(_clean(text), style=style)
+
+
 def _clip(text: str, limit: int) -> str:
     text = _clean(text)
     if limit <= 0 or len(text) <= limit:
@@ -82,7 +87,7 @@ def _sessions_table(infos: Iterable[SessionInfo], roots: Sequence[Path]) -> Tabl
     for info in infos:
         when = (info.last_activity or "-").replace("T", " ")[:19]
         table.add_row(
-            Text(_shown_path(info.path, roots)),
+            _plain(_shown_path(info.path, roots)),
             info.format,
             _human_size(info.size_bytes),
             str(info.turns),
@@ -107,7 +112,7 @@ def sessions(dirs: tuple[Path, ...]) -> None:
         raise click.ClickException(str(exc)) from exc
     console = Console()
     if not infos:
-        console.print(Text(f"No sessions under {', '.join(map(str, roots))}."))
+        console.print(_plain(f"No sessions under {', '.join(map(str, roots))}."))
         return
     infos.sort(key=lambda i: i.last_activity or "", reverse=True)
     console.print(_sessions_table(infos, roots))
@@ -142,12 +147,12 @@ def _user_lines(entry: UserEntry, limit: int) -> list[Text]:
         kind = block.get("type")
         if kind == "tool_result":
             style = "red" if block.get("is_error") else "green"
-            head = Text(f"  ⎿ result {str(block.get('tool_use_id', ''))[-8:]}: ", style=style)
+            head = Text(f"  ⎿ result {_clean(str(block.get('tool_use_id', '')))[-8:]}: ", style=style)
             lines.append(head + Text(_clip(_result_text(block), limit), style="dim"))
         elif kind == "text":
-            lines.append(Text(f"{label}: ", style=style) + Text(_clean(str(block.get("text", "")))))
+            lines.append(Text(f"{label}: ", style=style) + _plain(str(block.get("text", ""))))
         else:
-            lines.append(Text(f"{label}: [{kind}]", style=style))
+            lines.append(_plain(f"{label}: [{kind}]", style=style))
     return lines
 
 
@@ -156,7 +161,7 @@ def _assistant_lines(entry: AssistantEntry, limit: int) -> list[Text]:
         info = entry.api_error
         detail = f"{info.status or ''} {info.message}".strip() if info else ""
         return [Text("api error: ", style="bold red") + Text(_clip(detail, limit))]
-    lines: list[Text] = [Text(f"assistant ({entry.message.model})", style="bold yellow")]
+    lines: list[Text] = [_plain(f"assistant ({entry.message.model})", style="bold yellow")]
     for block in entry.message.content:
         kind = block.get("type")
         if kind == "text":
@@ -172,9 +177,11 @@ def _assistant_lines(entry: AssistantEntry, limit: int) -> list[Text]:
             )
         elif kind == "tool_use":
             args = orjson.dumps(block.get("input", {})).decode()
-            lines.append(Text(f"  → {block.get('name')}", style="bold blue") + Text(f" {_clip(args, limit)}"))
+            lines.append(
+                _plain(f"  → {block.get('name')}", style="bold blue") + Text(f" {_clip(args, limit)}")
+            )
         else:
-            lines.append(Text(f"  [{kind}]", style="dim"))
+            lines.append(_plain(f"  [{kind}]", style="dim"))
     return lines
 
 
@@ -198,7 +205,7 @@ def _record_lines(record: AnyRecord, limit: int, verbose: bool) -> list[Text]:
         return _assistant_lines(record, limit)
     if isinstance(record, SystemEntry):
         body = _clip(record.content, limit)
-        return [Text(f"system/{record.subtype}" + (f": {body}" if body else ""), style="dim")]
+        return [_plain(f"system/{record.subtype}" + (f": {body}" if body else ""), style="dim")]
     if isinstance(record, AttachmentEntry | ProgressEntry):
         if not verbose:
             return []
@@ -206,7 +213,7 @@ def _record_lines(record: AnyRecord, limit: int, verbose: bool) -> list[Text]:
             label, note = record.attachment_type, _result_text({"content": record.content})
         else:
             label, note = "progress", record.text
-        return [Text(f"  [{label}] {_clip(note, limit)}", style="dim")]
+        return [_plain(f"  [{label}] {_clip(note, limit)}", style="dim")]
     if isinstance(record, SnipBoundary | CollapseCommit | CompactBoundary | CachePin | LatchedHeaders):
         line = _control_line(record)
         return [line] if line is not None else []
@@ -216,9 +223,9 @@ def _record_lines(record: AnyRecord, limit: int, verbose: bool) -> list[Text]:
 
 
 def _render(console: Console, session: LoadedSession, limit: int, verbose: bool) -> None:
-    console.print(Text(f"{session.path} ({session.format}, session {session.session_id})", style="bold"))
+    console.print(_plain(f"{session.path} ({session.format}, session {session.session_id})", style="bold"))
     for warning in session.warnings:
-        console.print(Text(f"warning: {warning}", style="yellow"))
+        console.print(_plain(f"warning: {warning}", style="yellow"))
     for record in session.records:
         if getattr(record, "is_sidechain", False) and not verbose:
             continue
