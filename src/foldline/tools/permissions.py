@@ -202,6 +202,8 @@ def _path_matches(rule: Rule, access: _Access, ctx: ToolContext, *, for_allow: b
 def _check_access(
     access: _Access, tool: str, ctx: ToolContext, rules: PermissionRules, mode: PermissionMode
 ) -> Decision:
+    # A Bash redirection or a Grep is still a file access: Edit/Write rules govern every write and
+    # Read rules every read, whichever tool makes it.
     names = frozenset({tool, *(EDIT_TOOLS if access.write else {"Read"})})
     for rule in rules.deny:
         if rule.names(names) and _path_matches(rule, access, ctx, for_allow=False):
@@ -345,6 +347,8 @@ def _bash_checks(
             cwd = target  # later redirections resolve there, as the shell would (CVE-2026-25722)
             continue
         yield _check_simple(cmd, rules, mode)
+        # heredoc and herestring targets are data, and `2>&1`-style duplications name descriptors;
+        # only `>&file` (which `writes`) among them touches a file
         files = [
             (r.target, r.writes, r.dynamic)
             for r in cmd.redirects
