@@ -12,6 +12,7 @@ from tests.conftest import claude_code_files, requires_claude_code_data
 from foldline._json import encode_line
 from foldline.api.validate import find_errors
 from foldline.cli import cli
+from foldline.cli.request import PROVIDERS
 from foldline.timeline import AssistantEntry, AssistantMessage, UserEntry, UserMessage
 from foldline.transcript import TranscriptHeader
 
@@ -91,3 +92,8 @@ def test_unreadable_input_is_a_clean_error(tmp_path: Path) -> None:
     assert result.exit_code != 0
     assert "Traceback" not in result.output
     assert "Error" in result.output
+
+
+def test_the_local_provider_sends_the_beta_the_local_server_expects() -> None:
+    caching = pytest.importorskip("foldline.server.caching")  # the optional server extra
+    assert PROVIDERS["local"].cache_edits_beta == caching.CACHE_EDITS_BETA
