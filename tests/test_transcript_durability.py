@@ -280,23 +280,37 @@ def _same_file(fd: int, path: Path) -> bool:
     return os.fstat(fd).st_ino == path.stat().st_ino
 
 
+def _short_write_then(
+    monkeypatch: pytest.MonkeyPatch, path: Path, keep: int, then: BaseException
+) -> list[int]:
+    """Patch `os.write` for `path` only: the first write lands just `keep` bytes, later ones raise `then`.
+
+    Returns:
+        The byte counts asked of each write to `path`, filled in as the writes happen.
+    """
+    real_write = os.write
+    asked: list[int] = []
+
+    def short_then_fail(fd: int, data: bytes) -> int:
+        if not _same_file(fd, path):
+            return real_write(fd, data)
+        asked.append(len(data))
+        if len(asked) == 1:
+            return real_write(fd, bytes(data[:keep]))
+        raise then
+
+    monkeypatch.setattr(os, "write", short_then_fail)
+    return asked
+
+
 def test_disk_full_mid_record_cuts_back_and_poisons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "s.jsonl"
     writer = TranscriptWriter.create(path, session_id="s", fsync="never")
     writer.append(A)
     before = path.read_bytes()
-    real_write = os.write
-    calls: list[int] = []
-
-    def short_then_full(fd: int, data: bytes) -> int:
-        if not _same_file(fd, path):
-            return real_write(fd, data)
-        calls.append(len(data))
-        if len(calls) == 1:
-            return real_write(fd, bytes(data[: len(data) // 2]))
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "write", short_then_full)
+    calls = _short_write_then(
+        monkeypatch, path, len(encode_line(B)) // 2, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    )
     with pytest.raises(TranscriptWriteError, match="No space left on device") as info:
         writer.append(B)
     assert f"before byte {len(before)} is intact" in str(info.value)
@@ -324,18 +338,7 @@ def test_interrupt_between_partial_writes_cuts_the_record_back(
     writer = TranscriptWriter.create(path, session_id="s", fsync="never")
     writer.append(A)
     before = path.read_bytes()
-    real_write = os.write
-    calls: list[int] = []
-
-    def short_then_interrupted(fd: int, data: bytes) -> int:
-        if not _same_file(fd, path):
-            return real_write(fd, data)
-        calls.append(len(data))
-        if len(calls) == 1:
-            return real_write(fd, bytes(data[:7]))
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(os, "write", short_then_interrupted)
+    _short_write_then(monkeypatch, path, 7, KeyboardInterrupt())
     with pytest.raises(KeyboardInterrupt):
         writer.append(B)
     monkeypatch.undo()
@@ -353,21 +356,12 @@ def test_failed_cut_back_leaves_a_torn_tail_that_resume_moves_aside(
     path = tmp_path / "s.jsonl"
     writer = TranscriptWriter.create(path, session_id="s", fsync="never")
     writer.append(A)
-    real_write = os.write
-    written: list[bytes] = []
-
-    def half_then_eio(fd: int, data: bytes) -> int:
-        if not _same_file(fd, path):
-            return real_write(fd, data)
-        if written:
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        written.append(bytes(data[:10]))
-        return real_write(fd, written[0])
+    fragment = encode_line(B)[:10]
+    _short_write_then(monkeypatch, path, len(fragment), OSError(errno.EIO, os.strerror(errno.EIO)))
 
     def broken_ftruncate(fd: int, length: int) -> None:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(os, "write", half_then_eio)
     monkeypatch.setattr(os, "ftruncate", broken_ftruncate)
     with pytest.raises(TranscriptWriteError, match="moved aside on the next resume"):
         writer.append(B)
@@ -375,12 +369,12 @@ def test_failed_cut_back_leaves_a_torn_tail_that_resume_moves_aside(
     writer.close()
     loaded = load_transcript(path)
     assert loaded.records == [A]
-    assert loaded.torn_tail == written[0]
+    assert loaded.torn_tail == fragment
     resumed, result = TranscriptWriter.resume(path, fsync="never")
     with resumed:
         resumed.append(C)
     assert result.sidecar is not None
-    assert result.sidecar.read_bytes() == written[0]
+    assert result.sidecar.read_bytes() == fragment
     after = load_transcript(path)
     assert after.records == [A, C]
     assert after.clean, "the new record must not be glued onto the fragment"
