@@ -210,8 +210,9 @@ def _info(path: Path) -> SessionInfo | None:
 def list_sessions(paths_or_dirs: Iterable[Path | str]) -> list[SessionInfo]:
     """Describe every session file in the given files and directories (searched recursively).
 
-    Empty files and `.jsonl` files in neither format are left out; subagent transcripts under a
-    session's `subagents/` folder belong to their session and are not listed on their own.
+    Empty files and `.jsonl` files in neither format are left out. Subagent transcripts (under a
+    session's `subagents/` folder, or legacy `agent-<hex>.jsonl` files beside a main file with their
+    session id) belong to their session and are not listed on their own.
 
     Raises:
         TranscriptError: a path does not exist, or a session file cannot be read.
