@@ -139,11 +139,13 @@ _Static: TypeAlias = tuple[list[JSONObject], list[JSONObject], int]
 
 
 class PreparedMessages:
-    """A memo of the messages prepared (references named, pins re-inserted) by the previous request.
+    """A memo of what the previous request prepared: its messages (references named, pins re-inserted)
+    and its marked tools and system.
 
     A session's next request repeats the previous one's messages as the same objects
     (`IncrementalNormalizer` hands back frozen messages unchanged), so the prepared copies of the
-    longest identical prefix are reused and only the rest is prepared again.
+    longest identical prefix are reused and only the rest is prepared again. Tools and system are
+    reused whole when they are the same objects with the same `CacheConfig`.
     """
 
     def __init__(self) -> None:

@@ -216,6 +216,7 @@ class RequestPlan:
     prompt_state: PromptState
     """Phase-1 cache-break hashes of this request (R7.2); diff against the previous one."""
     message_breakpoints: tuple[BlockPosition, ...] = ()
+    """Where the message `cache_control` breakpoints went, in prompt order (the last is the rolling one)."""
 
 
 def _pins_in_view(records: Sequence[AnyRecord], boundary_index: int | None) -> list[CachePin]:
