@@ -251,6 +251,18 @@ def test_show_strips_terminal_escapes_from_every_field(tmp_path: Path) -> None:
     assert "[memo] y" in shown.output
 
 
+def test_show_strips_8_bit_control_characters(tmp_path: Path) -> None:
+    # U+009B and U+009D are the one-character CSI and OSC: terminals that honour C1 controls
+    # (xterm among them) act on them as they would on ESC [ and ESC ].
+    when = "2026-03-01T10:00:00.000Z"
+    path = tmp_path / "s.jsonl"
+    with TranscriptWriter.create(path, session_id="s", fsync="never") as writer:
+        writer.append(UserEntry(uuid="u1", timestamp=when, message=UserMessage(content="a\x9b2Jb\x9dc")))
+    shown = _invoke("show", str(path))
+    assert shown.exit_code == 0, shown.output
+    assert "user: a2Jbc" in shown.output
+
+
 def test_show_strips_terminal_escapes_from_warnings(tmp_path: Path) -> None:
     line = {
         "type": "user",

@@ -42,7 +42,9 @@ __all__ = ["sessions", "show"]
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 """What `show` looks up as a session id (no glob or path characters)."""
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|[\x00-\x08\x0b-\x1f\x7f]")
+# CSI and BEL-terminated OSC sequences go whole; any other C0 or C1 control (a lone ESC, the 8-bit
+# CSI U+009B) goes on its own. Tab and newline stay.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _clean(text: str) -> str:
