@@ -149,6 +149,18 @@ def test_s7_checks_type_count_and_many_image_dimensions() -> None:
         )
 
 
+def test_non_block_items_in_a_tool_result_are_dropped_like_top_level_ones() -> None:
+    # a decodable but malformed transcript line: it crashed with AttributeError before
+    entries: list[Entry] = [
+        user("go"),
+        reply("m1", tool_use("toolu_1")),
+        user([result("toolu_1", ["plain string", 3, text("kept")]), "stray", text("next")]),  # type: ignore[list-item]
+    ]
+    out = normalize_messages_for_api(entries)
+    assert out[-1]["content"] == [result("toolu_1", [text("kept")]), text("next")]
+    assert find_errors(body(out)) == []
+
+
 def test_s7_paths_index_the_messages_as_sent() -> None:
     broken = image_block()
     broken["source"] = {**broken["source"], "data": "AAAA"}

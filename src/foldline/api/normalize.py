@@ -158,14 +158,17 @@ class NormalizeStep:
 
 
 def _clean_block(block: Block) -> Block:
-    """The block without CC/foldline-only fields; thinking blocks are never touched."""
+    """The block without CC/foldline-only fields or, in a tool_result, non-block items (thinking: as is)."""
     kind = block.get("type")
     if kind in _THINKING:
         return block
     content = block.get("content")
     if kind == "tool_result" and isinstance(content, list):
-        cleaned = [_clean_block(b) for b in content]
-        if any(c is not b for c, b in zip(cleaned, content, strict=True)) or _STRIP_KEYS & block.keys():
+        cleaned = [_clean_block(b) for b in content if isinstance(b, dict)]  # as `_blocks` does one level up
+        changed = len(cleaned) != len(content) or any(
+            c is not b for c, b in zip(cleaned, content, strict=True)
+        )
+        if changed or _STRIP_KEYS & block.keys():
             return {k: v for k, v in block.items() if k not in _STRIP_KEYS} | {"content": cleaned}
     if _STRIP_KEYS & block.keys():
         return {k: v for k, v in block.items() if k not in _STRIP_KEYS}
