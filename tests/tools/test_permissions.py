@@ -287,6 +287,57 @@ CWD = [
     ),
     bash("cd-out-then-write", "cd {out} && echo x > f", "ask", allow=ECHO, mode="acceptEdits"),
     bash("cwd-out-bash-redirect", "echo x > f", "ask", allow=ECHO, extra={"cwd": "{out}"}),
+    # where these leave the shell is only known at run time: a relative path after them cannot be
+    # checked, even against a deny rule, so it asks
+    bash(
+        "cd-dynamic-then-write",
+        'cd "$HOME"/../.. && echo x > f',
+        "ask",
+        allow=(*ECHO, "Bash(cd:*)"),
+        mode="acceptEdits",
+    ),
+    bash(
+        "cd-back-then-write",
+        "cd {out} && cd - && echo x > f",
+        "ask",
+        deny=("Edit(./f)",),
+        mode="bypassPermissions",
+    ),
+    bash(
+        "popd-then-write",
+        "pushd {out} && popd && echo x > f",
+        "ask",
+        deny=("Edit(./f)",),
+        mode="bypassPermissions",
+    ),
+    bash(
+        "cd-dynamic-then-read-still-denied",
+        'cd "$D" && cat secret.txt',
+        "deny",
+        allow=("Bash(cat:*)", "Bash(cd:*)"),
+        deny=("Read(./secret.txt)",),
+    ),
+    bash(
+        "cd-dynamic-then-read-asks",
+        'cd "$D" && cat notes.txt',
+        "ask",
+        allow=("Bash(cat:*)", "Bash(cd:*)"),
+        deny=("Read(./secret.txt)",),
+        mode="bypassPermissions",
+    ),
+    bash(
+        "cd-dynamic-then-absolute",
+        'cd "$D" && echo x > {ws}/f',
+        "deny",
+        deny=("Edit(./f)",),
+        mode="bypassPermissions",
+    ),
+    bash(
+        "cd-back-then-absolute-allowed",
+        "cd {out} && cd - && echo x > {ws}/f",
+        "allow",
+        mode="bypassPermissions",
+    ),
 ]
 OTHER = [
     Case("snip-always", "Snip", {"ids": ["a"]}, "allow", mode="plan"),

@@ -24,6 +24,9 @@ Invariants:
   path, so a symlink can neither dodge a deny nor borrow an allow.
 - The workspace boundary is `ToolContext.workspace`, canonical and fixed at launch; a cwd the model
   moved (or passed in a tool input) only changes how relative paths resolve (CVE-2025-59532).
+- Within a Bash line, `cd DIR` / `pushd DIR` move the directory later paths resolve against
+  (CVE-2026-25722). After `cd "$X"`, `cd -` or `popd` it is known only at run time: relative paths
+  then ask, and are still checked against the last known directory, so a deny rule keeps denying.
 - Path specifiers are gitignore-ish: `//abs`, `~/home`, `/workspace-root`, `./workspace`, `a/b`
   (workspace-relative); a bare name such as `.env` matches at any depth (for allow rules only inside
   the workspace). A pattern that names a directory covers everything under it.
@@ -312,11 +315,25 @@ def _file_arguments(cmd: SimpleCommand) -> Iterable[tuple[str, bool]]:
         yield from ((w[3:], True) for w in cmd.words[1:] if w.startswith("of="))
 
 
-def _cd_target(cmd: SimpleCommand, cwd: Path) -> Path | None:
-    if not cmd.words or cmd.words[0] not in ("cd", "pushd") or any(cmd.dynamic):
-        return None
-    args = [w for w in cmd.words[1:] if not w.startswith("-")]
-    return Path(os.path.realpath(cwd / os.path.expanduser(args[0]))) if args else Path.home()
+def _changes_dir(cmd: SimpleCommand) -> bool:
+    return bool(cmd.words) and cmd.words[0] in ("cd", "pushd", "popd")
+
+
+def _cd_target(cmd: SimpleCommand, cwd: Path, known: bool) -> tuple[Path, bool]:
+    """Where `cd DIR` / `pushd DIR` (no expansions) leaves the shell, and whether that is certain:
+    not after `cd -` ($OLDPWD), `pushd` alone (a stack swap), or a relative DIR from an uncertain cwd."""
+    args = [w for w in cmd.words[1:] if w == "-" or not w.startswith("-")]
+    if not args:
+        return (Path.home(), True) if cmd.words[0] == "cd" else (cwd, False)
+    if args[0] == "-":
+        return cwd, False
+    target = os.path.expanduser(args[0])
+    return Path(os.path.realpath(cwd / target)), known or os.path.isabs(target)
+
+
+def _uncertain(raw: str, known: bool) -> bool:
+    """Whether `raw` is a relative path while the shell's directory is only known at run time."""
+    return not known and not os.path.isabs(os.path.expanduser(raw))
 
 
 def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: PermissionMode) -> Decision:
@@ -340,38 +357,62 @@ def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: Pe
 def _bash_checks(
     commands: list[SimpleCommand], ctx: ToolContext, rules: PermissionRules, mode: PermissionMode
 ) -> Iterable[Decision]:
-    cwd = ctx.current_dir
+    # `known` turns False once a `cd "$X"`, `cd -` or `popd` moves the shell somewhere only the run
+    # time knows; relative paths then ask, and are still checked against the last known cwd
+    cwd, known = ctx.current_dir, True
     for cmd in commands:
-        target = _cd_target(cmd, cwd)
-        if target is not None:
-            cwd = target  # later redirections resolve there, as the shell would (CVE-2026-25722)
+        if _changes_dir(cmd) and cmd.words[0] != "popd" and not any(cmd.dynamic):
+            # later paths resolve there, as the shell would (CVE-2026-25722)
+            cwd, known = _cd_target(cmd, cwd, known)
             continue
         yield _check_simple(cmd, rules, mode)
-        # heredoc and herestring targets are data, and `2>&1`-style duplications name descriptors;
-        # only `>&file` (which `writes`) among them touches a file
-        files = [
-            (r.target, r.writes, r.dynamic)
-            for r in cmd.redirects
-            if r.op not in ("<<", "<<<", ">&", "<&") or r.writes
-        ]
-        files += [(path, writes, False) for path, writes in _file_arguments(cmd)]
-        for raw, writes, dynamic in files:
-            if dynamic:
-                yield Decision("ask", f"redirection target `{raw}` is only known at run time")
-            elif raw not in _HARMLESS_TARGETS:
-                yield _check_access(_access(raw, cwd, write=writes), "Bash", ctx, rules, mode)
-        yield from _read_denials(cmd, cwd, ctx, rules)
+        yield from _file_checks(cmd, cwd, ctx, rules, mode, known=known)
+        yield from _read_denials(cmd, cwd, ctx, rules, known=known)
+        if _changes_dir(cmd):
+            known = False
+
+
+def _file_checks(
+    cmd: SimpleCommand,
+    cwd: Path,
+    ctx: ToolContext,
+    rules: PermissionRules,
+    mode: PermissionMode,
+    *,
+    known: bool,
+) -> Iterable[Decision]:
+    """The files `cmd` opens through redirections and `tee`/`dd` arguments."""
+    # heredoc and herestring targets are data, and `2>&1`-style duplications name descriptors;
+    # only `>&file` (which `writes`) among them touches a file
+    files = [
+        (r.target, r.writes, r.dynamic)
+        for r in cmd.redirects
+        if r.op not in ("<<", "<<<", ">&", "<&") or r.writes
+    ]
+    files += [(path, writes, False) for path, writes in _file_arguments(cmd)]
+    for raw, writes, dynamic in files:
+        if dynamic:
+            yield Decision("ask", f"redirection target `{raw}` is only known at run time")
+        elif raw not in _HARMLESS_TARGETS:
+            if _uncertain(raw, known):
+                yield Decision("ask", f"`{raw}` is relative to a directory only known at run time")
+            yield _check_access(_access(raw, cwd, write=writes), "Bash", ctx, rules, mode)
 
 
 def _read_denials(
-    cmd: SimpleCommand, cwd: Path, ctx: ToolContext, rules: PermissionRules
+    cmd: SimpleCommand, cwd: Path, ctx: ToolContext, rules: PermissionRules, *, known: bool
 ) -> Iterable[Decision]:
     """Read deny rules also cover files a command names (`cat .env` under `Read(**/.env)`)."""
     read_denies = [r for r in rules.deny if r.tool == "Read" and r.specifier is not None]
+    if not read_denies:
+        return
     for word, dynamic in zip(cmd.words[1:], cmd.dynamic[1:], strict=True):
         if dynamic or word.startswith("-") or not word:
             continue
-        access = _access(word.split("=", 1)[-1], cwd, write=False)
+        raw = word.split("=", 1)[-1]
+        if _uncertain(raw, known):
+            yield Decision("ask", f"`{cmd.text}` names {raw} in a directory only known at run time")
+        access = _access(raw, cwd, write=False)
         for rule in read_denies:
             if _path_matches(rule, access, ctx, for_allow=False):
                 yield Decision("deny", f"`{cmd.text}` reads {access.path}, denied by a rule", str(rule))
