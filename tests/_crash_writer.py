@@ -75,9 +75,9 @@ def seq_of(uuid: str) -> int:
 def write_until_killed(path: Path, ack_fd: int, fsync: FsyncPolicy) -> None:
     """Resume `path` and append records forever.
 
-    Writes `ready\\n` to `ack_fd` once resumed, `> <seq> <bytes>\\n` as each append starts (so
-    the parent can aim its kill at a large append) and `<seq>\\n` when it returns: the record is
-    then in the page cache, which a SIGKILL cannot lose (and on disk under `"always"`).
+    Writes `ready\\n` to `ack_fd` once resumed, `> <seq> <characters of text>\\n` as each append
+    starts (so the parent can aim its kill at a large append) and `<seq>\\n` when it returns: the
+    record is then in the page cache, which a SIGKILL cannot lose (and on disk under `"always"`).
     """
     writer, loaded = TranscriptWriter.resume(path, fsync=fsync)
     os.write(ack_fd, b"ready\n")
