@@ -32,6 +32,7 @@ from foldline.api.cache import (
     static_hashes,
 )
 from foldline.api.normalize import IncrementalNormalizer, MessageParam, NormalizeOptions
+from foldline.api.validate import MIN_THINKING_BUDGET
 from foldline.config import Config
 from foldline.errors import UserError
 from foldline.projection import project_view, rebuild_state
@@ -61,8 +62,6 @@ __all__ = [
     "system_blocks",
 ]
 
-MIN_THINKING_BUDGET = 1024
-"""The API's smallest `thinking.budget_tokens` (api_rules #25)."""
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
