@@ -33,6 +33,7 @@ import msgspec
 
 from foldline._types import Block
 from foldline.api.params import RequestAssembler, RequestPlan
+from foldline.cachebreak import CacheBreakDetector
 from foldline.compact.budget import apply_result_budget
 from foldline.compact.pipeline import (
     CompactionContext,
@@ -81,6 +82,7 @@ from foldline.timeline import (
     SnipBoundary,
     SystemEntry,
     Timeline,
+    Usage,
     UserEntry,
     UserMessage,
     api_filter,
@@ -228,6 +230,8 @@ class QueryEngine:
     """Defaults to `request_builder(config, system, tools, provider.capabilities)`."""
     _turn: _Turn | None = field(default=None, init=False)
     _read_files: ReadRegistry = field(default_factory=ReadRegistry, init=False)
+    _cache_watch: CacheBreakDetector = field(default_factory=CacheBreakDetector, init=False)
+    """A new engine (a resume) starts without a baseline: R7.4's reset on resume."""
     _tail: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
@@ -277,6 +281,7 @@ class QueryEngine:
         turn = self._require_turn()
         await self._compact()
         accumulator, executor = await self.query(turn)
+        self._watch_cache(accumulator.usage)
         stop_reason = accumulator.stop_reason
         if (
             stop_reason == "max_tokens"
@@ -346,7 +351,19 @@ class QueryEngine:
         plan = self.build_request(self.timeline.snapshot(), max_tokens=turn.max_tokens)
         for record in plan.new_records:
             self._append(record)
+        self._cache_watch.before_request(plan.prompt_state, plan.body)
         return plan
+
+    def _watch_cache(self, usage: Usage) -> None:
+        """R7.3: a confirmed cache break becomes a visible notice with its likely cause."""
+        report = self._cache_watch.after_response(usage)
+        if report is not None:
+            text = report.describe()
+            self._append(self._entry(SystemEntry, subtype="cache_break", content=text, level="warning"))
+            self.events.emit(NoticeEvent(text, "warning"))
+            self.events.telemetry(
+                "cache_break", before=report.before, after=report.after, changes=report.changes
+            )
 
     def _on_stream_event(
         self, event: StreamEvent, accumulator: MessageAccumulator, executor: ToolExecutor
@@ -401,6 +418,7 @@ class QueryEngine:
         """The compaction round before every API call (R0.1), then the blocking limit (R3.4.1)."""
         for record in await run_compaction(self.stages, self._compaction_context()):
             self._append(record)
+            self._cache_watch.reset_baseline()  # R7.4: a compaction's drop is expected
         ctx = self._compaction_context()
         if ctx.tokens > self.config.blocking_limit:
             await self._recover_prompt_too_long(None, gap=ctx.tokens - self.config.blocking_limit)
@@ -416,6 +434,7 @@ class QueryEngine:
             raise PromptTooLongError(f"{detail}; nothing more could be compacted automatically: run /compact")
         for record in added:
             self._append(record)
+        self._cache_watch.reset_baseline()
 
     # --- tools ---------------------------------------------------------------------------------
 
@@ -482,6 +501,7 @@ class QueryEngine:
                 removed = tuple(by_short[i] for i in ids if i in by_short)
                 if removed:
                     self._append(SnipBoundary(uuid=new_uuid(), timestamp=now_iso(), removed_uuids=removed))
+                    self._cache_watch.reset_baseline()
 
     def _on_progress(self, tool_use_id: str, text: str) -> None:
         self._append(self._entry(ProgressEntry, text=text, tool_use_id=tool_use_id))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -99,10 +100,12 @@ async def harness(tmp_path: Path) -> AsyncIterator[Callable[..., Harness]]:
             *,
             faults: str = "",
             server: ServerConfig | None = None,
+            server_clock: Callable[[], float] = time.monotonic,
             **config: Any,
         ) -> Harness:
             backend = ScriptedBackend(replies=replies, select="sequence")
-            app = create_app(server, backend=backend, faults=parse_faults(faults) if faults else None)
+            plan = parse_faults(faults) if faults else None
+            app = create_app(server, backend=backend, faults=plan, clock=server_clock)
             url = stack.enter_context(run_server(app))
             workspace = tmp_path / "ws"
             workspace.mkdir(exist_ok=True)

@@ -20,6 +20,7 @@ from foldline.timeline import (
     AssistantEntry,
     AttachmentEntry,
     SnipBoundary,
+    SystemEntry,
     UserEntry,
     new_uuid,
     now_iso,
@@ -143,3 +144,18 @@ async def test_jsonl_telemetry_sink_is_opt_in(harness: Callable[..., Harness], t
     await engine.drain()
     events = [json.loads(line)["event"] for line in sink.read_text().splitlines()]
     assert events == ["retry", "turn_end"]
+
+
+@pytest.mark.anyio
+async def test_a_server_side_eviction_is_reported_as_a_cache_break(harness: Callable[..., Harness]) -> None:
+    server_time = [1_000.0]
+    h = harness([{"text": "one"}, {"text": "two"}, {"text": "three"}], server_clock=lambda: server_time[0])
+    engine = await h.engine(session_dir=h.workspace.parent / "files")
+    await engine.submit_message(_words(3_000))
+    await engine.submit_message("again")
+    server_time[0] += 600  # the server's 5-minute cache entries expire; the client changed nothing
+    await engine.submit_message("and again")
+    breaks = [r for r in reload(h).snapshot() if isinstance(r, SystemEntry) and r.subtype == "cache_break"]
+    assert len(breaks) == 1
+    assert "likely server-side" in breaks[0].content
+    assert breaks[0].level == "warning"

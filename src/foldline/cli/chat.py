@@ -27,7 +27,7 @@ from foldline.engine import QueryEngine
 from foldline.errors import FoldlineError
 from foldline.events import RecordEvent, RetryEvent, TextDeltaEvent, UIEvent
 from foldline.providers.anthropic import AnthropicProvider
-from foldline.timeline import AssistantEntry, Timeline, UserEntry
+from foldline.timeline import AssistantEntry, SystemEntry, Timeline, UserEntry
 from foldline.tokens import estimate_blocks, estimate_text
 from foldline.tools import Decision, default_tools
 from foldline.tools.permissions import PermissionMode
@@ -173,10 +173,15 @@ def _slash(command: str, session: _Session, console: Console) -> bool:
             f"(without caching ${totals.cost(cached=False):.4f})"
         )
     elif name == "/cache":
-        totals, breaks = usage_of(records), cache_breaks(records)
-        console.print(f"cache reads: {totals.read_share:.0%} of input tokens; {len(breaks)} break(s)")
-        for b in breaks:
-            console.print(f"  call {b.call}: cache reads fell from {b.before:,} to {b.after:,} tokens")
+        totals = usage_of(records)
+        explained = [r.content for r in records if isinstance(r, SystemEntry) and r.subtype == "cache_break"]
+        # Sessions recorded elsewhere (imported) have no notices: fall back to the usage alone.
+        found = explained or [
+            f"call {b.call}: reads fell {b.before:,} -> {b.after:,}" for b in cache_breaks(records)
+        ]
+        console.print(f"cache reads: {totals.read_share:.0%} of input tokens; {len(found)} break(s)")
+        for line in found:
+            console.print(f"  {line}", markup=False)
     elif name == "/context":
         console.print(_context_table(session))
     elif name == "/resume":
