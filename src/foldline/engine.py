@@ -126,6 +126,9 @@ CONTINUE_AFTER_MAX_TOKENS = (
     "split remaining work into smaller pieces."
 )
 _PTL = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
+_OUTPUT_TOO_LONG = re.compile(r"input length and `max_tokens` exceed context limit: (\d+) \+ (\d+) > (\d+)")
+MIN_OUTPUT_TOKENS = 1_024
+"""Below this much room for the reply, shrinking max_tokens is pointless: the prompt must shrink."""
 
 
 class RequestBuilder(Protocol):
@@ -193,6 +196,7 @@ class _Turn:
     recoveries: int = 0
     escalated: bool = False
     ptl_recovered: bool = False
+    output_shrunk: bool = False
     accumulator: MessageAccumulator | None = None
     executor: ToolExecutor | None = None
     last: AssistantEntry | None = None
@@ -286,6 +290,7 @@ class QueryEngine:
         if (
             stop_reason == "max_tokens"
             and not turn.escalated
+            and not turn.output_shrunk  # the context has no room for a larger reply
             and turn.max_tokens < self.config.escalated_max_output_tokens
         ):
             executor.discard()  # R5.5: the same request again with room to finish
@@ -340,11 +345,30 @@ class QueryEngine:
                 attempt, policy=self.config.retry, budget=turn.budget, on_retry=on_retry, sleep=self.sleep
             )
         except ModelHTTPError as e:
+            if self._shrink_output(turn, e):
+                return await self.query(turn)
             if not e.prompt_too_long or turn.ptl_recovered:
                 raise
             turn.ptl_recovered = True
             await self._recover_prompt_too_long(e)
             return await self.query(turn)
+
+    def _shrink_output(self, turn: _Turn, error: ModelHTTPError) -> bool:
+        """Input fits but input + max_tokens does not (api_rules #39): ask for less output, once.
+
+        Returns False when there is no such error, or the room left is under `MIN_OUTPUT_TOKENS`
+        (then the prompt itself must shrink: the prompt-too-long chain takes over).
+        """
+        match = _OUTPUT_TOO_LONG.search(error.message)
+        if match is None or turn.output_shrunk:
+            return False
+        prompt, limit = int(match[1]), int(match[3])
+        room = limit - prompt
+        if room < MIN_OUTPUT_TOKENS:
+            return False
+        turn.output_shrunk, turn.max_tokens = True, room
+        self.events.emit(NoticeEvent(f"context nearly full: this reply is limited to {room:,} tokens"))
+        return True
 
     def _plan(self, turn: _Turn) -> RequestPlan:
         assert self.build_request is not None

@@ -13,7 +13,7 @@ import pytest
 from foldline.compact.pipeline import CompactionContext, StageResult
 from foldline.config import AutoCompactConfig
 from foldline.engine import QueryEngine
-from foldline.errors import PromptTooLongError
+from foldline.errors import ModelHTTPError, PromptTooLongError
 from foldline.events import JsonlTelemetrySink
 from foldline.server.config import ServerConfig
 from foldline.timeline import (
@@ -159,3 +159,27 @@ async def test_a_server_side_eviction_is_reported_as_a_cache_break(harness: Call
     assert len(breaks) == 1
     assert "likely server-side" in breaks[0].content
     assert breaks[0].level == "warning"
+
+
+@pytest.mark.anyio
+async def test_a_reply_that_would_overflow_the_window_is_asked_to_be_shorter(
+    harness: Callable[..., Harness],
+) -> None:
+    h = harness([{"text": "short"}], server=ServerConfig(context_window=4_000))
+    engine = await h.engine()
+    result = await engine.submit_message("hi")  # ~1,100 prompt tokens + the default 8,192 > 4,000
+    assert result.text == "short"
+    assert h.statuses() == [400, 200]
+    [request] = h.requests()
+    assert 1_024 <= request.max_tokens < 4_000
+
+
+@pytest.mark.anyio
+async def test_no_room_for_a_reply_falls_through_to_the_prompt_too_long_chain(
+    harness: Callable[..., Harness],
+) -> None:
+    h = harness([{"text": "never"}], server=ServerConfig(context_window=2_000))
+    engine = await h.engine()
+    with pytest.raises(ModelHTTPError, match="exceed context limit"):
+        await engine.submit_message("hi")  # ~1,100 prompt tokens leave under 1,024 for a reply
+    assert h.statuses() == [400]
