@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from foldline._json import decode_record, encode_line
-from foldline.projection import collapse_summary_text, project_view, rebuild_state
+from foldline.projection import collapse_summary_text, context_tokens_of, project_view, rebuild_state
 from foldline.timeline import (
     AnyRecord,
+    AssistantEntry,
+    AssistantMessage,
     CachePin,
     CollapseCommit,
     CompactBoundary,
     LatchedHeaders,
+    ProgressEntry,
     SnipBoundary,
+    Usage,
     UserEntry,
     UserMessage,
+    api_filter,
 )
+from foldline.tokens import context_tokens
 
 
 def _user(uuid: str, parent: str | None = None) -> UserEntry:
@@ -86,3 +95,58 @@ def test_projection_survives_a_jsonl_round_trip() -> None:
     resumed: list[AnyRecord] = [decode_record(encode_line(r)) for r in records]
     assert project_view(resumed) == project_view(records)
     assert rebuild_state(resumed) == rebuild_state(records)
+
+
+_KINDS = st.sampled_from(
+    ["user", "meta", "reply", "reply-usage", "error", "progress", "snip", "fold", "compact"]
+)
+
+
+@st.composite
+def _session_records(draw: st.DrawFn) -> list[AnyRecord]:
+    records: list[AnyRecord] = []
+    uuids: list[str] = []
+    for i, kind in enumerate(draw(st.lists(_KINDS, max_size=30))):
+        uid, text = f"r{i}", "x" * draw(st.integers(0, 400))
+        if kind in ("user", "meta"):
+            records.append(
+                UserEntry(
+                    uuid=uid, timestamp="t", is_meta=kind == "meta", message=UserMessage(content=text or "?")
+                )
+            )
+        elif kind.startswith("reply") or kind == "error":
+            usage = Usage(
+                input_tokens=draw(st.integers(0, 9)), cache_read_input_tokens=draw(st.integers(0, 5000))
+            )
+            message = AssistantMessage(
+                id=uid,
+                content=[{"type": "text", "text": text or "."}],
+                usage=usage if kind != "reply" else None,
+            )
+            records.append(
+                AssistantEntry(uuid=uid, timestamp="t", message=message, is_api_error_message=kind == "error")
+            )
+        elif kind == "progress":
+            records.append(ProgressEntry(uuid=uid, timestamp="t", text=text))
+        elif kind == "snip" and uuids:
+            records.append(
+                SnipBoundary(uuid=uid, timestamp="t", removed_uuids=(draw(st.sampled_from(uuids)),))
+            )
+        elif kind == "fold" and len(uuids) >= 2:
+            first, last = sorted(draw(st.lists(st.sampled_from(uuids), min_size=2, max_size=2)))
+            records.append(
+                CollapseCommit(
+                    uuid=uid, timestamp="t", collapse_id=uid, first_uuid=first, last_uuid=last, summary=text
+                )
+            )
+        elif kind == "compact":
+            records.append(CompactBoundary(uuid=uid, timestamp="t"))
+        if isinstance(records[-1] if records else None, UserEntry | AssistantEntry | ProgressEntry):
+            uuids.append(records[-1].uuid)
+    return records
+
+
+@settings(max_examples=300)
+@given(_session_records())
+def test_context_tokens_of_matches_counting_the_full_projection(records: list[AnyRecord]) -> None:
+    assert context_tokens_of(records) == context_tokens(api_filter(project_view(records)))

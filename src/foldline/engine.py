@@ -61,7 +61,7 @@ from foldline.events import (
     ToolInputDeltaEvent,
 )
 from foldline.executor import ToolExecutor
-from foldline.projection import project_view
+from foldline.projection import context_tokens_of, project_view
 from foldline.providers.base import Capabilities, Provider
 from foldline.retry import AttemptBudget, retrying
 from foldline.stream import (
@@ -89,7 +89,6 @@ from foldline.timeline import (
     new_uuid,
     now_iso,
 )
-from foldline.tokens import context_tokens
 from foldline.tools.base import ReadRegistry, Tool, ToolContext, ToolResult, result_block, tool_specs
 from foldline.tools.instructions import load_instruction_files
 from foldline.tools.permissions import (
@@ -428,12 +427,11 @@ class QueryEngine:
 
     def _compaction_context(self) -> CompactionContext:
         records = self.timeline.snapshot()
-        tokens = context_tokens(api_filter(project_view(records)))
         return CompactionContext(
             records,
             self.config,
             self.provider.capabilities,
-            tokens,
+            context_tokens_of(records),
             self.clock(),
             tuple(self.pre_compact_hooks),
         )

@@ -15,6 +15,7 @@ from foldline.compact.snip import apply_snip_removals
 from foldline.timeline import (
     ENTRY_TYPES,
     AnyRecord,
+    AssistantEntry,
     CachePin,
     CollapseCommit,
     CompactBoundary,
@@ -23,9 +24,12 @@ from foldline.timeline import (
     SnipBoundary,
     UserEntry,
     UserMessage,
+    api_filter,
+    is_api_visible,
 )
+from foldline.tokens import context_tokens, estimate_entry, padded
 
-__all__ = ["ProjectionState", "collapse_summary_text", "project_view", "rebuild_state"]
+__all__ = ["ProjectionState", "collapse_summary_text", "context_tokens_of", "project_view", "rebuild_state"]
 
 
 @dataclass(frozen=True)
@@ -98,3 +102,26 @@ def project_view(records: Sequence[AnyRecord], state: ProjectionState | None = N
     entries = [r for r in records[start:] if isinstance(r, ENTRY_TYPES)]
     entries = apply_snip_removals(entries, set(state.removed))
     return _apply_collapses(entries, state.collapses)
+
+
+_REPROJECTING = (SnipBoundary, CollapseCommit, CompactBoundary)
+
+
+def context_tokens_of(records: Sequence[AnyRecord]) -> int:
+    """`context_tokens` of the API projection of `records`, without projecting the whole session.
+
+    The count anchors on the newest API-visible reply with usage and estimates what follows it, so
+    only that tail needs reading. A snip, fold or compaction after the anchor changes what the
+    anchor covered: then the full projection is counted instead. Same result either way.
+    """
+    tail: list[Entry] = []
+    for record in reversed(records):
+        if isinstance(record, _REPROJECTING):
+            return context_tokens(api_filter(project_view(records)))
+        if not isinstance(record, ENTRY_TYPES) or not is_api_visible(record):
+            continue
+        if isinstance(record, AssistantEntry) and record.message.usage is not None:
+            usage = record.message.usage
+            return usage.prompt_tokens + usage.output_tokens + padded(sum(estimate_entry(e) for e in tail))
+        tail.append(record)
+    return padded(sum(estimate_entry(e) for e in tail))

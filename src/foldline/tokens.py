@@ -21,6 +21,7 @@ __all__ = [
     "estimate_blocks",
     "estimate_entry",
     "estimate_text",
+    "padded",
 ]
 
 CHARS_PER_TOKEN = 4
@@ -95,5 +96,9 @@ def context_tokens(entries: Sequence[Entry]) -> int:
             anchor = usage.prompt_tokens + usage.output_tokens
             start = i + 1
             break
-    tail = sum(estimate_entry(e) for e in entries[start:])
-    return anchor + math.ceil(tail * PADDING)
+    return anchor + padded(sum(estimate_entry(e) for e in entries[start:]))
+
+
+def padded(tokens: int) -> int:
+    """An estimate padded by 4/3, so it errs high."""
+    return math.ceil(tokens * PADDING)
