@@ -42,6 +42,7 @@ from foldline.transcript import (
     cwd_slug,
     list_session_files,
     load_transcript,
+    open_session,
     session_path,
 )
 
@@ -598,3 +599,14 @@ def test_load_never_fails_after_the_header_and_resume_appends_cleanly(
     assert after.records[-1] == user("new")
     assert after.torn_tail == b""
     assert len(after.warnings) <= len(loaded.warnings), "resume added no new damage"
+
+
+def test_open_session_creates_then_resumes(tmp_path: Path) -> None:
+    path = tmp_path / "proj" / "s.jsonl"
+    writer, timeline = open_session(path, session_id="s", cwd="/w", fsync="never")
+    assert (timeline.session_id, len(timeline)) == ("s", 0)
+    with writer:
+        writer.append(A)
+    writer, timeline = open_session(path, session_id="ignored", fsync="never")
+    with writer:
+        assert (timeline.session_id, uuids(list(timeline))) == ("s", ["a"])

@@ -29,9 +29,9 @@ from foldline.config import Config
 from foldline.engine import QueryEngine
 from foldline.events import RecordEvent, RetryEvent, UIEvent
 from foldline.providers.anthropic import AnthropicProvider
-from foldline.timeline import AssistantEntry, Timeline, UserEntry
+from foldline.timeline import AssistantEntry, UserEntry
 from foldline.tools import default_tools
-from foldline.transcript import TranscriptWriter, load_transcript
+from foldline.transcript import TranscriptWriter, load_transcript, open_session
 from foldline.usage import UsageTotals, usage_of
 
 __all__ = ["DemoResult", "main", "run_demo", "scenario"]
@@ -86,14 +86,7 @@ class DemoResult:
 def _engine(
     base_url: str, workspace: Path, transcript: Path, on_event: Any
 ) -> tuple[QueryEngine, TranscriptWriter]:
-    if transcript.exists():
-        writer, loaded = TranscriptWriter.resume(transcript, fsync="boundaries")
-        timeline = loaded.timeline()
-    else:
-        writer = TranscriptWriter.create(
-            transcript, session_id="demo", cwd=str(workspace), fsync="boundaries"
-        )
-        timeline = Timeline(session_id="demo")
+    writer, timeline = open_session(transcript, session_id="demo", cwd=str(workspace), fsync="boundaries")
     engine = QueryEngine(
         provider=AnthropicProvider(base_url=base_url, api_key="demo"),
         config=Config(model=MODEL),

@@ -75,6 +75,7 @@ __all__ = [
     "cwd_slug",
     "list_session_files",
     "load_transcript",
+    "open_session",
     "session_path",
 ]
 
@@ -771,6 +772,20 @@ def cwd_slug(cwd: str) -> str:
     `/`, `\\`, `:` and `.` become `-`: `/home/me/my.app` -> `-home-me-my-app`.
     """
     return _SLUG_CHARS.sub("-", cwd)
+
+
+def open_session(
+    path: str | os.PathLike[str], *, session_id: str, cwd: str = "", fsync: FsyncPolicy | None = None
+) -> tuple[TranscriptWriter, Timeline]:
+    """The writer and timeline of a session: resumed from `path` if it exists, else created there.
+
+    `session_id` and `cwd` only name a new session; a resumed one keeps its header's.
+    """
+    if Path(path).exists():
+        writer, loaded = TranscriptWriter.resume(path, fsync=fsync)
+        return writer, loaded.timeline()
+    writer = TranscriptWriter.create(path, session_id=session_id, cwd=cwd, fsync=fsync)
+    return writer, Timeline(session_id=session_id)
 
 
 def session_path(sessions_dir: str | os.PathLike[str], cwd: str, session_id: str) -> Path:

@@ -23,7 +23,7 @@ from foldline.server.faults import parse_faults
 from foldline.server.testing import run_server
 from foldline.timeline import Timeline
 from foldline.tools import default_tools
-from foldline.transcript import TranscriptWriter, load_transcript
+from foldline.transcript import TranscriptWriter, load_transcript, open_session
 
 MODEL = "claude-sonnet-4-5"
 
@@ -60,12 +60,7 @@ class Harness:
             writer.close()
         self.engines.clear()
         self.writers.clear()
-        if self.transcript.exists():
-            writer, loaded = TranscriptWriter.resume(self.transcript, fsync="never")
-            timeline = loaded.timeline()
-        else:
-            writer = TranscriptWriter.create(self.transcript, session_id="s1", fsync="never")
-            timeline = Timeline(session_id="s1")
+        writer, timeline = open_session(self.transcript, session_id="s1", fsync="never")
         self.writers.append(writer)
         provider = AnthropicProvider(base_url=self.url, api_key="k")
         engine = QueryEngine(

@@ -27,11 +27,11 @@ from foldline.engine import QueryEngine
 from foldline.errors import FoldlineError
 from foldline.events import RecordEvent, RetryEvent, TextDeltaEvent, UIEvent
 from foldline.providers.anthropic import AnthropicProvider
-from foldline.timeline import AssistantEntry, SystemEntry, Timeline, UserEntry
+from foldline.timeline import AssistantEntry, SystemEntry, UserEntry
 from foldline.tokens import estimate_blocks, estimate_text
 from foldline.tools import Decision, default_tools
 from foldline.tools.permissions import PermissionMode
-from foldline.transcript import TranscriptWriter, list_session_files, session_path
+from foldline.transcript import TranscriptWriter, list_session_files, open_session, session_path
 from foldline.usage import cache_breaks, usage_of
 
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
@@ -48,32 +48,26 @@ class _Session:
     path: Path
 
 
-def _open(workspace: Path, sessions_dir: Path, resume: str | None, latest: bool) -> tuple[Path, bool]:
-    """The transcript to use and whether it already exists."""
+def _open(workspace: Path, sessions_dir: Path, resume: str | None, latest: bool) -> Path:
+    """The transcript to use: an existing one to resume, or a new session's path."""
     if resume:
         candidate = Path(resume)
         if candidate.is_file():
-            return candidate, True
+            return candidate
         path = session_path(sessions_dir, str(workspace), resume)
         if not path.is_file():
             raise click.ClickException(f"no session {resume!r} for {workspace} (looked for {path})")
-        return path, True
+        return path
     if latest:
         found = list_session_files(sessions_dir, cwd=str(workspace))
         if not found:
             raise click.ClickException(f"no earlier session for {workspace} under {sessions_dir}")
-        return found[0], True
-    return session_path(sessions_dir, str(workspace), str(uuid.uuid4())), False
+        return found[0]
+    return session_path(sessions_dir, str(workspace), str(uuid.uuid4()))
 
 
-def _start(path: Path, exists: bool, workspace: Path, engine_kwargs: dict[str, Any]) -> _Session:
-    if exists:
-        writer, loaded = TranscriptWriter.resume(path)
-        timeline = loaded.timeline()
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        writer = TranscriptWriter.create(path, session_id=path.stem, cwd=str(workspace))
-        timeline = Timeline(session_id=path.stem)
+def _start(path: Path, workspace: Path, engine_kwargs: dict[str, Any]) -> _Session:
+    writer, timeline = open_session(path, session_id=path.stem, cwd=str(workspace))
     # Each session gets its own provider: closing a session (engine.aclose) closes its client.
     provider = AnthropicProvider(base_url=engine_kwargs["base_url"], api_key=engine_kwargs["api_key"])
     options = {k: v for k, v in engine_kwargs.items() if k not in ("base_url", "api_key")}
@@ -245,14 +239,14 @@ def chat(**options: Any) -> None:
         "permission_mode": mode,
         "ask": _asker(console) if interactive else None,
     }
-    path, exists = _open(workspace, sessions_dir, options["resume"], options["latest"])
+    path = _open(workspace, sessions_dir, options["resume"], options["latest"])
     try:
-        session = _start(path, exists, workspace, kwargs)
+        session = _start(path, workspace, kwargs)
         session.engine.events.subscribers.append(_printer(console))
         if interactive:
 
             def fresh() -> _Session:
-                new = _start(*_open(workspace, sessions_dir, None, False), workspace, kwargs)
+                new = _start(_open(workspace, sessions_dir, None, False), workspace, kwargs)
                 new.engine.events.subscribers.append(_printer(console))
                 return new
 
