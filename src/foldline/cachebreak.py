@@ -26,7 +26,7 @@ from typing import Any
 
 from foldline.api.cache import PromptState, diff_states
 from foldline.timeline import Usage
-from foldline.usage import BREAK_MIN_FRACTION, BREAK_MIN_TOKENS
+from foldline.usage import is_cache_break
 
 __all__ = ["CacheBreak", "CacheBreakDetector"]
 
@@ -93,8 +93,7 @@ class CacheBreakDetector:
         self._last_read, self._last_at = read, now
         if usage.cache_deleted_input_tokens or previous is None:
             return None  # deletions are an expected drop (R7.4); no baseline yet
-        drop = previous - read
-        if drop <= BREAK_MIN_TOKENS or drop <= previous * BREAK_MIN_FRACTION:
+        if not is_cache_break(previous, read):
             return None
         server_side = not self._pending and gap is not None and gap < CACHE_TTL_S
         return CacheBreak(previous, read, self._pending, server_side, self._write_diff(), server_reason)

@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from foldline.timeline import AnyRecord, AssistantEntry, Usage
 
-__all__ = ["SONNET_PRICES", "CacheBreak", "UsageTotals", "cache_breaks", "usage_of"]
+__all__ = ["SONNET_PRICES", "CacheReadDrop", "UsageTotals", "cache_breaks", "is_cache_break", "usage_of"]
 
 SONNET_PRICES: Mapping[str, float] = MappingProxyType(
     {"input": 3.00, "cache_write": 3.75, "cache_read": 0.30, "output": 15.00}
@@ -22,6 +22,12 @@ SONNET_PRICES: Mapping[str, float] = MappingProxyType(
 
 BREAK_MIN_FRACTION = 0.05
 BREAK_MIN_TOKENS = 2_000
+
+
+def is_cache_break(before: int, after: int) -> bool:
+    """R7.3: cache reads fell by more than 5% AND by more than 2,000 tokens."""
+    drop = before - after
+    return drop > BREAK_MIN_TOKENS and drop > before * BREAK_MIN_FRACTION
 
 
 @dataclass
@@ -86,8 +92,8 @@ def usage_of(records: Iterable[AnyRecord]) -> UsageTotals:
 
 
 @dataclass(frozen=True)
-class CacheBreak:
-    """A call whose cache reads fell sharply from the previous call's (R7.3)."""
+class CacheReadDrop:
+    """A call whose cache reads fell sharply from the previous call's (R7.3), found from usage alone."""
 
     call: int
     """1-based index of the call among the session's API replies."""
@@ -95,15 +101,13 @@ class CacheBreak:
     after: int
 
 
-def cache_breaks(records: Iterable[AnyRecord]) -> list[CacheBreak]:
+def cache_breaks(records: Iterable[AnyRecord]) -> list[CacheReadDrop]:
     """Every call where `cache_read_input_tokens` fell by more than 5% and more than 2,000 tokens."""
-    breaks: list[CacheBreak] = []
+    breaks: list[CacheReadDrop] = []
     previous: int | None = None
     for call, usage in enumerate(_usages(records), 1):
         read = usage.cache_read_input_tokens
-        if previous is not None:
-            drop = previous - read
-            if drop > BREAK_MIN_TOKENS and drop > previous * BREAK_MIN_FRACTION:
-                breaks.append(CacheBreak(call, previous, read))
+        if previous is not None and is_cache_break(previous, read):
+            breaks.append(CacheReadDrop(call, previous, read))
         previous = read
     return breaks
