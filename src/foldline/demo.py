@@ -16,7 +16,7 @@ import asyncio
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +30,7 @@ from foldline.engine import QueryEngine
 from foldline.events import RecordEvent, RetryEvent, UIEvent
 from foldline.providers.anthropic import AnthropicProvider
 from foldline.timeline import AssistantEntry, UserEntry
-from foldline.tools import default_tools
+from foldline.tools import PermissionRules, default_tools
 from foldline.transcript import TranscriptWriter, load_transcript, open_session
 from foldline.usage import UsageTotals, usage_of
 
@@ -84,7 +84,7 @@ class DemoResult:
 
 
 def _engine(
-    base_url: str, workspace: Path, transcript: Path, on_event: Any
+    base_url: str, workspace: Path, transcript: Path, on_event: Callable[[UIEvent], None]
 ) -> tuple[QueryEngine, TranscriptWriter]:
     writer, timeline = open_session(transcript, session_id="demo", cwd=str(workspace), fsync="boundaries")
     engine = QueryEngine(
@@ -95,17 +95,11 @@ def _engine(
         timeline=timeline,
         transcript=writer,
         permission_mode="acceptEdits",
-        rules=_demo_rules(),
+        rules=PermissionRules.from_lists(allow=["Bash(python3 -c:*)"]),
     )
     engine.events.subscribers.append(on_event)
     engine.answer_dangling_tool_calls()
     return engine, writer
-
-
-def _demo_rules() -> Any:
-    from foldline.tools.permissions import PermissionRules
-
-    return PermissionRules.from_lists(allow=["Bash(python3 -c:*)"])
 
 
 async def run_demo(
@@ -157,7 +151,7 @@ def _workdir(path: Path | None) -> Iterator[Path]:
         yield Path(d)
 
 
-def _printer(console: Console) -> Any:
+def _printer(console: Console) -> Callable[[UIEvent], None]:
     def show(event: UIEvent) -> None:
         if isinstance(event, RetryEvent):
             console.print(f"[yellow]retrying in {event.delay:.1f}s: {event.reason}[/yellow]")
