@@ -59,7 +59,7 @@ async def test_budget_bounds_attempts_and_exhaustion_is_not_transient() -> None:
 
     call = _Flaky([_http(500)] * 10)
     with pytest.raises(RetriesExhaustedError, match="gave up after 3 attempts"):
-        await retrying(call, policy=RetryConfig(), budget=AttemptBudget(3), sleep=sleep)
+        await retrying(call, policy=RetryConfig(max_attempts=3), budget=AttemptBudget(10), sleep=sleep)
     assert call.calls == 3
 
 

@@ -86,7 +86,11 @@ class RetryConfig:
     """Transient-error retries (R5.6, R5.7): one layer, bounded in attempts and in wall time."""
 
     max_attempts: int = 5
-    """Total HTTP attempts per turn across every layer (the SDK's own retries are turned off)."""
+    """HTTP attempts per request, the first included (the SDK's own retries are turned off)."""
+    max_retries_per_turn: int = 10
+    """Retries per user turn across all its requests; successful and first attempts never count."""
+    refused_max_attempts: int = 2
+    """Attempts per request when the connection is refused (nothing listening): fail fast."""
     max_retry_after_s: float = 60.0
     """A `retry-after` longer than this surfaces as an error instead of a silent wait."""
     base_backoff_s: float = 0.5
@@ -143,6 +147,8 @@ class Config:
     max_output_recoveries: int = 3
     tool_result_budget_chars: int = 50_000
     snip_enabled: bool = True
+    max_turns: int | None = None
+    """Model rounds per user turn before it stops with `stop_reason="max_turns"`; `None`: no limit."""
     thinking_budget_tokens: int | None = None
     """Extended thinking budget per request; `None` sends no thinking configuration."""
     transcript: TranscriptConfig = field(default_factory=TranscriptConfig)

@@ -89,7 +89,15 @@ from foldline.timeline import (
     new_uuid,
     now_iso,
 )
-from foldline.tools.base import ReadRegistry, Tool, ToolContext, ToolResult, result_block, tool_specs
+from foldline.tools.base import (
+    ReadRegistry,
+    Tool,
+    ToolContext,
+    ToolResult,
+    input_error,
+    result_block,
+    tool_specs,
+)
 from foldline.tools.instructions import load_instruction_files
 from foldline.tools.permissions import (
     AskCallback,
@@ -193,6 +201,8 @@ class _Turn:
     budget: AttemptBudget
     max_tokens: int
     recoveries: int = 0
+    rounds: int = 0
+    """Model replies accepted this turn (`Config.max_turns` counts these)."""
     escalated: bool = False
     ptl_recovered: bool = False
     output_shrunk: bool = False
@@ -261,7 +271,7 @@ class QueryEngine:
     async def run(self) -> TurnResult:
         """The do-while loop (R0.1): step until a final outcome; record any interruption."""
         retry = self.config.retry
-        self._turn = turn = _Turn(AttemptBudget(retry.max_attempts), self.config.max_output_tokens)
+        self._turn = turn = _Turn(AttemptBudget(retry.max_retries_per_turn), self.config.max_output_tokens)
         try:
             while True:
                 outcome = await self.step()
@@ -300,20 +310,32 @@ class QueryEngine:
             raise UnexpectedModelBehavior("a tool_use block's input was not valid JSON")
         entry = self._entry(AssistantEntry, message=accumulator.message())
         turn.last, turn.accumulator = entry, None
+        turn.rounds += 1
         self._append(entry, sync=bool(executor.calls))
         if executor.calls:
             results = self._budget_results(await executor.results(), executor)
             turn.executor = None
             self._append(self._entry(UserEntry, message=UserMessage(content=results)))
             self._apply_snips(executor)
-            return Continue()
+            return self._max_turns_reached(turn) or Continue()
         if stop_reason == "max_tokens" and turn.recoveries < self.config.max_output_recoveries:
             turn.recoveries += 1  # R5.5/R5.8: continue the message in a new reply
             self._append(
                 self._entry(UserEntry, is_meta=True, message=UserMessage(content=CONTINUE_AFTER_MAX_TOKENS))
             )
-            return Continue()
+            return self._max_turns_reached(turn) or Continue()
         return Final(stop_reason)
+
+    def _max_turns_reached(self, turn: _Turn) -> Final | None:
+        """Like Claude Code's `--max-turns`: stop once the tool results are recorded, so the
+        timeline ends on a user message and the next prompt builds a valid request."""
+        limit = self.config.max_turns
+        if limit is None or turn.rounds < limit:
+            return None
+        text = f"Reached maximum number of turns ({limit})"
+        self._append(self._entry(SystemEntry, subtype="max_turns", content=text, level="warning"))
+        self.events.emit(NoticeEvent(text, "warning"))
+        return Final("max_turns")
 
     # --- query: one model reply, streamed, with the one retry layer ------------------------------
 
@@ -467,6 +489,7 @@ class QueryEngine:
             workspace=self.workspace,
             abort=anyio.Event(),
             read_files=self._read_files,
+            limits=self.config.tools,
             read_denied=read_denied_filter(self.rules, self.workspace) if self.rules else _nothing_denied,
         )
         context = dataclasses.replace(context, run_tool=self._run_virtual(context))
@@ -482,11 +505,20 @@ class QueryEngine:
             message = AssistantMessage(id=f"virtual_{block['id']}", content=[block])
             self._append(self._entry(AssistantEntry, is_virtual=True, message=message))
             tool = tools.get(name)
-            refusal = await self._permit(tool, tool_input, context) if tool else f"no such tool: {name}"
-            if tool is None or refusal is not None:
+            if tool is None:
+                result = ToolResult(f"<tool_use_error>No such tool: {name}</tool_use_error>", is_error=True)
+            elif (invalid := input_error(tool, tool_input)) is not None:
+                result = ToolResult(invalid, is_error=True)
+            elif (refusal := await self._permit(tool, tool_input, context)) is not None:
                 result = ToolResult(content=f"Permission denied: {refusal}", is_error=True)
             else:
-                result = await tool.run(tool_input, context)
+                try:
+                    result = await tool.run(tool_input, context)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # as for a top-level call: the model reads the failure
+                    text = f"<tool_use_error>{name} failed: {e!r}</tool_use_error>"
+                    result = ToolResult(text, is_error=True)
             content = [result_block(block["id"], result)]
             self._append(self._entry(UserEntry, is_virtual=True, message=UserMessage(content=content)))
             return result

@@ -135,7 +135,14 @@ class ModelHTTPError(ModelAPIError):
 
 
 class ModelConnectionError(ModelAPIError):
-    """The connection failed or dropped, or the stream produced no event for too long (R5.7)."""
+    """The connection failed or dropped, or the stream produced no event for too long (R5.7).
+
+    `refused` is true when nothing was listening: retrying with backoff will not start a server.
+    """
+
+    def __init__(self, model: str, message: str, *, refused: bool = False):
+        super().__init__(model, message)
+        self.refused = refused
 
 
 class RetriesExhaustedError(ModelAPIError):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from foldline._types import Block
-from foldline.tools.base import Tool, ToolContext, ToolResult, result_block
+from foldline.tools.base import Tool, ToolContext, ToolResult, input_error, result_block
 
 __all__ = [
     "INTERRUPTED_BEFORE_START",
@@ -130,6 +130,9 @@ class ToolExecutor:
             )
         tool_input = call.block.get("input") or {}
         context = dataclasses.replace(self.context, progress=lambda text: self.on_progress(call.id, text))
+        invalid = input_error(call.tool, tool_input)
+        if invalid is not None:  # a malformed call is the model's mistake, not a permission matter
+            return ToolResult(content=invalid, is_error=True)
         refusal = await self.permit(call.tool, tool_input, context)
         if refusal is not None:
             return ToolResult(content=f"Permission denied: {refusal}", is_error=True)

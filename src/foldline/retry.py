@@ -1,8 +1,11 @@
-"""The one retry layer (R5.6): bounded HTTP attempts per turn, `retry-after` honoured up to a cap.
+"""The one retry layer (R5.6): retries bounded per request and per turn, `retry-after` honoured up to a cap.
 
-Every HTTP attempt of a turn draws from one `AttemptBudget`, so no combination of layers can
-multiply attempts (reliability.md §1.11: the 10 x 10 retry storm). A `retry-after` beyond the cap
-surfaces at once as `RetriesExhaustedError` instead of a silent multi-minute hang.
+Only retries are bounded, never progress: a turn may make as many successful requests as its tool
+loop needs, but each request gets at most `RetryConfig.max_attempts` attempts and the whole turn at
+most `RetryConfig.max_retries_per_turn` retries, so no combination of layers can multiply attempts
+(reliability.md §1.11: the 10 x 10 retry storm). A `retry-after` beyond the cap surfaces at once as
+`RetriesExhaustedError` instead of a silent multi-minute hang. A refused connection (nothing
+listening) is retried at most `refused_max_attempts - 1` times: backing off will not start a server.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ T = TypeVar("T")
 
 @dataclass
 class AttemptBudget:
-    """HTTP attempts left for this turn."""
+    """One turn's retry allowance, and what it has used so far."""
 
-    remaining: int
+    retries_left: int
+    """Retries (attempts after a request's first) this turn may still make."""
     used: int = 0
+    """HTTP attempts made this turn, first attempts and retries together."""
+    retries: int = 0
 
 
 def backoff_delay(error: ModelAPIError, attempt: int, policy: RetryConfig, rng: Callable[[], float]) -> float:
@@ -54,21 +60,31 @@ async def retrying(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     rng: Callable[[], float] = random.random,
 ) -> T:
-    """Run `call` until it succeeds, a non-transient error occurs, or the budget runs out."""
+    """Run `call` until it succeeds, a non-transient error occurs, or a retry bound is reached."""
+    attempt = 0
     while True:
-        if budget.remaining <= 0:
-            raise RetriesExhaustedError("", f"no HTTP attempts left this turn ({budget.used} used)")
-        budget.remaining -= 1
+        attempt += 1
         budget.used += 1
         try:
             return await call()
         except (ModelHTTPError, ModelConnectionError) as e:
             if isinstance(e, ModelHTTPError) and not e.transient:
                 raise
-            delay = backoff_delay(e, budget.used, policy, rng)
-            if budget.remaining <= 0:
+            delay = backoff_delay(e, attempt, policy, rng)
+            refused = isinstance(e, ModelConnectionError) and e.refused
+            limit = min(policy.max_attempts, policy.refused_max_attempts) if refused else policy.max_attempts
+            if attempt >= limit:
+                what = "the connection was refused" if refused else "every attempt failed"
                 raise RetriesExhaustedError(
-                    e.model, f"gave up after {budget.used} attempts: {e.message}"
+                    e.model, f"gave up after {attempt} attempts of this request ({what}): {e.message}"
                 ) from e
-            on_retry(budget.used, delay, e.message)
+            if budget.retries_left <= 0:
+                raise RetriesExhaustedError(
+                    e.model,
+                    f"gave up: this turn already retried {budget.retries} times "
+                    f"(RetryConfig.max_retries_per_turn): {e.message}",
+                ) from e
+            budget.retries_left -= 1
+            budget.retries += 1
+            on_retry(attempt, delay, e.message)
             await sleep(delay)

@@ -8,7 +8,7 @@ second `message_start`) instead of building a corrupt message.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import TypeAlias, assert_never
 
 import msgspec
 
@@ -141,26 +141,29 @@ class MessageAccumulator:
             self.started, self.id, self.model, self.usage = True, event.id, event.model, event.usage
             return
         self._expect(self.started and not self.stopped, f"{type(event).__name__} outside a message")
-        if isinstance(event, BlockStart):
-            self._expect(event.index == len(self.blocks), f"block {event.index} started out of order")
-            self.blocks.append(dict(event.block))
-            self._open[event.index] = []
-        elif isinstance(event, TextDelta):
-            self._block(event.index, "text")["text"] += event.text
-        elif isinstance(event, ThinkingDelta):
-            self._block(event.index, "thinking")["thinking"] += event.thinking
-        elif isinstance(event, SignatureDelta):
-            self._block(event.index, "thinking")["signature"] = event.signature
-        elif isinstance(event, InputJSONDelta):
-            self._block(event.index, "tool_use")
-            self._open[event.index].append(event.partial_json)
-        elif isinstance(event, BlockStop):
-            self._close(event.index)
-        elif isinstance(event, MessageDelta):
-            self.stop_reason, self.stop_sequence = event.stop_reason, event.stop_sequence
-            self.usage = msgspec.structs.replace(self.usage, output_tokens=event.usage.output_tokens)
-        else:
-            self.stopped = True
+        match event:
+            case BlockStart():
+                self._expect(event.index == len(self.blocks), f"block {event.index} started out of order")
+                self.blocks.append(dict(event.block))
+                self._open[event.index] = []
+            case TextDelta():
+                self._block(event.index, "text")["text"] += event.text
+            case ThinkingDelta():
+                self._block(event.index, "thinking")["thinking"] += event.thinking
+            case SignatureDelta():
+                self._block(event.index, "thinking")["signature"] = event.signature
+            case InputJSONDelta():
+                self._block(event.index, "tool_use")
+                self._open[event.index].append(event.partial_json)
+            case BlockStop():
+                self._close(event.index)
+            case MessageDelta():
+                self.stop_reason, self.stop_sequence = event.stop_reason, event.stop_sequence
+                self.usage = msgspec.structs.replace(self.usage, output_tokens=event.usage.output_tokens)
+            case MessageStop():
+                self.stopped = True
+            case _:
+                assert_never(event)
 
     def message(self, *, complete_only: bool = False) -> AssistantMessage:
         """The message so far.

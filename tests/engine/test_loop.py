@@ -186,3 +186,27 @@ async def test_oversized_tool_output_is_recorded_as_a_preview_once(harness: Call
     assert saved.read_text() == "a" * 80_000
     notices = [r for r in reload(h).snapshot() if isinstance(r, SystemEntry)]
     assert [n.subtype for n in notices] == ["tool_result_budget"]  # never silent (R3.0.1)
+
+
+@pytest.mark.anyio
+async def test_a_turn_of_sixty_tool_rounds_completes(harness: Callable[..., Harness]) -> None:
+    h = harness(
+        [{"tool_calls": [_tool("Bash", command=f"echo {i}")]} for i in range(60)] + [{"text": "done"}]
+    )
+    engine = await h.engine()
+    result = await engine.submit_message("work")
+    assert (result.stop_reason, result.text, len(h.requests()), result.attempts) == (
+        "end_turn",
+        "done",
+        61,
+        61,
+    )
+
+
+@pytest.mark.anyio
+async def test_max_turns_stops_cleanly_after_the_tool_results(harness: Callable[..., Harness]) -> None:
+    h = harness([{"tool_calls": [_tool("Bash", command="echo x")]}] * 5, max_turns=3)
+    engine = await h.engine()
+    result = await engine.submit_message("work")
+    assert (result.stop_reason, len(h.requests())) == ("max_turns", 3)
+    assert_valid_next_request(h, engine)

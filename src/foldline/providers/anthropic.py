@@ -103,9 +103,19 @@ def _map_api_errors(model: str) -> Iterator[None]:
             in_stream=in_stream,
         ) from e
     except anthropic.APIConnectionError as e:
-        raise ModelConnectionError(model, f"connection failed: {e}") from e
+        raise ModelConnectionError(model, f"connection failed: {e}", refused=_refused(e)) from e
     except httpx2.TransportError as e:  # a stream cut mid-body surfaces unwrapped from the SDK
         raise ModelConnectionError(model, f"connection dropped mid-stream: {e!r}") from e
+
+
+def _refused(error: BaseException) -> bool:
+    """Whether nothing was listening: a `ConnectionRefusedError` somewhere in the cause chain."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _retry_after(headers: Any) -> float | None:

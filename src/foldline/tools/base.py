@@ -35,6 +35,7 @@ __all__ = [
     "ToolContext",
     "ToolResult",
     "find_tool",
+    "input_error",
     "result_block",
     "tool_specs",
     "validate_input",
@@ -206,6 +207,10 @@ def validate_input(schema: JSONObject, tool_input: Mapping[str, Any]) -> None:
         if key not in tool_input:
             raise ToolError(f"Invalid input: the required parameter `{key}` is missing")
     properties: dict[str, JSONObject] = schema.get("properties", {})
+    if schema.get("additionalProperties") is False:
+        for key in tool_input:
+            if key not in properties:
+                raise ToolError(f"Invalid input: an unexpected parameter `{key}` was provided")
     for key, value in tool_input.items():
         expected = properties.get(key, {}).get("type")
         if expected is None:
@@ -214,6 +219,20 @@ def validate_input(schema: JSONObject, tool_input: Mapping[str, Any]) -> None:
         # bool is an int subclass in Python but not a JSON integer
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise ToolError(f"Invalid input: `{key}` must be of type {expected}, got {value!r}")
+
+
+def input_error(tool: Tool, tool_input: Mapping[str, Any]) -> str | None:
+    """The `InputValidationError` text (Claude Code's wording) for a call that breaks `tool`'s schema,
+    or `None`; checked before permissions, so a malformed call is never reported as a denial."""
+    try:
+        validate_input(tool.input_schema, tool_input)
+    except ToolError as exc:
+        issue = str(exc).removeprefix("Invalid input: ")
+        return (
+            f"<tool_use_error>InputValidationError: {tool.name} failed due to the following issue:\n"
+            f"{issue}</tool_use_error>"
+        )
+    return None
 
 
 class BaseTool:

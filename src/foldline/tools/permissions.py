@@ -529,6 +529,7 @@ def permission_gate(
 
     async def gate(tool: Tool, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
         decision = await authorize(tool.name, tool_input, ctx, rules, mode, ask)
-        return None if decision.behavior == "allow" else f"Permission denied: {decision.reason}"
+        # the executor adds the "Permission denied: " prefix, once, for every gate
+        return None if decision.behavior == "allow" else decision.reason
 
     return gate
