@@ -118,3 +118,23 @@ async def test_max_tokens_escalation_that_suffices(harness: Callable[..., Harnes
     result = await engine.submit_message("write")
     assert (result.stop_reason, [r.max_tokens for r in h.requests()]) == ("end_turn", [20, 64])
     assert len(_assistants(h)) == 1
+
+
+@pytest.mark.anyio
+async def test_retries_per_turn_stop_at_the_cap(harness: Callable[..., Harness]) -> None:
+    odd = ",".join(f"{n}:529" for n in range(1, 40, 2))  # every round's first attempt fails
+    replies = [{"tool_calls": [{"name": "Bash", "input": {"command": "true"}}]}] * 20
+    h = harness(replies, faults=odd, retry={"max_retries_per_turn": 3})
+    engine = await h.engine()
+    with pytest.raises(RetriesExhaustedError, match="already retried 3 times"):
+        await engine.submit_message("hi")
+    assert h.statuses() == [529, 200] * 3 + [529]
+
+
+@pytest.mark.anyio
+async def test_ten_rounds_each_with_one_transient_failure_complete(harness: Callable[..., Harness]) -> None:
+    odd = ",".join(f"{n}:500" for n in range(1, 21, 2))
+    replies = [{"tool_calls": [{"name": "Bash", "input": {"command": "true"}}]}] * 9 + [{"text": "ok"}]
+    h = harness(replies, faults=odd)
+    result = await (await h.engine()).submit_message("hi")
+    assert (result.text, result.attempts, h.statuses()) == ("ok", 20, [500, 200] * 10)

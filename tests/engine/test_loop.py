@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from foldline._types import JSONObject
+from foldline.config import ToolsConfig
 from foldline.events import RecordEvent, TextDeltaEvent
 from foldline.timeline import AssistantEntry, SystemEntry, UserEntry, ui_view
 from foldline.tools import Decision, PermissionRules, default_tools
@@ -210,3 +211,35 @@ async def test_max_turns_stops_cleanly_after_the_tool_results(harness: Callable[
     result = await engine.submit_message("work")
     assert (result.stop_reason, len(h.requests())) == ("max_turns", 3)
     assert_valid_next_request(h, engine)
+
+
+class _Boom(BaseTool):
+    name = "Boom"
+    description = "fails"
+    input_schema: JSONObject = {"type": "object", "properties": {}}  # noqa: RUF012
+
+    async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        raise RuntimeError("kaboom")
+
+
+@pytest.mark.anyio
+async def test_engine_wiring_limits_validation_denials_and_batch_errors(
+    harness: Callable[..., Harness],
+) -> None:
+    calls = [
+        _tool("Bash", command="sleep 5"),
+        _tool("Read", path="a.txt"),
+        _tool("Batch", calls=[_tool("Boom")]),
+        _tool("Bash", command="rm -rf /tmp/nope"),
+    ]
+    h = harness([{"tool_calls": calls}, {"text": "end"}], tools=ToolsConfig(bash_timeout_s=0.5))
+    rules = PermissionRules.from_lists(deny=["Bash(rm:*)"])
+    engine = await h.engine(tools=[*default_tools(), BatchTool(), _Boom()], rules=rules)
+    assert (await engine.submit_message("go")).text == "end"
+    results = [str(b.get("content")) for b in h.requests()[1].messages[-1]["content"]]
+    assert "timed out after 0.5s" in results[0]
+    assert "InputValidationError" in results[1]
+    assert "`file_path`" in results[1]
+    assert "Permission denied" not in results[1]
+    assert "kaboom" in results[2]
+    assert results[3].count("Permission denied") == 1
