@@ -74,3 +74,14 @@ async def test_retry_after_beyond_the_cap_surfaces_at_once() -> None:
 def test_in_stream_errors_are_transient_by_type() -> None:
     assert _http(200, in_stream=True, error_type="overloaded_error").transient
     assert not _http(200, in_stream=True, error_type="invalid_request_error").transient
+
+
+@pytest.mark.anyio
+async def test_a_refused_connection_fails_fast() -> None:
+    async def sleep(delay: float) -> None:
+        return None
+
+    call = _Flaky([ModelConnectionError("m", "refused", refused=True)] * 10)
+    with pytest.raises(RetriesExhaustedError, match=r"m: gave up after 2 attempts .*refused"):
+        await retrying(call, policy=RetryConfig(), budget=AttemptBudget(10), sleep=sleep)
+    assert call.calls == 2
