@@ -1183,3 +1183,54 @@ MAGICS = {
 def test_truncated_or_corrupt_image_headers_never_crash(media_type: str, tail: bytes) -> None:
     errors = find_errors(req(user(image(MAGICS[media_type] + tail, media_type))))
     assert all(e.status == 400 and e.path.startswith("messages.0.content.0.source") for e in errors)
+
+
+def _typed_body(**extra: Any) -> dict[str, Any]:
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hi"}],
+        **extra,
+    }
+
+
+_TOOL = {"name": "Read", "input_schema": {"type": "object"}}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            {"tools": [{**_TOOL, "description": ["not", "a", "string"]}]},
+            "tools.0.custom.description: Input should be a valid string",
+        ),
+        (
+            {"tools": [{**_TOOL, "description": 7}]},
+            "tools.0.custom.description: Input should be a valid string",
+        ),
+        ({"metadata": {"user_id": 5}}, "metadata.user_id: Input should be a valid string"),
+        ({"temperature": True}, "temperature: Input should be a valid number"),
+        ({"top_p": False}, "top_p: Input should be a valid number"),
+        ({"top_k": True}, "top_k: Input should be a valid integer"),
+        ({"max_tokens": True}, "max_tokens: Input should be a valid integer"),
+        ({"stop_sequences": [1]}, "stop_sequences.0: Input should be a valid string"),
+    ],
+    ids=[
+        "description-list",
+        "description-int",
+        "metadata-user-id",
+        "temperature-bool",
+        "top_p-bool",
+        "top_k-bool",
+        "max_tokens-bool",
+        "stop-sequence-int",
+    ],
+)
+def test_wrongly_typed_fields_are_rejected(extra: dict[str, Any], message: str) -> None:
+    errors = find_errors(_typed_body(**extra))
+    assert [e.message for e in errors] == [message]
+
+
+def test_string_description_and_user_id_pass() -> None:
+    body = _typed_body(tools=[{**_TOOL, "description": "reads"}], metadata={"user_id": "u1"})
+    assert find_errors(body) == []

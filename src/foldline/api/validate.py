@@ -532,6 +532,7 @@ def _shape_tools(shape: _Shape, body: Mapping[str, Any]) -> None:
         if name is not None and kind == "custom" and not _TOOL_NAME.match(name):
             shape.add(here.at("name"), f"String should match pattern '{_TOOL_NAME.pattern}'")
         if kind == "custom":
+            shape.field(tool, "description", str, here)
             shape.field(tool, "input_schema", dict, here, required=True)
         _shape_cache_control(shape, tool, here)
         if name is not None:
@@ -579,7 +580,9 @@ def _shape_sampling(shape: _Shape, body: Mapping[str, Any]) -> None:
         if not isinstance(sequence, str):
             shape.add(_ROOT.at("stop_sequences").at(index), "Input should be a valid string")
     shape.field(body, "stream", bool, _ROOT)
-    shape.field(body, "metadata", dict, _ROOT)
+    metadata = shape.field(body, "metadata", dict, _ROOT)
+    if metadata is not None:
+        shape.field(metadata, "user_id", str, _ROOT.at("metadata"))
 
 
 # --- the semantic rules ------------------------------------------------------------------------

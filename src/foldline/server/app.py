@@ -161,7 +161,7 @@ async def _read_json(request: Request, state: ServerState) -> tuple[dict[str, An
     return body, len(raw)
 
 
-def _limits(state: ServerState, input_tokens: int) -> ValidationLimits:
+def _limits(state: ServerState, input_tokens: int | None) -> ValidationLimits:
     config = state.config
     return ValidationLimits(
         max_output_tokens={"": config.max_output_tokens},
@@ -182,6 +182,8 @@ class _Accepted:
 
 def _accept(request: Request, state: ServerState, body: dict[str, Any], size: int) -> _Accepted:
     """Validate a messages body; raises `RequestValidationError` or `_ApiError` when rejected."""
+    # flatten assumes a well-formed body, so the schema and every rule but the window run first.
+    validate_request(body, _limits(state, None), body_bytes=size)
     blocks = flatten(body)
     beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
     try:
@@ -314,12 +316,14 @@ async def _count_tokens(request: Request) -> Response:
     state: ServerState = request.app.state.foldline
     _check_auth(request, state)
     body, size = await _read_json(request, state)
-    prompt = total_tokens(flatten(body))
     # count_tokens takes no max_tokens; the validator's rules need one that breaks none of them.
     thinking = body.get("thinking")
     budget = thinking.get("budget_tokens", 0) if isinstance(thinking, dict) else 0
     placeholder = budget + 1 if isinstance(budget, int) else 1  # must exceed any thinking budget (rule 26)
     checked = {**body, "max_tokens": placeholder} if "max_tokens" not in body else body
+    # flatten assumes a well-formed body: validate without the window first, then with it.
+    validate_request(checked, _limits(state, None), body_bytes=size)
+    prompt = total_tokens(flatten(body))
     validate_request(checked, _limits(state, prompt), body_bytes=size)
     return JSONResponse({"input_tokens": prompt})
 
