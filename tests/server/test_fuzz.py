@@ -120,14 +120,16 @@ def _check(status: int, content_type: str, text: str, stream: bool) -> None:
     assert status < 500, text
     if status >= 400:
         body = json.loads(text)
-        assert body["type"] == "error" and isinstance(body["error"]["message"], str), text
+        assert body["type"] == "error", text
+        assert isinstance(body["error"]["message"], str), text
         assert isinstance(body["error"]["type"], str)
         return
     assert status == 200
     if stream:
         assert content_type.startswith("text/event-stream")
         events = [line[7:] for line in text.splitlines() if line.startswith("event: ")]
-        assert events[0] == "message_start" and events[-1] == "message_stop", text
+        assert events[0] == "message_start", text
+        assert events[-1] == "message_stop", text
         for line in text.splitlines():
             if line.startswith("data: "):
                 json.loads(line[6:])
