@@ -7,6 +7,8 @@ survivor (or none). The disk is never touched (R3.1.3).
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Iterable, Sequence
 
 import msgspec
@@ -16,11 +18,20 @@ from foldline.timeline import AnyRecord, Entry, SnipBoundary
 __all__ = ["apply_snip_removals", "short_id", "snipped_uuids"]
 
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+_HEX_HEAD = re.compile(r"[0-9a-fA-F]{10}")
 
 
 def short_id(uuid: str) -> str:
-    """The first 10 hex digits of a uuid read as an integer, written in base 36 (R3.1.1)."""
-    value = int(uuid.replace("-", "")[:10], 16)
+    """The first 10 hex digits of a uuid read as an integer, written in base 36 (R3.1.1).
+
+    Any other string (imported ids such as `request_<hex>`, or an empty one) is tagged by the first
+    10 hex digits of its SHA-256 instead, so the tag is total and stable; real uuids keep their tags,
+    which snip requests already in transcripts refer to.
+    """
+    head = uuid.replace("-", "")[:10]
+    if not _HEX_HEAD.fullmatch(head):
+        head = hashlib.sha256(uuid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    value = int(head, 16)
     if value == 0:
         return "0"
     digits = []
