@@ -1,13 +1,16 @@
 """The `foldline` command line: a thin shell over the library (SPEC §10).
 
-Each command lives in its own module and is registered here.
+Each command lives in its own module, imported only when that command is looked up: `foldline
+--help` and `foldline show` must not pay for the SDK, the engine or the server extra.
 """
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-__all__ = ["cli", "format_option", "main"]
+__all__ = ["COMMANDS", "cli", "format_option", "main"]
 
 format_option = click.option(
     "--format",
@@ -19,8 +22,64 @@ format_option = click.option(
 )
 """The `--format` option every command that reads a session file takes."""
 
+COMMANDS: dict[str, tuple[str, str]] = {
+    "chat": ("foldline.cli.chat", "Talk to the agent: one turn with -p (or stdin), otherwise a REPL."),
+    "demo": (
+        "foldline.cli.demo",
+        "Run a scripted coding session against the local server and print what it cost.",
+    ),
+    "request": (
+        "foldline.cli.request",
+        "Print the JSON body (and beta headers) the next turn of SESSION would send, without sending it.",
+    ),
+    "serve": (
+        "foldline.cli.serve",
+        "Serve the Anthropic Messages API offline: scripted replies, prompt caching, cache_edits, faults.",
+    ),
+    "sessions": (
+        "foldline.cli.sessions",
+        "List the sessions (foldline or Claude Code) under DIRS (default: the sessions directory).",
+    ),
+    "show": (
+        "foldline.cli.sessions",
+        "Print SESSION (a foldline or Claude Code transcript file, or a session id) readably.",
+    ),
+}
+"""Command name -> (module that registers it, the short help `--help` lists without importing it).
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+A test checks each against the command's own docstring."""
+
+
+class _LazyGroup(click.Group):
+    """A group whose commands register themselves when their module is first imported."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(COMMANDS[cmd_name][0])
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Listing the commands must not import them; loaded ones show their own help.
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is not None and command.hidden:
+                continue
+            # A bare Command with the stored help truncates exactly as the real one would.
+            stand_in = command or click.Command(name, help=COMMANDS[name][1])
+            text = stand_in.get_short_help_str(limit)
+            rows.append((name, text))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="foldline")
 def cli() -> None:
     """foldline: the message pipeline of a coding agent, with an offline Messages API server."""
@@ -29,10 +88,3 @@ def cli() -> None:
 def main() -> None:
     """Console-script entry point."""
     cli()
-
-
-from foldline.cli import chat as _chat  # noqa: E402,F401
-from foldline.cli import demo as _demo  # noqa: E402,F401
-from foldline.cli import request as _request  # noqa: E402,F401
-from foldline.cli import serve as _serve  # noqa: E402,F401
-from foldline.cli import sessions as _sessions  # noqa: E402,F401

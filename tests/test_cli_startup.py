@@ -1,0 +1,40 @@
+"""Startup stays cheap: `import foldline` and `foldline --help` load neither the SDK nor the server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+
+from foldline.cli import COMMANDS, cli
+
+HEAVY = ("anthropic", "starlette", "uvicorn", "httpx")
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = f"{code}\nimport sys\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
+    return [m for m in out.strip().split(",") if m]
+
+
+def test_import_foldline_loads_no_sdk_or_server() -> None:
+    assert _loaded_after("import foldline") == []
+
+
+def test_help_loads_no_sdk_or_server() -> None:
+    code = (
+        "from click.testing import CliRunner\n"
+        "from foldline.cli import cli\n"
+        "result = CliRunner().invoke(cli, ['--help'])\n"
+        "assert result.exit_code == 0 and 'chat' in result.output, result.output"
+    )
+    assert _loaded_after(code) == []
+
+
+def test_stored_short_help_matches_each_command() -> None:
+    ctx = click.Context(cli)
+    for name, (_, text) in COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None, name
+        assert command.get_short_help_str(200) == click.Command(name, help=text).get_short_help_str(200), name
