@@ -48,6 +48,7 @@ since its lines carry the parent session's id.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -665,7 +666,20 @@ def _import_file(path: Path, *, as_sidechain: bool) -> tuple[list[AnyRecord], _P
 
 
 def _first_session_id(path: Path) -> str | None:
-    """The `sessionId` of the first line of `path` that has one (reads only the head of the file)."""
+    """The `sessionId` of the first line of `path` that has one (reads only the head of the file).
+
+    Memoized on the file's identity and stat, because listing a directory asks this of every legacy
+    agent file once per main session file: N sessions beside N agent files would read N² heads.
+    """
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return _head_session_id(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _head_session_id(path: Path, mtime_ns: int, size: int) -> str | None:
     try:
         with path.open("rb") as fh:
             for _, raw in zip(range(50), fh, strict=False):
