@@ -73,3 +73,18 @@ def test_repl_runs_turns_and_slash_commands(server: tuple[str, ScriptedBackend],
     assert "new session" in out
     assert len(backend.calls[-1].messages) == 1  # /clear started over
     assert len(list_session_files(tmp_path / "sessions")) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--workspace", "/nonexistent/foldline-ws"], "does not exist"),
+        (["--max-turns", "0"], "0 is not in the range x>=1"),
+    ],
+)
+def test_bad_options_are_refused_before_any_session(tmp_path: Path, args: list[str], complaint: str) -> None:
+    options = ["chat", "--sessions-dir", str(tmp_path / "sessions"), "-p", "hi", *args]
+    result = CliRunner().invoke(cli, options)
+    assert result.exit_code == 2, result.output
+    assert complaint in result.output
+    assert not (tmp_path / "sessions").exists()

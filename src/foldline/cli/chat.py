@@ -220,7 +220,13 @@ async def _close(session: _Session) -> None:
 @click.option("--base-url", envvar="ANTHROPIC_BASE_URL", help="Another server that speaks the API.")
 @click.option("--api-key", envvar="ANTHROPIC_API_KEY", help="API key (default: $ANTHROPIC_API_KEY).")
 @click.option("--permission-mode", type=click.Choice(MODES), default="default", show_default=True)
-@click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=Path.cwd)
+@click.option("--workspace", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path.cwd)
+@click.option(
+    "--max-turns",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Stop a turn after this many model rounds (default: no limit).",
+)
 @click.option("--sessions-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--repl", "force_repl", is_flag=True, hidden=True)
 def chat(**options: Any) -> None:
@@ -228,7 +234,8 @@ def chat(**options: Any) -> None:
     console = Console(highlight=False)
     workspace = Path(options["workspace"]).resolve()
     sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
-    config = Config(model=options["model"]) if options["model"] else Config()
+    model = {"model": options["model"]} if options["model"] else {}
+    config = Config(max_turns=options["max_turns"], **model)
     mode: PermissionMode = options["permission_mode"]
     interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
     kwargs: dict[str, Any] = {
