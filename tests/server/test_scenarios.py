@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -103,3 +104,24 @@ def test_bad_scenarios_name_the_file_and_problem(tmp_path: Path, content: str, f
 def test_missing_scenario_file(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"missing\.json"):
         load_scenario(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "complaint"),
+    [
+        ({"strict": "false", "replies": [{"text": "a"}]}, "`strict` must be true or false, not 'false'"),
+        ({"replies": [{"when": {"turn": "2"}, "text": "a"}]}, "`when.turn` must be int, not '2'"),
+        ({"replies": [{"when": {"turn": True}, "text": "a"}]}, "`when.turn` must be int, not True"),
+        ({"replies": [{"when": False, "text": "a"}]}, "`when` must be an object"),
+        ({"replies": [{"when": {"user": "x"}, "text": "a"}]}, "valid keys are ['last_user_contains'"),
+    ],
+)
+def test_loose_scenario_values_are_refused_with_file_and_key(
+    tmp_path: Path, scenario: dict[str, object], complaint: str
+) -> None:
+    path = tmp_path / "loose.json"
+    path.write_text(json.dumps(scenario))
+    with pytest.raises(UserError) as info:
+        load_scenario(path)
+    assert str(path) in str(info.value)
+    assert complaint in str(info.value)

@@ -82,6 +82,15 @@ def _text_of(content: object) -> str:
     return ""
 
 
+_WHEN_TYPES: dict[str, type] = {
+    "last_user_contains": str,
+    "system_contains": str,
+    "model": str,
+    "turn": int,
+}
+"""The keys a scenario reply's `when` may use, and the JSON type each value must have."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Predicate:
     """When a reply applies; every field given must match."""
@@ -94,9 +103,18 @@ class Predicate:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Predicate:
         """Build from a scenario's `when` object; unknown keys are an error."""
-        unknown = set(obj) - {"last_user_contains", "system_contains", "model", "turn"}
+        if not isinstance(obj, Mapping):
+            raise UserError(f"scenario: `when` must be an object, not {type(obj).__name__}")
+        unknown = set(obj) - set(_WHEN_TYPES)
         if unknown:
-            raise UserError(f"scenario: unknown `when` keys {sorted(unknown)}")
+            raise UserError(
+                f"scenario: unknown `when` keys {sorted(unknown)}; valid keys are {sorted(_WHEN_TYPES)}"
+            )
+        for key, value in obj.items():
+            # A value of the wrong type never matches, so the reply would silently never be served.
+            expected = _WHEN_TYPES[key]
+            if isinstance(value, bool) or not isinstance(value, expected):
+                raise UserError(f"scenario: `when.{key}` must be {expected.__name__}, not {value!r}")
         return cls(**dict(obj))
 
     def matches(self, request: BackendRequest) -> bool:
@@ -306,9 +324,10 @@ def load_scenario(path: str | Path) -> ScriptedBackend:
     unknown = set(data) - {"replies", "select", "strict"}
     if unknown:
         raise UserError(f"scenario {path}: unknown keys {sorted(unknown)}")
+    strict = data.get("strict", False)
+    if not isinstance(strict, bool):
+        raise UserError(f"scenario {path}: `strict` must be true or false, not {strict!r}")
     try:
-        return ScriptedBackend(
-            replies=data["replies"], select=data.get("select", "turn"), strict=bool(data.get("strict"))
-        )
+        return ScriptedBackend(replies=data["replies"], select=data.get("select", "turn"), strict=strict)
     except UserError as e:
         raise UserError(f"scenario {path}: {e}") from e
