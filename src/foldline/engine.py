@@ -60,7 +60,7 @@ from foldline.events import (
     ThinkingDeltaEvent,
     ToolInputDeltaEvent,
 )
-from foldline.executor import ToolExecutor
+from foldline.executor import ToolExecutor, run_call
 from foldline.projection import context_tokens_of, project_view
 from foldline.providers.base import Capabilities, Provider
 from foldline.retry import AttemptBudget, retrying
@@ -89,15 +89,7 @@ from foldline.timeline import (
     new_uuid,
     now_iso,
 )
-from foldline.tools.base import (
-    ReadRegistry,
-    Tool,
-    ToolContext,
-    ToolResult,
-    input_error,
-    result_block,
-    tool_specs,
-)
+from foldline.tools.base import ReadRegistry, Tool, ToolContext, ToolResult, result_block, tool_specs
 from foldline.tools.instructions import load_instruction_files
 from foldline.tools.permissions import (
     AskCallback,
@@ -504,21 +496,7 @@ class QueryEngine:
             block |= {"name": name, "input": dict(tool_input)}
             message = AssistantMessage(id=f"virtual_{block['id']}", content=[block])
             self._append(self._entry(AssistantEntry, is_virtual=True, message=message))
-            tool = tools.get(name)
-            if tool is None:
-                result = ToolResult(f"<tool_use_error>No such tool: {name}</tool_use_error>", is_error=True)
-            elif (invalid := input_error(tool, tool_input)) is not None:
-                result = ToolResult(invalid, is_error=True)
-            elif (refusal := await self._permit(tool, tool_input, context)) is not None:
-                result = ToolResult(content=f"Permission denied: {refusal}", is_error=True)
-            else:
-                try:
-                    result = await tool.run(tool_input, context)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:  # as for a top-level call: the model reads the failure
-                    text = f"<tool_use_error>{name} failed: {e!r}</tool_use_error>"
-                    result = ToolResult(text, is_error=True)
+            result = await run_call(tools.get(name), name, tool_input, context, self._permit)
             content = [result_block(block["id"], result)]
             self._append(self._entry(UserEntry, is_virtual=True, message=UserMessage(content=content)))
             return result

@@ -25,6 +25,7 @@ __all__ = [
     "PermissionGate",
     "ToolCall",
     "ToolExecutor",
+    "run_call",
 ]
 
 INTERRUPTED_BEFORE_START = "[Request interrupted by user: this tool call was never started]"
@@ -123,28 +124,46 @@ class ToolExecutor:
     async def _run(self, call: ToolCall, waits: Sequence[asyncio.Task[ToolResult]]) -> ToolResult:
         if waits:
             await asyncio.wait(waits)
-        if call.tool is None:
-            return ToolResult(
-                content=f"<tool_use_error>No such tool: {call.block.get('name')}</tool_use_error>",
-                is_error=True,
-            )
-        tool_input = call.block.get("input") or {}
         context = dataclasses.replace(self.context, progress=lambda text: self.on_progress(call.id, text))
-        invalid = input_error(call.tool, tool_input)
-        if invalid is not None:  # a malformed call is the model's mistake, not a permission matter
-            return ToolResult(content=invalid, is_error=True)
-        refusal = await self.permit(call.tool, tool_input, context)
-        if refusal is not None:
-            return ToolResult(content=f"Permission denied: {refusal}", is_error=True)
-        call.started = True
-        try:
-            return await call.tool.run(tool_input, context)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # a tool bug must not kill the loop: the model gets the error
-            return ToolResult(
-                content=f"<tool_use_error>{call.tool.name} failed: {e!r}</tool_use_error>", is_error=True
-            )
+
+        def started() -> None:
+            call.started = True
+
+        return await run_call(
+            call.tool, call.block.get("name"), call.block.get("input") or {}, context, self.permit, started
+        )
+
+
+async def run_call(
+    tool: Tool | None,
+    name: object,
+    tool_input: Mapping[str, Any],
+    context: ToolContext,
+    permit: PermissionGate,
+    on_start: Callable[[], None] = lambda: None,
+) -> ToolResult:
+    """One call, top-level or inside a composite tool: lookup, schema, permission, then the tool.
+
+    Every failure becomes an error result the model reads; `on_start` fires just before the tool
+    itself runs (from then on its effects may have happened).
+    """
+    if tool is None:
+        return ToolResult(content=f"<tool_use_error>No such tool: {name}</tool_use_error>", is_error=True)
+    invalid = input_error(tool, tool_input)
+    if invalid is not None:  # a malformed call is the model's mistake, not a permission matter
+        return ToolResult(content=invalid, is_error=True)
+    refusal = await permit(tool, tool_input, context)
+    if refusal is not None:
+        return ToolResult(content=f"Permission denied: {refusal}", is_error=True)
+    on_start()
+    try:
+        return await tool.run(tool_input, context)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # a tool bug must not kill the loop: the model gets the error
+        return ToolResult(
+            content=f"<tool_use_error>{tool.name} failed: {e!r}</tool_use_error>", is_error=True
+        )
 
 
 def _exclusive(call: ToolCall) -> bool:
