@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +20,12 @@ from foldline.cli import cli
 def _capture(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
-    def fake_run(app: Any, **kwargs: Any) -> None:
-        seen.update(kwargs, app=app)
+    def fake_run(server: uvicorn.Server, sockets: list[socket.socket]) -> None:
+        (listener,) = sockets
+        host, port = listener.getsockname()[:2]
+        seen.update(host=host, port=port, app=server.config.app)
 
-    monkeypatch.setattr(uvicorn, "run", fake_run)
+    monkeypatch.setattr(uvicorn.Server, "run", fake_run)
     return seen
 
 
@@ -54,7 +57,9 @@ def test_options_reach_the_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     result = CliRunner().invoke(cli, [*args, "--api-key", "k"])
     assert result.exit_code == 0, result.output
     state = seen["app"].state.foldline
-    assert (seen["port"], state.config.context_window, state.config.api_key) == (0, 999, "k")
+    assert seen["port"] > 0  # port 0 was bound to a free port before anything was printed
+    assert f":{seen['port']}" in result.output
+    assert (state.config.context_window, state.config.api_key) == (999, "k")
     assert state.faults.for_request(1).kind == "529"
 
 
@@ -64,6 +69,21 @@ def test_bad_input_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, args: list[
     result = CliRunner().invoke(cli, ["serve", *args])
     assert result.exit_code == 2
     assert "Invalid value" in result.output
+
+
+def test_a_busy_port_is_one_clear_error_before_any_banner(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _capture(monkeypatch)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = CliRunner().invoke(cli, ["serve", "--port", str(port)])
+    assert result.exit_code == 1
+    assert " on http://" not in result.output
+    assert f"cannot serve on 127.0.0.1:{port}" in result.output
+    assert "--port" in result.output
+    assert "Traceback" not in result.output
+    assert seen == {}
 
 
 def test_the_real_command_serves_the_sdk(tmp_path: Path) -> None:
@@ -77,7 +97,7 @@ def test_the_real_command_serves_the_sdk(tmp_path: Path) -> None:
         assert process.stderr is not None
         url = ""
         for line in process.stderr:
-            found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
+            found = re.search(r"foldline serve \(scripted\) on (http://127\.0\.0\.1:\d+)", line)
             if found:
                 url = found.group(1)
                 break

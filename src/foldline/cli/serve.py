@@ -2,10 +2,13 @@
 
 A thin shell over `foldline.server.app.create_app`. starlette and uvicorn are the optional `server`
 extra, imported only when the command runs, so the rest of the CLI works without them. Binds to
-loopback unless told otherwise.
+loopback unless told otherwise. The port is bound before anything is printed, so a busy port is one
+clear error line rather than a "serving on" banner followed by uvicorn's shutdown noise.
 """
 
 from __future__ import annotations
+
+import socket
 
 import click
 
@@ -53,5 +56,32 @@ def serve(
     except UserError as e:
         raise click.BadParameter(str(e)) from e
     config = ServerConfig(context_window=context_window, api_key=api_key)
-    click.echo(f"foldline serve ({backend_name}) on http://{host}:{port}", err=True)
-    uvicorn.run(create_app(config, backend=backend, faults=faults), host=host, port=port, log_level="info")
+    app = create_app(config, backend=backend, faults=faults)
+    listener = _bind(host, port)
+    bound_port = listener.getsockname()[1]
+    click.echo(f"foldline serve ({backend_name}) on http://{host}:{bound_port} (Ctrl+C to stop)", err=True)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=bound_port, log_level="info"))
+    with listener:
+        server.run(sockets=[listener])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on `host:port`, or a `ClickException` that says what to do instead."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as e:
+        message = f"cannot serve on host {host!r}: {e.strerror}; try --host 127.0.0.1"
+        raise click.ClickException(message) from e
+    listener = socket.socket(family, kind, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(address)
+        listener.listen(128)
+    except OSError as e:
+        listener.close()
+        raise click.ClickException(
+            f"cannot serve on {host}:{port}: {e.strerror}. Another server may hold the port: "
+            "stop it, or pick another with --port (0 takes any free port)"
+        ) from e
+    listener.set_inheritable(True)
+    return listener
