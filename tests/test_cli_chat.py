@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from click.testing import CliRunner
 from foldline.cli import cli
 from foldline.server.app import create_app
 from foldline.server.backend import ScriptedBackend
+from foldline.server.config import ServerConfig
 from foldline.server.testing import run_server
 from foldline.transcript import list_session_files
 
@@ -88,3 +91,47 @@ def test_bad_options_are_refused_before_any_session(tmp_path: Path, args: list[s
     assert result.exit_code == 2, result.output
     assert complaint in result.output
     assert not (tmp_path / "sessions").exists()
+
+
+def _failing_chat(tmp_path: Path, *args: str) -> str:
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    options = ["chat", "--workspace", str(workspace), "--sessions-dir", str(tmp_path / "s"), "-p", "hi"]
+    result = CliRunner().invoke(cli, [*options, *args])
+    assert result.exit_code == 1, result.output
+    assert result.exception is not None
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    *progress, line = result.output.strip().splitlines()
+    assert all(p.startswith("retrying in") for p in progress if p), progress  # no cascade of errors
+    assert line.startswith("Error: ")
+    return line
+
+
+def test_nothing_listening_names_the_url_and_the_fixes(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    started = time.monotonic()
+    line = _failing_chat(tmp_path, "--base-url", url, "--api-key", "k")
+    assert time.monotonic() - started < 5  # not ~9 s of backoff against a closed port
+    assert f"cannot reach the model server at {url}" in line
+    assert "foldline serve" in line
+    assert "--base-url" in line
+
+
+def test_an_unknown_model_says_which_and_how_to_pick_another(
+    server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    url, _ = server
+    line = _failing_chat(tmp_path, "--base-url", url, "--api-key", "k", "--model", "gpt-4")
+    assert "does not serve the model 'gpt-4'" in line
+    assert "gpt-4: model: gpt-4" not in line
+    assert "--model" in line
+
+
+def test_a_refused_api_key_points_at_the_option(tmp_path: Path) -> None:
+    with run_server(create_app(ServerConfig(api_key="right"), backend=ScriptedBackend())) as url:
+        line = _failing_chat(tmp_path, "--base-url", url, "--api-key", "wrong")
+    assert "refused the API key (HTTP 401" in line
+    assert "--api-key" in line

@@ -138,11 +138,13 @@ class ModelConnectionError(ModelAPIError):
     """The connection failed or dropped, or the stream produced no event for too long (R5.7).
 
     `refused` is true when nothing was listening: retrying with backoff will not start a server.
+    `url` is the endpoint that could not be reached, when the provider knows it.
     """
 
-    def __init__(self, model: str, message: str, *, refused: bool = False):
+    def __init__(self, model: str, message: str, *, refused: bool = False, url: str = ""):
         super().__init__(model, message)
         self.refused = refused
+        self.url = url
 
 
 class RetriesExhaustedError(ModelAPIError):

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from foldline.cli import cli
+from foldline.cli._errors import explain
 from foldline.config import Config, TranscriptConfig
 from foldline.engine import QueryEngine
 from foldline.errors import FoldlineError
@@ -264,7 +265,7 @@ def chat(**options: Any) -> None:
             raise click.ClickException("nothing to send: give -p PROMPT or text on stdin")
         asyncio.run(_one_shot(session, prompt))
     except FoldlineError as e:
-        raise click.ClickException(str(e)) from e
+        raise click.ClickException(explain(e)) from e
 
 
 async def _one_shot(session: _Session, prompt: str) -> None:

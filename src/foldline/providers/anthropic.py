@@ -67,7 +67,7 @@ class AnthropicProvider:
         model = str(body.get("model", ""))
         headers = {"anthropic-beta": ",".join(betas)} if betas else None
         request = {k: v for k, v in body.items() if k != "stream"}
-        with _map_api_errors(model):
+        with _map_api_errors(model, str(self._client.base_url)):
             events = await self._client.messages.create(**request, stream=True, extra_headers=headers)
             try:
                 async for raw in events:
@@ -83,7 +83,7 @@ class AnthropicProvider:
 
 
 @contextmanager
-def _map_api_errors(model: str) -> Iterator[None]:
+def _map_api_errors(model: str, url: str) -> Iterator[None]:
     """Turn SDK exceptions into foldline's, most specific first, keeping the cause."""
     try:
         yield
@@ -103,9 +103,11 @@ def _map_api_errors(model: str) -> Iterator[None]:
             in_stream=in_stream,
         ) from e
     except anthropic.APIConnectionError as e:
-        raise ModelConnectionError(model, f"connection failed: {e}", refused=_refused(e)) from e
+        refused = _refused(e)
+        why = "connection refused" if refused else str(e)
+        raise ModelConnectionError(model, f"cannot connect to {url} ({why})", refused=refused, url=url) from e
     except httpx2.TransportError as e:  # a stream cut mid-body surfaces unwrapped from the SDK
-        raise ModelConnectionError(model, f"connection dropped mid-stream: {e!r}") from e
+        raise ModelConnectionError(model, f"connection to {url} dropped mid-stream: {e!r}") from e
 
 
 def _refused(error: BaseException) -> bool:
