@@ -53,6 +53,12 @@ class BackendRequest:
     thinking: Mapping[str, Any] | None = None
     request_key: str = ""
     """The request's full prefix key; replies hash it into their ids."""
+    deleted_references: frozenset[str] = frozenset()
+    """The `cache_reference`s this request deletes through cache_edits (already gone from `messages`)."""
+    unedited_messages: list[dict[str, Any]] | None = None
+    """The messages with the deleted tool_results still in (cache_edits blocks dropped), for a backend
+    that keeps K/V and masks deleted spans rather than re-reading the prompt without them; None when
+    the server passed only the edited view."""
 
     @property
     def turn(self) -> int:
@@ -157,6 +163,10 @@ class Reply:
     stop_reason: StopReason | None = None
     """None: `tool_use` when the content has a tool call, else `end_turn`."""
     when: Predicate | None = None
+    usage: Mapping[str, Any] | None = None
+    """Set by a backend that counts its own tokens (a real model): the response's `usage` as given,
+    in place of the server's tokenizer and prompt-cache accounting, and the content is not cut again
+    at `max_tokens` (the backend already stopped there)."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any] | Reply) -> Reply:
@@ -181,6 +191,9 @@ class Reply:
 
     def render(self, request: BackendRequest) -> RenderedReply:
         """The reply's final content for `request`: ids filled in, cut at `max_tokens`."""
+        if self.usage is not None:
+            stop = self.stop_reason or ("tool_use" if _has_tool_use(self.content) else "end_turn")
+            return RenderedReply(list(self.content), stop, int(self.usage["output_tokens"]), self.usage)
         content: list[Block] = []
         budget = request.max_tokens
         for i, block in enumerate(self.content):
@@ -196,9 +209,12 @@ class Reply:
                 return RenderedReply(content, "max_tokens", request.max_tokens - budget)
             content.append(block)
             budget -= cost
-        has_tool = any(b.get("type") == "tool_use" for b in content)
-        stop = self.stop_reason or ("tool_use" if has_tool else "end_turn")
+        stop = self.stop_reason or ("tool_use" if _has_tool_use(content) else "end_turn")
         return RenderedReply(content, stop, request.max_tokens - budget)
+
+
+def _has_tool_use(content: Sequence[Block]) -> bool:
+    return any(b.get("type") == "tool_use" for b in content)
 
 
 def _truncate(block: Block, budget: int) -> Block | None:
@@ -220,9 +236,11 @@ class RenderedReply:
     content: list[Block]
     stop_reason: str
     output_tokens: int
+    usage: Mapping[str, Any] | None = None
+    """The backend's own usage (`Reply.usage`); it wins over the server's accounting."""
 
     def message(self, request: BackendRequest, usage: Mapping[str, Any]) -> dict[str, Any]:
-        """The complete non-streaming Messages API response body."""
+        """The complete non-streaming Messages API response body (the backend's usage when it has one)."""
         return {
             "id": "msg_" + _digest(request.request_key, "message"),
             "type": "message",
@@ -231,7 +249,7 @@ class RenderedReply:
             "content": self.content,
             "stop_reason": self.stop_reason,
             "stop_sequence": None,
-            "usage": dict(usage),
+            "usage": dict(self.usage if self.usage is not None else usage),
         }
 
 

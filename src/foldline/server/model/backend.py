@@ -1,0 +1,346 @@
+"""`TransformersBackend`: a local Hugging Face causal LM answering the server's requests.
+
+One request: render through the chat template (`render`), look up the longest cached token prefix
+(`kvcache`), prefill only the suffix over the cached K/V with the 4D mask that hides cache_edits
+deletions (`masking`), store K/V at the request's breakpoints, decode greedily up to `max_tokens`,
+parse tool calls (the `<tool_call>{json}</tool_call>` form of Qwen and Hermes templates), and bill
+`usage` in the model's own tokens. The reply goes back through the server's one response path, so
+it is streamed by the same SSE writer as the scripted backend's.
+
+Semantics of a deletion: queries computed by this request never attend a deleted span; K/V that
+were cached before the edit are reused as they are, which is the point of cache_edits (the prefix
+is not recomputed). On a miss the span is hidden from every query after it. The deleted tokens are
+billed nowhere and reported as `cache_deleted_input_tokens`, as the scripted server does.
+
+Nothing here touches the network: the model and tokenizer load with `local_files_only`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from foldline._json import loads
+from foldline._types import Block
+from foldline.errors import UserError
+from foldline.server.backend import BackendRequest, Reply, StopReason
+from foldline.server.model.kvcache import KVEntry, LayerKV, PrefixKVCache
+from foldline.server.model.masking import Hide, additive_mask
+from foldline.server.model.render import Breakpoint, RenderedPrompt, render_prompt
+
+__all__ = ["Prefill", "TransformersBackend", "parse_tool_calls"]
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Prefill:
+    """One prefill: what was reused, what was computed, and the cache to decode from."""
+
+    length: int
+    """Prompt tokens."""
+    reused: int
+    """Tokens whose K/V came from the prefix cache (0 on a miss)."""
+    hides: tuple[Hide, ...]
+    """The masks the computed rows were under."""
+    written: tuple[Breakpoint, ...]
+    """Breakpoints whose K/V were stored."""
+    logits: torch.Tensor
+    """(computed positions, vocab) when all were kept, else (1, vocab): the last position."""
+    cache: Any
+    """The transformers cache object holding the whole prompt's K/V."""
+    attentions: tuple[torch.Tensor, ...] | None = None
+    """Per layer (1, heads, computed, length) weights, when asked for (eager attention only)."""
+
+
+def parse_tool_calls(text: str, tool_names: Collection[str]) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    """The text outside `<tool_call>` tags, and the (name, input) of each well-formed call to a known tool.
+
+    A call that is not a JSON object with a known `name` stays in the text: the client sees what the
+    model wrote instead of a call the tool loop would reject.
+    """
+    calls: list[tuple[str, dict[str, Any]]] = []
+    kept: list[str] = []
+    last = 0
+    for match in _TOOL_CALL.finditer(text):
+        try:
+            obj = loads(match.group(1))
+        except ValueError:
+            continue
+        name = obj.get("name") if isinstance(obj, dict) else None
+        arguments = obj.get("arguments", {}) if isinstance(obj, dict) else None
+        if not isinstance(name, str) or name not in tool_names or not isinstance(arguments, dict):
+            continue
+        kept.append(text[last : match.start()])
+        last = match.end()
+        calls.append((name, arguments))
+    kept.append(text[last:])
+    return "".join(kept).strip(), calls
+
+
+def _layers_of(cache: Any) -> list[LayerKV]:
+    """(keys, values) per layer of a transformers cache, old (key_cache lists) or new (layers) API."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache, strict=True))
+
+
+def _span_union(spans: Collection[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+class TransformersBackend:
+    """A real model behind `foldline serve`, with a prefix K/V cache and cache_edits masking.
+
+    Args:
+        model: a transformers causal LM (eager or SDPA attention).
+        tokenizer: its tokenizer, with a chat template.
+        cache: the prefix K/V cache (default: 2 GiB budget on `clock`).
+        min_cache_tokens: breakpoints before this many tokens are not stored (the API's minimum
+            cacheable prefix; small models may want less).
+        clock: seconds, monotonic, for the cache's TTLs.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        cache: PrefixKVCache | None = None,
+        min_cache_tokens: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.cache = cache if cache is not None else PrefixKVCache(clock=clock)
+        self.min_cache_tokens = min_cache_tokens
+        self.calls: list[BackendRequest] = []
+        self._lock = threading.Lock()
+        parameters = inspect.signature(model.forward).parameters
+        # transformers 5 renamed `past_key_values` to `cache`, and 4.45 `num_logits_to_keep`.
+        self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
+        self._keep_kwarg = next(
+            (k for k in ("logits_to_keep", "num_logits_to_keep") if k in parameters), None
+        )
+        self._eos = self._eos_ids()
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        attn_implementation: Literal["sdpa", "eager"] = "sdpa",
+        dtype: Literal["float32", "bfloat16", "float16"] = "float32",
+        cache_bytes: int = 2 * 1024**3,
+        min_cache_tokens: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> TransformersBackend:
+        """Load a local Hugging Face causal-LM directory (config, weights, tokenizer, chat template).
+
+        Raises:
+            UserError: the directory is missing, or its tokenizer has no chat template.
+        """
+        import transformers
+
+        directory = Path(path)
+        if not (directory / "config.json").is_file():
+            raise UserError(f"--model {directory}: not a model directory (no config.json)")
+        transformers.utils.logging.disable_progress_bar()
+        tokenizer = transformers.AutoTokenizer.from_pretrained(directory, local_files_only=True)
+        if not getattr(tokenizer, "chat_template", None):
+            raise UserError(f"--model {directory}: the tokenizer has no chat template")
+        dtype_key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            directory,
+            local_files_only=True,
+            attn_implementation=attn_implementation,
+            **{dtype_key: getattr(torch, dtype)},
+        )
+        return cls(
+            model,
+            tokenizer,
+            cache=PrefixKVCache(budget_bytes=cache_bytes, clock=clock),
+            min_cache_tokens=min_cache_tokens,
+            clock=clock,
+        )
+
+    def _eos_ids(self) -> frozenset[int]:
+        ids: set[int] = set()
+        for value in (
+            self.tokenizer.eos_token_id,
+            getattr(self.model.generation_config, "eos_token_id", None),
+        ):
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, list):
+                ids.update(v for v in value if isinstance(v, int))
+        end_of_turn = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if isinstance(end_of_turn, int) and end_of_turn != self.tokenizer.unk_token_id:
+            ids.add(end_of_turn)
+        return frozenset(ids)
+
+    def render(self, request: BackendRequest) -> RenderedPrompt:
+        """The request's prompt, deleted tool_results still in when the server passed them."""
+        messages = request.unedited_messages if request.unedited_messages is not None else request.messages
+        return render_prompt(self.tokenizer, system=request.system, messages=messages, tools=request.tools)
+
+    def _new_cache(self, entry: KVEntry | None, length: int) -> Any:
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        if entry is not None:
+            for i, (keys, values) in enumerate(entry.layers):
+                cache.update(keys[..., :length, :], values[..., :length, :], i)
+        return cache
+
+    def forward(
+        self,
+        token_ids: Sequence[int],
+        start: int,
+        cache: Any,
+        hides: Collection[Hide] = (),
+        *,
+        keep_all: bool = False,
+        attentions: bool = False,
+    ) -> Any:
+        """Run `token_ids` at positions start.. over `cache` (which grows by them) under the hides."""
+        q = len(token_ids)
+        kwargs: dict[str, Any] = {
+            self._cache_kwarg: cache,
+            "use_cache": True,
+            "attention_mask": additive_mask(start, q, start + q, hides, dtype=self.model.dtype),
+            "position_ids": torch.arange(start, start + q).unsqueeze(0),
+        }
+        if not keep_all and self._keep_kwarg is not None:
+            kwargs[self._keep_kwarg] = 1  # the vocabulary projection of only the last position
+        if attentions:
+            kwargs["output_attentions"] = True
+        with torch.inference_mode():
+            return self.model(input_ids=torch.tensor([list(token_ids)]), **kwargs)
+
+    def prefill(
+        self,
+        prompt: RenderedPrompt,
+        deleted: Collection[str] = (),
+        *,
+        keep_all: bool = False,
+        attentions: bool = False,
+    ) -> Prefill:
+        """Reuse the longest cached prefix, compute the rest under the deletion masks, store breakpoints."""
+        ids = prompt.token_ids
+        spans = {prompt.references[name] for name in deleted if name in prompt.references}
+        entry = self.cache.lookup(ids, spans)
+        # The last prompt position must be computed to have logits to decode from.
+        reused = min(entry.length, len(ids) - 1) if entry is not None else 0
+        inherited = {(h.start, h.end): h for h in (entry.hides if entry is not None else ())}
+        hides = tuple(
+            sorted(inherited.get(span) or Hide(span[0], span[1], max(span[1], reused)) for span in spans)
+        )
+        cache = self._new_cache(entry, reused)
+        out = self.forward(ids[reused:], reused, cache, hides, keep_all=keep_all, attentions=attentions)
+        written = self._store(ids, reused, cache, hides, prompt.breakpoints)
+        return Prefill(
+            length=len(ids),
+            reused=reused,
+            hides=hides,
+            written=written,
+            logits=out.logits[0],
+            cache=cache,
+            attentions=tuple(out.attentions) if attentions else None,
+        )
+
+    def _store(
+        self,
+        ids: Sequence[int],
+        reused: int,
+        cache: Any,
+        hides: Sequence[Hide],
+        breakpoints: Sequence[Breakpoint],
+    ) -> tuple[Breakpoint, ...]:
+        ttl_at: dict[int, str] = {}
+        for bp in breakpoints:
+            if reused < bp.position <= len(ids) and bp.position >= self.min_cache_tokens:
+                # Two breakpoints on one position: the longer TTL wins.
+                ttl_at[bp.position] = "1h" if "1h" in (bp.ttl, ttl_at.get(bp.position)) else bp.ttl
+        layers = _layers_of(cache)
+        written: list[Breakpoint] = []
+        for position, ttl in sorted(ttl_at.items()):
+            under = [h for h in hides if h.from_row < position]
+            if self.cache.store(ids[:position], layers, under, ttl):
+                written.append(Breakpoint(position, ttl))
+        return tuple(written)
+
+    def _decode(self, prefill: Prefill, max_tokens: int) -> tuple[list[int], bool]:
+        """Greedy tokens after the prompt, and whether the model ended its turn (vs. hit max_tokens)."""
+        generated: list[int] = []
+        next_id = int(prefill.logits[-1].argmax())
+        while next_id not in self._eos:
+            generated.append(next_id)
+            if len(generated) >= max_tokens:
+                return generated, False
+            position = prefill.length + len(generated) - 1
+            out = self.forward([next_id], position, prefill.cache, prefill.hides)
+            next_id = int(out.logits[0, -1].argmax())
+        return generated, True
+
+    def reply(self, request: BackendRequest) -> Reply:
+        """Answer `request` with the model; `usage` counts the model's tokens."""
+        with self._lock:
+            self.calls.append(request)
+            prompt = self.render(request)
+            prefill = self.prefill(prompt, request.deleted_references)
+            generated, ended = self._decode(prefill, request.max_tokens)
+        text = str(self.tokenizer.decode(generated, skip_special_tokens=True))
+        names = {str(t.get("name")) for t in request.tools}
+        text, calls = parse_tool_calls(text, names) if names else (text, [])
+        content: list[Block] = [{"type": "text", "text": text}] if text else []
+        for i, (name, arguments) in enumerate(calls):
+            digest = hashlib.sha256(f"{request.request_key}:{i}".encode()).hexdigest()[:24]
+            content.append({"type": "tool_use", "id": "toolu_" + digest, "name": name, "input": arguments})
+        stop: StopReason = ("tool_use" if calls else "end_turn") if ended else "max_tokens"
+        usage = _usage(prompt, prefill, request.deleted_references, len(generated))
+        return Reply(content=tuple(content), stop_reason=stop, usage=usage)
+
+
+def _usage(
+    prompt: RenderedPrompt, prefill: Prefill, deleted: Collection[str], output_tokens: int
+) -> dict[str, Any]:
+    """The response usage in real tokens, split as the scripted server splits it (A, B, C positions)."""
+    spans = _span_union([prompt.references[n] for n in deleted if n in prompt.references])
+
+    def billed(position: int) -> int:
+        return position - sum(max(0, min(end, position) - start) for start, end in spans)
+
+    read = billed(prefill.reused)
+    one_hour = [bp.position for bp in prefill.written if bp.ttl == "1h"]
+    b_end = billed(one_hour[-1]) if one_hour else read
+    c_end = billed(prefill.written[-1].position) if prefill.written else read
+    usage: dict[str, Any] = {
+        "input_tokens": billed(prefill.length) - c_end,
+        "cache_creation_input_tokens": c_end - read,
+        "cache_read_input_tokens": read,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": c_end - b_end,
+            "ephemeral_1h_input_tokens": b_end - read,
+        },
+        "output_tokens": output_tokens,
+    }
+    deleted_count = prefill.length - billed(prefill.length)
+    if deleted_count:
+        usage["cache_deleted_input_tokens"] = deleted_count
+    return usage
