@@ -1,4 +1,4 @@
-"""Startup stays cheap: `import foldline` and `foldline --help` load neither the SDK nor the server."""
+"""Startup stays cheap: `import foldline` and `foldline --help` load no SDK, server or model."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import click
 
 from foldline.cli import COMMANDS, cli
 
-HEAVY = ("anthropic", "starlette", "uvicorn", "httpx")
+HEAVY = ("anthropic", "starlette", "uvicorn", "httpx", "torch", "transformers")
 
 
 def _loaded_after(code: str) -> list[str]:

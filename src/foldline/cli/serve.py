@@ -2,18 +2,24 @@
 
 A thin shell over `foldline.server.app.create_app`. starlette and uvicorn are the optional `server`
 extra, imported only when the command runs, so the rest of the CLI works without them. Binds to
-loopback unless told otherwise. The port is bound before anything is printed, so a busy port is one
-clear error line rather than a "serving on" banner followed by uvicorn's shutdown noise.
+loopback unless told otherwise. `--backend transformers --model DIR` serves a local Hugging Face
+model instead of scripted replies; torch and transformers (the `model` extra) load only then. The
+port is bound before anything is printed, so a busy port is one clear error line rather than a
+"serving on" banner followed by uvicorn's shutdown noise.
 """
 
 from __future__ import annotations
 
 import socket
+from typing import TYPE_CHECKING
 
 import click
 
 from foldline.cli import cli
 from foldline.errors import UserError
+
+if TYPE_CHECKING:
+    from foldline.server.backend import Backend
 
 __all__ = ["serve"]
 
@@ -22,9 +28,19 @@ __all__ = ["serve"]
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind (loopback default).")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
 @click.option(
-    "--backend", "backend_name", default="scripted", show_default=True, type=click.Choice(["scripted"])
+    "--backend",
+    "backend_name",
+    default="scripted",
+    show_default=True,
+    type=click.Choice(["scripted", "transformers"]),
 )
 @click.option("--scenario", type=click.Path(dir_okay=False), help="Scenario file of scripted replies.")
+@click.option(
+    "--model",
+    "model_path",
+    type=click.Path(file_okay=False),
+    help="Local Hugging Face model directory (--backend transformers).",
+)
 @click.option("--faults", "faults_spec", default="", help="Fault spec, e.g. '1:529,3:cut/5,10%:500,seed=7'.")
 @click.option("--context-window", default=200_000, show_default=True, type=click.IntRange(1), help="Tokens.")
 @click.option("--api-key", default=None, help="Require this key in x-api-key (per launch).")
@@ -33,6 +49,7 @@ def serve(
     port: int,
     backend_name: str,
     scenario: str | None,
+    model_path: str | None,
     faults_spec: str,
     context_window: int,
     api_key: str | None,
@@ -46,16 +63,17 @@ def serve(
         raise click.ClickException(
             f"foldline serve needs the 'server' extra ({e.name} is missing): pip install 'foldline[server]'"
         ) from e
-    from foldline.server.backend import ScriptedBackend, load_scenario
     from foldline.server.config import ServerConfig
     from foldline.server.faults import parse_faults
 
     try:
-        backend = load_scenario(scenario) if scenario else ScriptedBackend()
+        backend = _backend(backend_name, scenario, model_path)
         faults = parse_faults(faults_spec)
     except UserError as e:
         raise click.BadParameter(str(e)) from e
-    config = ServerConfig(context_window=context_window, api_key=api_key)
+    # A local model answers whatever model name the client sends; the scripted server mimics the API's 404.
+    prefixes = ("",) if backend_name == "transformers" else ServerConfig().model_prefixes
+    config = ServerConfig(context_window=context_window, api_key=api_key, model_prefixes=prefixes)
     app = create_app(config, backend=backend, faults=faults)
     listener = _bind(host, port)
     bound_port = listener.getsockname()[1]
@@ -63,6 +81,28 @@ def serve(
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=bound_port, log_level="info"))
     with listener:
         server.run(sockets=[listener])
+
+
+def _backend(name: str, scenario: str | None, model_path: str | None) -> Backend:
+    """The backend `--backend` names; raises `UserError` on a missing or wrong option."""
+    from foldline.server.backend import ScriptedBackend, load_scenario
+
+    if name == "scripted":
+        if model_path:
+            raise UserError("--model needs --backend transformers")
+        return load_scenario(scenario) if scenario else ScriptedBackend()
+    if scenario:
+        raise UserError("--scenario is for --backend scripted")
+    if not model_path:
+        raise UserError("--backend transformers needs --model DIR (a local Hugging Face model directory)")
+    try:
+        from foldline.server.model.backend import TransformersBackend
+    except ImportError as e:
+        raise click.ClickException(
+            f"--backend transformers needs the 'model' extra ({e.name} is missing): "
+            "pip install 'foldline[model]'"
+        ) from e
+    return TransformersBackend.load(model_path)
 
 
 def _bind(host: str, port: int) -> socket.socket:
