@@ -53,6 +53,7 @@ def write_tiny_model(
     seed: int = 0,
 ) -> Path:
     """Write a randomly initialised `family` model and its tokenizer to `directory`; returns it."""
+    import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import (
         LlamaConfig,
@@ -62,6 +63,7 @@ def write_tiny_model(
         Qwen2ForCausalLM,
     )
 
+    transformers.utils.logging.disable_progress_bar()
     path = Path(directory)
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     core = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
