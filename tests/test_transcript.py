@@ -610,3 +610,19 @@ def test_open_session_creates_then_resumes(tmp_path: Path) -> None:
     writer, timeline = open_session(path, session_id="ignored", fsync="never")
     with writer:
         assert (timeline.session_id, uuids(list(timeline))) == ("s", ["a"])
+
+
+def test_open_session_reports_skipped_lines_instead_of_dropping_them(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    writer, _ = open_session(path, session_id="s", fsync="never")
+    with writer:
+        writer.append(A)
+    with path.open("ab") as f:
+        f.write(b"{not json}\n" + encode_line(B))
+    notices: list[str] = []
+    writer, timeline = open_session(path, session_id="s", fsync="never", on_notice=notices.append)
+    with writer:
+        assert uuids(list(timeline)) == ["a", "b"]
+    assert len(notices) == 1
+    assert str(path) in notices[0]
+    assert "line 3" in notices[0]

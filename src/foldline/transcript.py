@@ -42,12 +42,13 @@ import fcntl
 import functools
 import gc
 import json
+import logging
 import os
 import re
 import threading
 import time
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
@@ -78,6 +79,8 @@ __all__ = [
     "open_session",
     "session_path",
 ]
+
+_log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 """The transcript format this version writes and the newest it reads (see docs/transcript-format.md)."""
@@ -153,7 +156,7 @@ class LoadResult:
 
     def notices(self) -> list[str]:
         """Human-readable lines describing every problem found, for the UI."""
-        lines = [f"{self.path}: {w}" for w in self.warnings]
+        lines = [f"{self.path}: {w} (skipped; the bytes stay in the file)" for w in self.warnings]
         if self.torn_tail:
             where = f"moved to {self.sidecar}" if self.sidecar else "moved aside on resume"
             lines.append(
@@ -775,14 +778,27 @@ def cwd_slug(cwd: str) -> str:
 
 
 def open_session(
-    path: str | os.PathLike[str], *, session_id: str, cwd: str = "", fsync: FsyncPolicy | None = None
+    path: str | os.PathLike[str],
+    *,
+    session_id: str,
+    cwd: str = "",
+    fsync: FsyncPolicy | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> tuple[TranscriptWriter, Timeline]:
     """The writer and timeline of a session: resumed from `path` if it exists, else created there.
 
-    `session_id` and `cwd` only name a new session; a resumed one keeps its header's.
+    `session_id` and `cwd` only name a new session; a resumed one keeps its header's. Damage found
+    on resume (lines skipped, a torn tail moved to a sidecar) is never silent: each line of
+    `LoadResult.notices()` goes to `on_notice`, or to the `foldline.transcript` logger as a warning
+    when no callback is given.
     """
     if Path(path).exists():
         writer, loaded = TranscriptWriter.resume(path, fsync=fsync)
+        for notice in loaded.notices():
+            if on_notice is None:
+                _log.warning("%s", notice)
+            else:
+                on_notice(notice)
         return writer, loaded.timeline()
     writer = TranscriptWriter.create(path, session_id=session_id, cwd=cwd, fsync=fsync)
     return writer, Timeline(session_id=session_id)
