@@ -13,6 +13,8 @@ Invariants:
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +32,10 @@ __all__ = [
     "LoadedSession",
     "SessionFormat",
     "SessionInfo",
+    "claude_code_projects_dir",
     "count_turns",
     "detect_format",
+    "find_session",
     "is_typed_prompt",
     "last_activity",
     "list_sessions",
@@ -42,6 +46,8 @@ SessionFormat: TypeAlias = Literal["foldline", "claude-code"]
 FormatChoice: TypeAlias = Literal["auto", "foldline", "claude-code"]
 
 _SNIFF_LINES = 20
+_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""What is looked up as a session id: no glob, path or drive characters."""
 # User text that Claude Code writes on the user's behalf: command output, caveats, interrupt markers.
 _NOT_TYPED_PREFIXES = (
     "<local-command-stdout>",
@@ -114,6 +120,31 @@ def detect_format(path: Path | str) -> SessionFormat:
         f"{path}: neither a foldline transcript (no header line) nor a Claude Code transcript "
         "(no JSON lines with a `type`); pass a .jsonl session file"
     )
+
+
+def claude_code_projects_dir() -> Path:
+    """`$CLAUDE_CONFIG_DIR/projects` (default `~/.claude/projects`): where Claude Code keeps sessions."""
+    home = os.environ.get("CLAUDE_CONFIG_DIR")
+    return (Path(home) if home else Path.home() / ".claude") / "projects"
+
+
+def find_session(ref: str, roots: Sequence[Path]) -> Path | None:
+    """The session file `ref` names: an existing file path, else a session id under `roots`.
+
+    An id is looked up as `<root>/<project>/<id>.jsonl` in each root in turn (first root first,
+    project folders in name order), so foldline's own sessions can shadow another tool's. Returns
+    None when nothing matches; a `ref` with glob or path characters is only ever taken as a path.
+    """
+    path = Path(ref)
+    if path.is_file():
+        return path
+    if _PLAIN_ID.fullmatch(ref) is None:
+        return None
+    for root in roots:
+        matches = sorted(root.glob(f"*/{ref}.jsonl")) if root.is_dir() else []
+        if matches:
+            return matches[0]
+    return None
 
 
 def _load_foldline(path: Path) -> LoadedSession:

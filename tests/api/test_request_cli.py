@@ -97,3 +97,18 @@ def test_unreadable_input_is_a_clean_error(tmp_path: Path) -> None:
 def test_the_local_provider_sends_the_beta_the_local_server_expects() -> None:
     caching = pytest.importorskip("foldline.server.caching")  # the optional server extra
     assert PROVIDERS["local"].cache_edits_beta == caching.CACHE_EDITS_BETA
+
+
+def test_request_takes_a_session_id_as_show_does(tmp_path: Path) -> None:
+    folder = tmp_path / "projects" / "-w"
+    folder.mkdir(parents=True)
+    _foldline_session(tmp_path, ends_with_reply=True).rename(folder / "by-id.jsonl")
+    result = CliRunner().invoke(cli, ["request", "by-id"], env={"FOLDLINE_HOME": str(tmp_path)})
+    assert result.exit_code == 0, result.output
+    assert find_errors(orjson.loads(result.stdout)["body"]) == []
+
+
+def test_request_names_an_unknown_session_id(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["request", "nope"], env={"FOLDLINE_HOME": str(tmp_path)})
+    assert result.exit_code == 1
+    assert "nope: no such session file" in result.output

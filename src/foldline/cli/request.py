@@ -24,6 +24,7 @@ from foldline._json import loads
 from foldline._types import JSONObject
 from foldline.api.params import RequestPlan, build_request
 from foldline.cli import cli, format_option
+from foldline.cli.sessions import resolve_session
 from foldline.config import Config
 from foldline.errors import FoldlineError, UserError
 from foldline.providers.base import Capabilities
@@ -98,7 +99,7 @@ def _render(plan: RequestPlan, body_only: bool) -> str:
 
 
 @cli.command()
-@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("session")
 @format_option
 @click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="anthropic", show_default=True)
 @click.option("--prompt", default=None, help=f"Next user input (default {DEFAULT_PROMPT!r} after a reply).")
@@ -110,7 +111,7 @@ def _render(plan: RequestPlan, body_only: bool) -> str:
 @click.option("--thinking-budget", type=click.IntRange(1), default=None, help="Extended thinking budget.")
 @click.option("--body-only", is_flag=True, help="Print only the body, compact, byte for byte as sent.")
 def request(
-    session: Path,
+    session: str,
     fmt: Literal["auto", "foldline", "claude-code"],
     provider: str,
     prompt: str | None,
@@ -120,9 +121,14 @@ def request(
     thinking_budget: int | None,
     body_only: bool,
 ) -> None:
-    """Print the JSON body (and beta headers) the next turn of SESSION would send, without sending it."""
+    """Print the JSON body (and beta headers) the next turn of SESSION would send, without sending it.
+
+    SESSION is a foldline or Claude Code transcript file, or the id of a session under either tool's
+    sessions folder (as `foldline show` takes it).
+    """
+    path = resolve_session(session)
     try:
-        loaded = load_session(session, fmt)
+        loaded = load_session(path, fmt)
         records = _with_prompt(list(loaded.records), loaded.session_id, prompt)
         defaults = Config()
         config = Config(

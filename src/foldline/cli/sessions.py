@@ -22,7 +22,15 @@ from foldline._types import Block
 from foldline.cli import cli, format_option
 from foldline.config import default_sessions_dir
 from foldline.errors import FoldlineError
-from foldline.sessions import FormatChoice, LoadedSession, SessionInfo, list_sessions, load_session
+from foldline.sessions import (
+    FormatChoice,
+    LoadedSession,
+    SessionInfo,
+    claude_code_projects_dir,
+    find_session,
+    list_sessions,
+    load_session,
+)
 from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
@@ -38,10 +46,8 @@ from foldline.timeline import (
     UserEntry,
 )
 
-__all__ = ["sessions", "show"]
+__all__ = ["resolve_session", "sessions", "show"]
 
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-"""What `show` looks up as a session id (no glob or path characters)."""
 # CSI and BEL-terminated OSC sequences go whole; any other C0 or C1 control (a lone ESC, the 8-bit
 # CSI U+009B) goes on its own. Tab and newline stay.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -235,21 +241,19 @@ def _render(console: Console, session: LoadedSession, limit: int, verbose: bool)
             console.print(line, soft_wrap=True)
 
 
-def _resolve(session: str) -> Path:
+def resolve_session(session: str) -> Path:
+    """The file SESSION names (a path, or an id of a foldline or Claude Code session), or a usage error."""
     path = Path(session)
-    if path.is_file():
-        return path
-    if path.exists():
+    if path.exists() and not path.is_file():
         raise click.ClickException(f"{path}: not a file; pass a session .jsonl file")
-    root = default_sessions_dir()
-    plain_id = _SESSION_ID.fullmatch(session) is not None
-    matches = sorted(root.glob(f"*/{session}.jsonl")) if root.is_dir() and plain_id else []
-    if matches:
-        return matches[0]
-    raise click.ClickException(
-        f"{session}: no such session file, nor a session id under {root}; "
-        "run `foldline sessions [DIR]` to list sessions and pass a path"
-    )
+    roots = [default_sessions_dir(), claude_code_projects_dir()]
+    found = find_session(session, roots)
+    if found is None:
+        raise click.ClickException(
+            f"{session}: no such session file, nor a session id under {roots[0]} or {roots[1]}; "
+            "run `foldline sessions [DIR]` to list sessions and pass a path"
+        )
+    return found
 
 
 @cli.command()
@@ -261,7 +265,7 @@ def _resolve(session: str) -> Path:
 @click.option("-v", "--verbose", is_flag=True, help="Also show attachments, progress and subagent entries.")
 def show(session: str, fmt: FormatChoice, max_chars: int, verbose: bool) -> None:
     """Print SESSION (a foldline or Claude Code transcript file, or a session id) readably."""
-    path = _resolve(session)
+    path = resolve_session(session)
     try:
         loaded = load_session(path, fmt)
     except FoldlineError as exc:
