@@ -221,3 +221,31 @@ def test_render_maps_breakpoints_and_references_to_token_positions(backend: Tran
     assert "\ue000" not in prompt.text
     assert "<tool_call>" in prompt.text
     assert '"name": "Read"' in prompt.text
+
+
+def test_qwen2_reuses_its_prefix_exactly_too(tmp_path: Path) -> None:
+    qwen = TransformersBackend.load(
+        write_tiny_model(tmp_path / "qwen2", family="qwen2"), attn_implementation="eager", min_cache_tokens=16
+    )
+    qwen.prefill(qwen.render(_request(_turn_one())))
+    second = qwen.render(_request(_turn_two()))
+    warm = qwen.prefill(second, keep_all=True)
+    assert warm.reused > 0
+    full = _full_logits(qwen, second.token_ids)
+    torch.testing.assert_close(warm.logits, full[warm.reused :], atol=1e-4, rtol=0)
+
+
+def test_a_tool_call_in_the_model_text_becomes_a_tool_use_block(
+    backend: TransformersBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said = 'Checking.<tool_call>{"name": "Read", "arguments": {"path": "b.py"}}</tool_call>'
+    ids = backend.tokenizer(said, add_special_tokens=False)["input_ids"]
+    monkeypatch.setattr(backend, "_decode", lambda prefill, max_tokens: (ids, True))
+    reply = backend.reply(_request(_turn_two()))
+    assert reply.stop_reason == "tool_use"
+    assert reply.content[0] == {"type": "text", "text": "Checking."}
+    assert reply.content[1]["type"] == "tool_use"
+    assert (reply.content[1]["name"], reply.content[1]["input"]) == ("Read", {"path": "b.py"})
+    assert reply.content[1]["id"].startswith("toolu_")
+    assert reply.usage is not None
+    assert reply.usage["output_tokens"] == len(ids)
