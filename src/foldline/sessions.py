@@ -1,7 +1,9 @@
 """Loading and listing sessions of either format: foldline transcripts and Claude Code transcripts.
 
-Owns format detection, the one `load_session` entry point that `show`, `request` and resume use, the
-session listing behind `foldline sessions`, and the definition of a "turn" (a prompt the user typed).
+Owns format detection, the one `load_session` entry point that `show`, `request` and resume use,
+importing a Claude Code session into a foldline transcript of its own (so it can be continued
+without touching the source), the session listing behind `foldline sessions`, and the definition of
+a "turn" (a prompt the user typed).
 
 Invariants:
 - Detection reads only the head of a file: a foldline transcript starts with a `{"kind":"header",...}`
@@ -22,10 +24,11 @@ from typing import Literal, TypeAlias
 
 import orjson
 
+from foldline.config import FsyncPolicy
 from foldline.errors import TranscriptError, TranscriptFormatError, UserError
 from foldline.importers.claude_code import ImportIssue, import_claude_code, subagent_files
-from foldline.timeline import ENTRY_TYPES, AnyRecord, UserEntry
-from foldline.transcript import load_transcript
+from foldline.timeline import ENTRY_TYPES, AnyRecord, SystemEntry, UserEntry, new_uuid, now_iso
+from foldline.transcript import TranscriptWriter, load_transcript
 
 __all__ = [
     "FormatChoice",
@@ -36,6 +39,7 @@ __all__ = [
     "count_turns",
     "detect_format",
     "find_session",
+    "import_claude_code_session",
     "is_typed_prompt",
     "last_activity",
     "list_sessions",
@@ -176,6 +180,45 @@ def load_session(path: Path | str, format: FormatChoice = "auto") -> LoadedSessi
         raise TranscriptError(f"{path}: no such session file")
     chosen = detect_format(path) if format == "auto" else format
     return _load_foldline(path) if chosen == "foldline" else _load_claude_code(path)
+
+
+def import_claude_code_session(
+    source: Path | str, dest: Path | str, *, cwd: str, fsync: FsyncPolicy | None = None
+) -> LoadedSession:
+    """Copy a Claude Code session into a new foldline transcript at `dest`, to continue it there.
+
+    The source file is only read: foldline never writes beside another tool's transcript. The new
+    transcript holds the imported records followed by a `system` entry (subtype `imported`) naming
+    the source and what was skipped, so where the session came from stays on record. Its session id
+    is `dest`'s stem.
+
+    Returns:
+        What was imported, read from the source (its warnings name the source's damaged lines).
+
+    Raises:
+        TranscriptError: the source cannot be read, or `dest` already exists or is held.
+    """
+    loaded = load_session(source, "claude-code")
+    dest = Path(dest)
+    with TranscriptWriter.create(dest, session_id=dest.stem, cwd=cwd, fsync=fsync) as writer:
+        for record in loaded.records:
+            writer.append(record)
+        skipped = f"; {len(loaded.warnings)} damaged line(s) skipped" if loaded.warnings else ""
+        last = next((r.uuid for r in reversed(loaded.records) if isinstance(r, ENTRY_TYPES)), None)
+        writer.append(
+            SystemEntry(
+                uuid=new_uuid(),
+                parent_uuid=last,
+                timestamp=now_iso(),
+                session_id=dest.stem,
+                subtype="imported",
+                content=f"Imported Claude Code session {loaded.session_id} from {loaded.path}"
+                f" ({len(loaded.records)} records{skipped})",
+                data={"source": str(loaded.path), "source_session_id": loaded.session_id},
+            ),
+            sync=True,
+        )
+    return loaded
 
 
 def is_typed_prompt(entry: object) -> bool:
