@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -15,7 +16,8 @@ from foldline.server.app import create_app
 from foldline.server.backend import ScriptedBackend
 from foldline.server.config import ServerConfig
 from foldline.server.testing import run_server
-from foldline.transcript import list_session_files
+from foldline.timeline import SystemEntry
+from foldline.transcript import list_session_files, load_transcript
 
 
 @pytest.fixture
@@ -135,3 +137,80 @@ def test_a_refused_api_key_points_at_the_option(tmp_path: Path) -> None:
         line = _failing_chat(tmp_path, "--base-url", url, "--api-key", "wrong")
     assert "refused the API key (HTTP 401" in line
     assert "--api-key" in line
+
+
+def _claude_code_session(path: Path, session_id: str = "cc-1") -> Path:
+    """A two-message Claude Code transcript, as Claude Code writes one."""
+    common = {"sessionId": session_id, "cwd": "/elsewhere", "version": "2.0.14", "isSidechain": False}
+    lines = [
+        {
+            **common,
+            "type": "user",
+            "uuid": "11111111-1111-4111-8111-111111111111",
+            "parentUuid": None,
+            "timestamp": "2026-03-01T10:00:00.000Z",
+            "message": {"role": "user", "content": "the staging port is 6543"},
+        },
+        {
+            **common,
+            "type": "assistant",
+            "uuid": "22222222-2222-4222-8222-222222222222",
+            "parentUuid": "11111111-1111-4111-8111-111111111111",
+            "timestamp": "2026-03-01T10:00:02.000Z",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "Noted."}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 10, "output_tokens": 2},
+            },
+        },
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_resume_of_a_claude_code_session_continues_it_in_a_new_foldline_transcript(
+    server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    url, backend = server
+    source = _claude_code_session(tmp_path / "cc" / "cc-1.jsonl")
+    before = source.read_bytes()
+    out = _chat(url, tmp_path, "--resume", str(source), "-p", "which port?")
+    assert "You said: which port?" in out
+    assert "Imported Claude Code session cc-1" in out
+    assert source.read_bytes() == before
+    assert sorted(p.name for p in source.parent.iterdir()) == ["cc-1.jsonl"]  # no lock, no sidecar
+    sent = backend.calls[-1].messages
+    assert "6543" in str(sent[0]["content"])  # the imported conversation went along
+    [created] = list_session_files(tmp_path / "sessions")
+    provenance = [
+        r for r in load_transcript(created).records if isinstance(r, SystemEntry) and r.subtype == "imported"
+    ]
+    assert len(provenance) == 1
+    assert provenance[0].data == {"source": str(source), "source_session_id": "cc-1"}
+
+
+def test_resume_finds_a_claude_code_session_by_id(
+    server: tuple[str, ScriptedBackend], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, backend = server
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    _claude_code_session(tmp_path / "claude" / "projects" / "-elsewhere" / "cc-7.jsonl", "cc-7")
+    _chat(url, tmp_path, "--resume", "cc-7", "-p", "go on")
+    assert "6543" in str(backend.calls[-1].messages[0]["content"])
+
+
+def test_resume_says_what_it_skipped(server: tuple[str, ScriptedBackend], tmp_path: Path) -> None:
+    url, _ = server
+    _chat(url, tmp_path, "-p", "first")
+    [path] = list_session_files(tmp_path / "sessions")
+    with path.open("ab") as f:
+        f.write(b"{this line is damaged}\n")
+    out = _chat(url, tmp_path, "--continue", "-p", "second")
+    assert "warning:" in out
+    assert str(path) in out.replace("\n", "")
+    assert "You said: second" in out

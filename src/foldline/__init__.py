@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from foldline.importers.claude_code import import_claude_code
     from foldline.projection import project_view
     from foldline.providers.anthropic import AnthropicProvider
+    from foldline.session import Session
     from foldline.sessions import load_session
     from foldline.timeline import (
         AssistantEntry,
@@ -58,6 +59,7 @@ __all__ = [
     "RequestPlan",
     "RequestValidationError",
     "RetriesExhaustedError",
+    "Session",
     "SystemEntry",
     "Timeline",
     "TranscriptError",
@@ -94,6 +96,7 @@ _HOMES: dict[str, str] = {
     "RequestPlan": "foldline.api.params",
     "RequestValidationError": "foldline.errors",
     "RetriesExhaustedError": "foldline.errors",
+    "Session": "foldline.session",
     "SystemEntry": "foldline.timeline",
     "Timeline": "foldline.timeline",
     "TranscriptError": "foldline.errors",

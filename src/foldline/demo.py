@@ -26,12 +26,12 @@ from rich.console import Console
 from rich.table import Table
 
 from foldline.config import Config
-from foldline.engine import QueryEngine
 from foldline.events import RecordEvent, RetryEvent, UIEvent
 from foldline.providers.anthropic import AnthropicProvider
+from foldline.session import Session
 from foldline.timeline import AssistantEntry, UserEntry
 from foldline.tools import PermissionRules, default_tools
-from foldline.transcript import TranscriptWriter, load_transcript, open_session
+from foldline.transcript import load_transcript
 from foldline.usage import UsageTotals, usage_of
 
 __all__ = ["DemoResult", "main", "run_demo", "scenario"]
@@ -83,23 +83,21 @@ class DemoResult:
     seconds: float
 
 
-def _engine(
+def _session(
     base_url: str, workspace: Path, transcript: Path, on_event: Callable[[UIEvent], None]
-) -> tuple[QueryEngine, TranscriptWriter]:
-    writer, timeline = open_session(transcript, session_id="demo", cwd=str(workspace), fsync="boundaries")
-    engine = QueryEngine(
+) -> Session:
+    return Session.open(
+        transcript,
         provider=AnthropicProvider(base_url=base_url, api_key="demo"),
+        workspace=workspace,
+        session_id="demo",
         config=Config(model=MODEL),
         tools=default_tools(),
-        workspace=workspace,
-        timeline=timeline,
-        transcript=writer,
         permission_mode="acceptEdits",
         rules=PermissionRules.from_lists(allow=["Bash(python3 -c:*)"]),
+        fsync="boundaries",
+        on_event=on_event,
     )
-    engine.events.subscribers.append(on_event)
-    engine.answer_dangling_tool_calls()
-    return engine, writer
 
 
 async def run_demo(
@@ -121,20 +119,19 @@ async def run_demo(
             console.print(f"[dim]local Messages API on {url}; workspace {workspace}[/dim]")
             resumed_at = turns // 2
             stats: list[UsageTotals] = []
-            engine, writer = _engine(url, workspace, transcript, _printer(console))
+            session = _session(url, workspace, transcript, _printer(console))
             for turn in range(turns):
                 if turn == resumed_at:
-                    await engine.aclose()
-                    writer.close()
+                    await session.aclose()
                     console.rule("[yellow]process stopped; resuming from the transcript alone[/yellow]")
-                    engine, writer = _engine(url, workspace, transcript, _printer(console))
+                    session = _session(url, workspace, transcript, _printer(console))
+                engine = session.engine
                 before = len(engine.timeline)
                 prompt = f"Add the next calculator function (task {turn + 1} of {turns})."
                 console.print(f"\n[bold cyan]user>[/bold cyan] {prompt}")
-                await engine.submit_message(prompt)
+                await session.submit_message(prompt)
                 stats.append(usage_of(list(engine.timeline.snapshot()[before:])))
-            await engine.aclose()
-            writer.close()
+            await session.aclose()
         loaded = load_transcript(transcript)
         console.print(
             f"\n[dim]transcript: {transcript.stat().st_size:,} bytes, {len(loaded.records)} records[/dim]"

@@ -13,7 +13,6 @@ import signal
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,21 @@ from rich.table import Table
 from foldline.cli import cli
 from foldline.cli._errors import explain
 from foldline.config import Config, TranscriptConfig
-from foldline.engine import QueryEngine
 from foldline.errors import FoldlineError
 from foldline.events import RecordEvent, RetryEvent, TextDeltaEvent, UIEvent
 from foldline.providers.anthropic import AnthropicProvider
+from foldline.session import Session
+from foldline.sessions import (
+    claude_code_projects_dir,
+    detect_format,
+    find_session,
+    import_claude_code_session,
+)
 from foldline.timeline import AssistantEntry, SystemEntry, UserEntry
 from foldline.tokens import estimate_blocks, estimate_text
 from foldline.tools import Decision, default_tools
 from foldline.tools.permissions import PermissionMode
-from foldline.transcript import TranscriptWriter, list_session_files, open_session, session_path
+from foldline.transcript import list_session_files, session_path
 from foldline.usage import cache_breaks, usage_of
 
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
@@ -42,46 +47,56 @@ HELP = """/cost     tokens and dollars so far      /cache   cache hit rate and b
 /help     this list                       /exit    leave (Ctrl-D too)"""
 
 
-@dataclass
-class _Session:
-    engine: QueryEngine
-    writer: TranscriptWriter
-    path: Path
-
-
 def _open(workspace: Path, sessions_dir: Path, resume: str | None, latest: bool) -> Path:
-    """The transcript to use: an existing one to resume, or a new session's path."""
+    """The transcript to use: an existing one to resume, or a new session's path.
+
+    `--resume` takes a transcript path or a session id (foldline's first, then Claude Code's). A
+    Claude Code session is imported into a new foldline transcript (R2.5), never appended to.
+    """
     if resume:
-        candidate = Path(resume)
-        if candidate.is_file():
-            return candidate
-        path = session_path(sessions_dir, str(workspace), resume)
-        if not path.is_file():
-            raise click.ClickException(f"no session {resume!r} for {workspace} (looked for {path})")
-        return path
+        found = find_session(resume, [sessions_dir, claude_code_projects_dir()])
+        if found is None:
+            where = session_path(sessions_dir, str(workspace), resume) if _plain(resume) else resume
+            raise click.ClickException(
+                f"no session {resume!r} for {workspace} (looked for {where}); "
+                "`foldline sessions` lists them, or pass a transcript path"
+            )
+        return _imported(found, workspace, sessions_dir) if detect_format(found) == "claude-code" else found
     if latest:
-        found = list_session_files(sessions_dir, cwd=str(workspace))
-        if not found:
+        newest = list_session_files(sessions_dir, cwd=str(workspace))
+        if not newest:
             raise click.ClickException(f"no earlier session for {workspace} under {sessions_dir}")
-        return found[0]
+        return newest[0]
     return session_path(sessions_dir, str(workspace), str(uuid.uuid4()))
 
 
-def _start(path: Path, workspace: Path, engine_kwargs: dict[str, Any]) -> _Session:
-    writer, timeline = open_session(path, session_id=path.stem, cwd=str(workspace))
-    # Each session gets its own provider: closing a session (engine.aclose) closes its client.
-    provider = AnthropicProvider(base_url=engine_kwargs["base_url"], api_key=engine_kwargs["api_key"])
-    options = {k: v for k, v in engine_kwargs.items() if k not in ("base_url", "api_key")}
-    engine = QueryEngine(
-        provider=provider,
-        timeline=timeline,
-        transcript=writer,
-        workspace=workspace,
-        session_dir=path.with_suffix(""),  # beside the transcript, as Claude Code keeps subagents
-        **options,
+def _plain(ref: str) -> bool:
+    return "/" not in ref and not ref.endswith(".jsonl")
+
+
+def _imported(source: Path, workspace: Path, sessions_dir: Path) -> Path:
+    dest = session_path(sessions_dir, str(workspace), str(uuid.uuid4()))
+    loaded = import_claude_code_session(source, dest, cwd=str(workspace))
+    click.echo(
+        f"Imported Claude Code session {loaded.session_id} ({len(loaded.records)} records) into {dest}; "
+        f"{source} is left untouched.",
+        err=True,
     )
-    engine.answer_dangling_tool_calls()
-    return _Session(engine, writer, path)
+    for issue in loaded.warnings:
+        click.echo(f"warning: {issue} (skipped)", err=True)
+    return dest
+
+
+def _start(path: Path, workspace: Path, options: dict[str, Any], console: Console) -> Session:
+    # Each session gets its own provider: closing a session closes its client.
+    return Session.open(
+        path,
+        provider=AnthropicProvider(base_url=options["base_url"], api_key=options["api_key"]),
+        workspace=workspace,
+        on_event=_printer(console),
+        on_notice=lambda text: console.print(f"[yellow]warning: {text}[/yellow]", markup=True),
+        **{k: v for k, v in options.items() if k not in ("base_url", "api_key")},
+    )
 
 
 def _printer(console: Console) -> Callable[[UIEvent], None]:
@@ -113,7 +128,7 @@ def _asker(console: Console) -> Callable[[str, Mapping[str, Any], Decision], Awa
     return ask
 
 
-async def _turn(session: _Session, prompt: str) -> None:
+async def _turn(session: Session, prompt: str) -> None:
     """One turn; Ctrl-C cancels it (the engine records the interruption) and returns to the prompt."""
     task = asyncio.ensure_future(session.engine.submit_message(prompt))
     loop = asyncio.get_running_loop()
@@ -135,7 +150,7 @@ async def _turn(session: _Session, prompt: str) -> None:
     click.echo()
 
 
-def _context_table(session: _Session) -> Table:
+def _context_table(session: Session) -> Table:
     """/context: estimated tokens by category in the request the next turn would send."""
     engine = session.engine
     assert engine.build_request is not None
@@ -154,7 +169,7 @@ def _context_table(session: _Session) -> Table:
     return table
 
 
-def _slash(command: str, session: _Session, console: Console) -> bool:
+def _slash(command: str, session: Session, console: Console) -> bool:
     """Run a slash command; False means leave the REPL."""
     records = session.engine.timeline.snapshot()
     name = command.split()[0]
@@ -189,7 +204,7 @@ def _slash(command: str, session: _Session, console: Console) -> bool:
     return True
 
 
-async def _repl(session: _Session, console: Console, make: Callable[[], _Session]) -> None:
+async def _repl(session: Session, console: Console, make: Callable[[], Session]) -> None:
     console.print(f"[dim]session {session.path.stem} ({session.path}); /help for commands[/dim]")
     while True:
         try:
@@ -197,7 +212,7 @@ async def _repl(session: _Session, console: Console, make: Callable[[], _Session
         except EOFError:
             return
         if line == "/clear":
-            await _close(session)
+            await session.aclose()
             session = make()  # R7.4: a new session, a new cache baseline
             console.print(f"[dim]new session {session.path.stem}[/dim]")
         elif line.startswith("/"):
@@ -205,12 +220,7 @@ async def _repl(session: _Session, console: Console, make: Callable[[], _Session
                 break
         elif line:
             await _turn(session, line)
-    await _close(session)
-
-
-async def _close(session: _Session) -> None:
-    await session.engine.aclose()
-    session.writer.close()
+    await session.aclose()
 
 
 @cli.command()
@@ -247,16 +257,14 @@ def chat(**options: Any) -> None:
         "permission_mode": mode,
         "ask": _asker(console) if interactive else None,
     }
-    path = _open(workspace, sessions_dir, options["resume"], options["latest"])
     try:
-        session = _start(path, workspace, kwargs)
-        session.engine.events.subscribers.append(_printer(console))
+        session = _start(
+            _open(workspace, sessions_dir, options["resume"], options["latest"]), workspace, kwargs, console
+        )
         if interactive:
 
-            def fresh() -> _Session:
-                new = _start(_open(workspace, sessions_dir, None, False), workspace, kwargs)
-                new.engine.events.subscribers.append(_printer(console))
-                return new
+            def fresh() -> Session:
+                return _start(_open(workspace, sessions_dir, None, False), workspace, kwargs, console)
 
             asyncio.run(_repl(session, console, fresh))
             return
@@ -268,8 +276,8 @@ def chat(**options: Any) -> None:
         raise click.ClickException(explain(e)) from e
 
 
-async def _one_shot(session: _Session, prompt: str) -> None:
+async def _one_shot(session: Session, prompt: str) -> None:
     try:
         await _turn(session, prompt)
     finally:
-        await _close(session)
+        await session.aclose()

@@ -1,0 +1,156 @@
+"""`Session`: one agent session from open to close, the way chat, the demo and tests all need it.
+
+Opening a session is four steps that must happen in order and be undone in reverse: open or resume
+the transcript (taking its single-writer lock), rebuild the timeline from it, answer tool calls
+whose results never reached the disk (so nothing runs twice), and build the engine over both.
+Closing drains the engine's background tail before the transcript closes, so a tail that appends
+still has somewhere to write. `Session` owns exactly that; the engine owns the loop.
+
+Invariants:
+- A session never writes beside a file foldline does not own: a Claude Code transcript is refused
+  here and imported into a new foldline transcript with `foldline.sessions.import_claude_code_session`.
+- Damage found on resume is never silent: every notice goes to `on_notice` (and `Session.notices`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from foldline.config import Config, FsyncPolicy
+from foldline.engine import DEFAULT_SYSTEM_PROMPT, QueryEngine, TurnResult
+from foldline.errors import UserError
+from foldline.events import UIEvent
+from foldline.providers.base import Provider
+from foldline.sessions import detect_format
+from foldline.tools.base import Tool
+from foldline.tools.permissions import AskCallback, PermissionMode, PermissionRules
+from foldline.transcript import TranscriptWriter, open_session
+
+__all__ = ["Session"]
+
+
+@dataclass
+class Session:
+    """An open session: its engine and the transcript it appends to. Use as an async context manager.
+
+    ```python
+    async with Session.open("session.jsonl", provider=provider, workspace=Path.cwd()) as session:
+        result = await session.submit_message("Add a docstring to calc.py")
+    ```
+    """
+
+    engine: QueryEngine
+    transcript: TranscriptWriter
+    notices: tuple[str, ...] = ()
+    """What resume found and skipped (damaged lines, a torn tail moved aside)."""
+    _closed: bool = field(default=False, init=False, repr=False)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        provider: Provider,
+        workspace: Path | None = None,
+        session_id: str | None = None,
+        config: Config | None = None,
+        system: str = DEFAULT_SYSTEM_PROMPT,
+        tools: Sequence[Tool] = (),
+        rules: PermissionRules | None = None,
+        permission_mode: PermissionMode = "default",
+        ask: AskCallback | None = None,
+        fsync: FsyncPolicy | None = None,
+        on_event: Callable[[UIEvent], None] | None = None,
+        on_notice: Callable[[str], None] | None = None,
+    ) -> Session:
+        """Resume the foldline transcript at `path`, or create it; then build the engine over it.
+
+        Args:
+            path: The transcript. Created (with its folders) when missing.
+            provider: Who answers; closed with the session.
+            workspace: Where tools act (default: the current directory); recorded in a new header.
+            session_id: Names a new session (default: the file's stem); a resumed one keeps its own.
+            config, system, tools, rules, permission_mode, ask: passed to `QueryEngine`.
+            fsync: The transcript's fsync policy (default: `TranscriptConfig().fsync`).
+            on_event: Subscribed to the engine's UI events before anything is appended.
+            on_notice: Called with each line of damage found on resume.
+
+        Raises:
+            UserError: `path` is another tool's transcript (import it first).
+            TranscriptError: the file cannot be read or is held by another process.
+        """
+        file = Path(path)
+        if file.is_file() and detect_format(file) != "foldline":
+            raise UserError(
+                f"{file}: a Claude Code transcript; foldline never appends to another tool's file. "
+                "Import it with foldline.sessions.import_claude_code_session (or `foldline chat --resume`)"
+            )
+        workspace = (workspace or Path.cwd()).resolve()
+        notices: list[str] = []
+
+        def notice(text: str) -> None:
+            notices.append(text)
+            if on_notice is not None:
+                on_notice(text)
+
+        writer, timeline = open_session(
+            file, session_id=session_id or file.stem, cwd=str(workspace), fsync=fsync, on_notice=notice
+        )
+        try:
+            engine = QueryEngine(
+                provider=provider,
+                config=config or Config(),
+                system=system,
+                tools=tools,
+                workspace=workspace,
+                rules=rules,
+                permission_mode=permission_mode,
+                ask=ask,
+                timeline=timeline,
+                transcript=writer,
+                session_dir=file.with_suffix(""),  # beside the transcript, as Claude Code keeps subagents
+            )
+            if on_event is not None:
+                engine.events.subscribers.append(on_event)
+            engine.answer_dangling_tool_calls()
+        except BaseException:
+            writer.close()
+            raise
+        return cls(engine, writer, tuple(notices))
+
+    @property
+    def path(self) -> Path:
+        """The transcript file."""
+        return self.transcript.path
+
+    @property
+    def session_id(self) -> str:
+        """The session's id, as its transcript header records it."""
+        return self.engine.timeline.session_id
+
+    async def submit_message(self, text: str) -> TurnResult:
+        """Run one user turn (see `QueryEngine.submit_message`)."""
+        return await self.engine.submit_message(text)
+
+    async def aclose(self) -> None:
+        """Drain the background tail and close the provider, then the transcript (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.engine.aclose()
+        finally:
+            self.transcript.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,109 @@
+"""`foldline.Session`: open-or-resume, dangling calls answered, notices kept, closed in order.
+
+The README's own example is run, twice in a row, against the real local server.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.test_cli_chat import _claude_code_session
+
+from foldline import Session
+from foldline.errors import UserError
+from foldline.providers.anthropic import AnthropicProvider
+from foldline.server.app import create_app
+from foldline.server.backend import ScriptedBackend
+from foldline.server.testing import run_server
+from foldline.timeline import AssistantEntry, AssistantMessage, UserEntry, UserMessage
+from foldline.transcript import TranscriptWriter, load_transcript
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, ScriptedBackend]]:
+    backend = ScriptedBackend()  # echoes the last user message
+    with run_server(create_app(backend=backend)) as url:
+        yield url, backend
+
+
+def _readme_example() -> str:
+    match = re.search(r"```python\n(import asyncio.*?)```", README.read_text(), re.DOTALL)
+    assert match is not None, "the README lost its Python example"
+    return match[1]
+
+
+def test_the_readme_example_runs_twice_in_a_row(server: tuple[str, ScriptedBackend], tmp_path: Path) -> None:
+    url, backend = server
+    code = _readme_example().replace("http://127.0.0.1:8765", url)
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "end_turn You said: Add a docstring to calc.py" in done.stdout
+    assert len(backend.calls[-1].messages) == 3  # the second run resumed the first exchange
+
+
+@pytest.mark.anyio
+async def test_open_answers_a_dangling_tool_call_instead_of_running_it(
+    server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    url, _ = server
+    path = tmp_path / "s.jsonl"
+    use = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "touch ran"}}
+    with TranscriptWriter.create(path, session_id="s", cwd=str(tmp_path)) as writer:
+        writer.append(UserEntry(uuid="u1", timestamp="t", message=UserMessage(content="go")))
+        writer.append(
+            AssistantEntry(
+                uuid="a1", parent_uuid="u1", timestamp="t", message=AssistantMessage(id="m1", content=[use])
+            )
+        )
+    async with Session.open(path, provider=AnthropicProvider(base_url=url, api_key="k")) as session:
+        last = session.engine.timeline.snapshot()[-1]
+        assert isinstance(last, UserEntry)
+        assert isinstance(last.message.content, list)
+        assert last.message.content[0]["tool_use_id"] == "toolu_1"
+        assert last.message.content[0]["is_error"] is True
+    assert not (tmp_path / "ran").exists()
+    assert load_transcript(path).records[-1] == last  # written through to the disk
+
+
+@pytest.mark.anyio
+async def test_open_keeps_the_notices_of_a_damaged_transcript(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with TranscriptWriter.create(path, session_id="s", cwd=str(tmp_path)) as writer:
+        writer.append(UserEntry(uuid="u1", timestamp="t", message=UserMessage(content="go")))
+    with path.open("ab") as f:
+        f.write(b"\x00garbage\n")
+        f.write(path.read_bytes().splitlines(keepends=True)[1].replace(b'"u1"', b'"u2"'))
+    seen: list[str] = []
+    session = Session.open(path, provider=AnthropicProvider(api_key="k"), on_notice=seen.append)
+    await session.aclose()
+    await session.aclose()  # idempotent
+    assert len(session.notices) == 1
+    assert seen == list(session.notices)
+    assert "line 3" in seen[0]
+
+
+def test_open_refuses_another_tools_transcript_and_writes_nothing_beside_it(tmp_path: Path) -> None:
+    source = _claude_code_session(tmp_path / "cc" / "cc-1.jsonl")
+    with pytest.raises(UserError, match="foldline never appends to another tool's file"):
+        Session.open(source, provider=AnthropicProvider(api_key="k"))
+    assert [p.name for p in source.parent.iterdir()] == ["cc-1.jsonl"]
