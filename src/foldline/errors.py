@@ -9,7 +9,12 @@ FoldlineError
 │   ├── TranscriptWriteError        write/fsync failed (disk full, EIO); the writer is poisoned
 │   └── TranscriptFormatError       not a transcript at all (bad header, unknown format version)
 ├── ModelAPIError                   the model endpoint failed
-│   └── ModelHTTPError              ... with an HTTP status and error body
+│   ├── ModelHTTPError              ... with an HTTP status and error body
+│   │   ├── PromptTooLongAPIError   the prompt does not fit the window (with the gap, when given)
+│   │   ├── OutputRoomError         the prompt fits, but not with the max_tokens asked for
+│   │   └── OverloadedError         529 / overloaded_error: try again later
+│   ├── ModelConnectionError        no answer: refused, dropped, or an idle stream
+│   └── RetriesExhaustedError       the retry layer gave up
 ├── UnexpectedModelBehavior         the model returned something we cannot use
 └── ToolError                       a tool call cannot be carried out (becomes an is_error result)
 ```
@@ -22,6 +27,9 @@ __all__ = [
     "ModelAPIError",
     "ModelConnectionError",
     "ModelHTTPError",
+    "OutputRoomError",
+    "OverloadedError",
+    "PromptTooLongAPIError",
     "PromptTooLongError",
     "RequestValidationError",
     "RetriesExhaustedError",
@@ -131,7 +139,42 @@ class ModelHTTPError(ModelAPIError):
     @property
     def prompt_too_long(self) -> bool:
         """The API said the prompt does not fit the context window (R5.4)."""
-        return self.status == 413 or "prompt is too long" in self.message
+        return isinstance(self, PromptTooLongAPIError)
+
+
+class PromptTooLongAPIError(ModelHTTPError):
+    """The API refused the prompt as larger than the context window (a 400 or 413).
+
+    `prompt_tokens` and `limit` are the numbers the API named, when it named them; `gap` is how many
+    tokens must go for the prompt to fit (None when unknown: then recovery must guess).
+    """
+
+    prompt_tokens: int | None = None
+    limit: int | None = None
+
+    @property
+    def gap(self) -> int | None:
+        """Tokens over the limit, when the API said both numbers."""
+        if self.prompt_tokens is None or self.limit is None:
+            return None
+        return self.prompt_tokens - self.limit
+
+
+class OutputRoomError(ModelHTTPError):
+    """The prompt fits the window, but the prompt plus `max_tokens` does not."""
+
+    prompt_tokens: int = 0
+    max_tokens: int = 0
+    limit: int = 0
+
+    @property
+    def room(self) -> int:
+        """The largest `max_tokens` that would fit beside this prompt."""
+        return self.limit - self.prompt_tokens
+
+
+class OverloadedError(ModelHTTPError):
+    """The API is overloaded (529 or an `overloaded_error` event): transient by nature."""
 
 
 class ModelConnectionError(ModelAPIError):

@@ -14,8 +14,8 @@ from typing import Any
 import anthropic
 import httpx2
 
-from foldline.errors import ModelConnectionError, ModelHTTPError
-from foldline.providers.base import Capabilities
+from foldline.errors import ModelConnectionError
+from foldline.providers.base import Capabilities, http_error
 from foldline.stream import (
     BlockStart,
     BlockStop,
@@ -93,7 +93,7 @@ def _map_api_errors(model: str, url: str) -> Iterator[None]:
         if in_stream and not error_type and isinstance(e.body, dict):
             error_type = str(e.body.get("error", {}).get("type", ""))
         message = e.api_message or str(e.message)
-        raise ModelHTTPError(
+        raise http_error(
             model,
             e.status_code,
             e.body,

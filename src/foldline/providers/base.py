@@ -1,17 +1,51 @@
 """The provider interface: one abstract `stream(request)` and declared capabilities (R0.2).
 
-The pipeline never depends on a provider's private behaviour except through `Capabilities`.
+The pipeline never depends on a provider's private behaviour except through `Capabilities`. Every
+provider that speaks the Messages API turns its error answers into typed errors with `http_error`,
+so the engine decides by type and never matches error text.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from foldline.errors import ModelHTTPError, OutputRoomError, OverloadedError, PromptTooLongAPIError
 from foldline.stream import StreamEvent
 
-__all__ = ["Capabilities", "Provider"]
+__all__ = ["Capabilities", "Provider", "http_error"]
+
+# The API's own wording; the numbers are what recovery needs.
+_PROMPT_TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
+_OUTPUT_ROOM = re.compile(r"input length and `max_tokens` exceed context limit: (\d+) \+ (\d+) > (\d+)")
+
+
+def http_error(
+    model: str,
+    status: int,
+    body: object,
+    message: str,
+    *,
+    error_type: str = "",
+    retry_after: float | None = None,
+    in_stream: bool = False,
+) -> ModelHTTPError:
+    """The typed error for a Messages API error answer (status, body, the API's message text)."""
+    fields: dict[str, Any] = {"error_type": error_type, "retry_after": retry_after, "in_stream": in_stream}
+    if room := _OUTPUT_ROOM.search(message):
+        output = OutputRoomError(model, status, body, message, **fields)
+        output.prompt_tokens, output.max_tokens, output.limit = (int(n) for n in room.groups())
+        return output
+    if status == 413 or "prompt is too long" in message:
+        too_long = PromptTooLongAPIError(model, status, body, message, **fields)
+        if numbers := _PROMPT_TOO_LONG.search(message):
+            too_long.prompt_tokens, too_long.limit = int(numbers[1]), int(numbers[2])
+        return too_long
+    if status == 529 or error_type == "overloaded_error":
+        return OverloadedError(model, status, body, message, **fields)
+    return ModelHTTPError(model, status, body, message, **fields)
 
 
 @dataclass(frozen=True, kw_only=True)
