@@ -1,11 +1,15 @@
 """The query engine: `submit_message` and the do-while tool loop (SPEC §0, R1.1, §5, R6.1).
 
 ```
-submit_message ─> run ─> step ──> compaction round ─> query (stream, retry) ─> persist reply
+submit_message ─> run ─> step ──> compaction round ─> query (stream, retry) ─> decide
                           ^                                                      │
-                          └───── Continue: tool results appended <── execute ────┘ tool_use?
-                                 Final: end_turn / stop_sequence / refusal / max recoveries
+                          ├── Continue: reply recorded, tools run, results appended
+                          └── Recover: request changed (more/less output room, compaction)
+                                 Final: end_turn / stop_sequence / refusal / max_turns
 ```
+
+What happens after each model call is decided in one place, `foldline.turn.decide`; this module
+carries decisions out.
 
 Invariants:
 - The timeline is the only history. Every record goes through `_append`, which also writes it to
@@ -21,12 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, assert_never
 
 import anyio
 import msgspec
@@ -49,7 +52,6 @@ from foldline.errors import (
     ModelConnectionError,
     ModelHTTPError,
     PromptTooLongError,
-    UnexpectedModelBehavior,
 )
 from foldline.events import (
     EventBus,
@@ -98,11 +100,22 @@ from foldline.tools.permissions import (
     authorize,
     read_denied_filter,
 )
+from foldline.turn import (
+    Continue,
+    Decision,
+    Failure,
+    Final,
+    GiveUp,
+    Outcome,
+    Recover,
+    Reply,
+    TurnState,
+    advance,
+    decide,
+)
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
-    "Continue",
-    "Final",
     "QueryEngine",
     "RequestBuilder",
     "RequestPlan",
@@ -124,10 +137,6 @@ CONTINUE_AFTER_MAX_TOKENS = (
     "Output token limit hit. Resume directly where you stopped, with no apology and no recap; "
     "split remaining work into smaller pieces."
 )
-_PTL = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
-_OUTPUT_TOO_LONG = re.compile(r"input length and `max_tokens` exceed context limit: (\d+) \+ (\d+) > (\d+)")
-MIN_OUTPUT_TOKENS = 1_024
-"""Below this much room for the reply, shrinking max_tokens is pointless: the prompt must shrink."""
 
 
 class RequestBuilder(Protocol):
@@ -161,21 +170,6 @@ class TranscriptSink(Protocol):
 
 
 @dataclass(frozen=True)
-class Continue:
-    """The step ran tools (or recovered): go round again."""
-
-
-@dataclass(frozen=True)
-class Final:
-    """The turn is over."""
-
-    stop_reason: str | None
-
-
-StepOutcome: TypeAlias = Continue | Final
-
-
-@dataclass(frozen=True)
 class TurnResult:
     """How a `submit_message` turn ended."""
 
@@ -188,16 +182,10 @@ class TurnResult:
 
 @dataclass
 class _Turn:
-    """Per-turn state: created by `run`, dropped when it ends (never leaks into the next turn)."""
+    """Per-turn working set: created by `run`, dropped when it ends (never leaks into the next turn)."""
 
     budget: AttemptBudget
-    max_tokens: int
-    recoveries: int = 0
-    rounds: int = 0
-    """Model replies accepted this turn (`Config.max_turns` counts these)."""
-    escalated: bool = False
-    ptl_recovered: bool = False
-    output_shrunk: bool = False
+    state: TurnState
     accumulator: MessageAccumulator | None = None
     executor: ToolExecutor | None = None
     last: AssistantEntry | None = None
@@ -261,14 +249,12 @@ class QueryEngine:
         return await self.run()
 
     async def run(self) -> TurnResult:
-        """The do-while loop (R0.1): step until a final outcome; record any interruption."""
-        retry = self.config.retry
-        self._turn = turn = _Turn(AttemptBudget(retry.max_retries_per_turn), self.config.max_output_tokens)
+        """The do-while loop (R0.1): step until a final decision; record any interruption."""
+        budget = AttemptBudget(self.config.retry.max_retries_per_turn)
+        self._turn = turn = _Turn(budget, TurnState(max_tokens=self.config.max_output_tokens))
         try:
-            while True:
-                outcome = await self.step()
-                if isinstance(outcome, Final):
-                    break
+            while not isinstance(decision := await self.step(), Final):
+                pass
         except asyncio.CancelledError:
             await self._record_interruption(turn)
             raise
@@ -279,64 +265,76 @@ class QueryEngine:
             self._turn = None
             self._start_tail()
         text = "".join(b.get("text", "") for b in turn.last.message.content) if turn.last else ""
-        return TurnResult(outcome.stop_reason, text, turn.budget.used)
+        return TurnResult(decision.stop_reason, text, turn.budget.used)
 
-    async def step(self) -> StepOutcome:
-        """One round: compaction, one model reply, and the tools it asks for."""
+    async def step(self) -> Decision:
+        """One round: compaction, one model call, then whatever `decide` says about its outcome."""
         turn = self._require_turn()
         await self._compact()
-        accumulator, executor = await self.query(turn)
-        self._watch_cache(accumulator.usage)
-        stop_reason = accumulator.stop_reason
-        if (
-            stop_reason == "max_tokens"
-            and not turn.escalated
-            and not turn.output_shrunk  # the context has no room for a larger reply
-            and turn.max_tokens < self.config.escalated_max_output_tokens
-        ):
-            executor.discard()  # R5.5: the same request again with room to finish
-            turn.escalated, turn.max_tokens = True, self.config.escalated_max_output_tokens
-            self.events.emit(NoticeEvent(f"output limit hit; retrying with max_tokens={turn.max_tokens}"))
-            return Continue()
-        if accumulator.incomplete and stop_reason != "max_tokens":
-            raise UnexpectedModelBehavior("a tool_use block's input was not valid JSON")
+        outcome = await self.query(turn)
+        decision = decide(turn.state, outcome, self.config)
+        turn.state = advance(turn.state, decision)
+        match decision:
+            case Continue() | Final():
+                await self._accept(turn, decision)
+            case Recover():
+                await self._recover(turn, decision, outcome)
+            case GiveUp(error=error):
+                raise error
+            case _:
+                assert_never(decision)
+        return decision
+
+    async def _accept(self, turn: _Turn, decision: Continue | Final) -> None:
+        """Record the reply (durably first when tools will run), run its tools, record their results."""
+        accumulator, executor = turn.accumulator, turn.executor
+        assert accumulator is not None, "accept() follows a reply"
+        assert executor is not None, "accept() follows a reply"
         entry = self._entry(AssistantEntry, message=accumulator.message())
         turn.last, turn.accumulator = entry, None
-        turn.rounds += 1
         self._append(entry, sync=bool(executor.calls))
         if executor.calls:
             results = self._budget_results(await executor.results(), executor)
             turn.executor = None
             self._append(self._entry(UserEntry, message=UserMessage(content=results)))
             self._apply_snips(executor)
-            return self._max_turns_reached(turn) or Continue()
-        if stop_reason == "max_tokens" and turn.recoveries < self.config.max_output_recoveries:
-            turn.recoveries += 1  # R5.5/R5.8: continue the message in a new reply
+        elif decision == Continue("continue_message"):  # R5.5/R5.8: continue in a new reply
             self._append(
                 self._entry(UserEntry, is_meta=True, message=UserMessage(content=CONTINUE_AFTER_MAX_TOKENS))
             )
-            return self._max_turns_reached(turn) or Continue()
-        return Final(stop_reason)
+        if decision == Final("max_turns"):
+            # Like Claude Code's `--max-turns`: stop once the tool results are recorded, so the
+            # timeline ends on a user message and the next prompt builds a valid request.
+            text = f"Reached maximum number of turns ({self.config.max_turns})"
+            self._append(self._entry(SystemEntry, subtype="max_turns", content=text, level="warning"))
+            self.events.emit(NoticeEvent(text, "warning"))
 
-    def _max_turns_reached(self, turn: _Turn) -> Final | None:
-        """Like Claude Code's `--max-turns`: stop once the tool results are recorded, so the
-        timeline ends on a user message and the next prompt builds a valid request."""
-        limit = self.config.max_turns
-        if limit is None or turn.rounds < limit:
-            return None
-        text = f"Reached maximum number of turns ({limit})"
-        self._append(self._entry(SystemEntry, subtype="max_turns", content=text, level="warning"))
-        self.events.emit(NoticeEvent(text, "warning"))
-        return Final("max_turns")
+    async def _recover(self, turn: _Turn, decision: Recover, outcome: Outcome) -> None:
+        """Carry out a recovery; the next step makes the changed request."""
+        if turn.executor is not None:
+            turn.executor.discard()  # the reply is not accepted: its speculative work goes with it
+        turn.accumulator = turn.executor = None
+        if decision.kind == "escalate_output":
+            self.events.emit(NoticeEvent(f"output limit hit; retrying with max_tokens={decision.max_tokens}"))
+        elif decision.kind == "shrink_output":
+            self.events.emit(
+                NoticeEvent(f"context nearly full: this reply is limited to {decision.max_tokens:,} tokens")
+            )
+        else:
+            error = outcome.error if isinstance(outcome, Failure) else None
+            await self._recover_prompt_too_long(error, decision.gap)
 
     # --- query: one model reply, streamed, with the one retry layer ------------------------------
 
-    async def query(self, turn: _Turn) -> tuple[MessageAccumulator, ToolExecutor]:
-        """Build the request, stream the reply (starting safe tools early), retry transient failures."""
+    async def query(self, turn: _Turn) -> Outcome:
+        """Build the request, stream the reply (starting safe tools early), retry transient failures.
+
+        A reply is left in `turn.accumulator` and `turn.executor` for `step` to accept or discard.
+        """
         plan = self._plan(turn)
         self._sync()  # R2 fsync policy: everything the request is built from is durable first
 
-        async def attempt() -> tuple[MessageAccumulator, ToolExecutor]:
+        async def attempt() -> Reply:
             accumulator, executor = MessageAccumulator(), self._executor()
             turn.accumulator, turn.executor = accumulator, executor
             try:
@@ -347,45 +345,25 @@ class QueryEngine:
             except BaseException:
                 executor.discard()  # a failed attempt's speculative reads are thrown away with it
                 raise
-            return accumulator, executor
+            return Reply(accumulator.stop_reason, len(executor.calls), bool(accumulator.incomplete))
 
         def on_retry(attempt_no: int, delay: float, reason: str) -> None:
             self.events.emit(RetryEvent(attempt_no, delay, reason))
             self.events.telemetry("retry", attempt=attempt_no, delay=delay, reason=reason)
 
         try:
-            return await retrying(
+            reply = await retrying(
                 attempt, policy=self.config.retry, budget=turn.budget, on_retry=on_retry, sleep=self.sleep
             )
         except ModelHTTPError as e:
-            if self._shrink_output(turn, e):
-                return await self.query(turn)
-            if not e.prompt_too_long or turn.ptl_recovered:
-                raise
-            turn.ptl_recovered = True
-            await self._recover_prompt_too_long(e)
-            return await self.query(turn)
-
-    def _shrink_output(self, turn: _Turn, error: ModelHTTPError) -> bool:
-        """Input fits but input + max_tokens does not (api_rules #39): ask for less output, once.
-
-        Returns False when there is no such error, or the room left is under `MIN_OUTPUT_TOKENS`
-        (then the prompt itself must shrink: the prompt-too-long chain takes over).
-        """
-        match = _OUTPUT_TOO_LONG.search(error.message)
-        if match is None or turn.output_shrunk:
-            return False
-        prompt, limit = int(match[1]), int(match[3])
-        room = limit - prompt
-        if room < MIN_OUTPUT_TOKENS:
-            return False
-        turn.output_shrunk, turn.max_tokens = True, room
-        self.events.emit(NoticeEvent(f"context nearly full: this reply is limited to {room:,} tokens"))
-        return True
+            turn.accumulator = turn.executor = None
+            return Failure(e)
+        self._watch_cache(turn.accumulator.usage if turn.accumulator else Usage())
+        return reply
 
     def _plan(self, turn: _Turn) -> RequestPlan:
         assert self.build_request is not None
-        plan = self.build_request(self.timeline.snapshot(), max_tokens=turn.max_tokens)
+        plan = self.build_request(self.timeline.snapshot(), max_tokens=turn.state.max_tokens)
         for record in plan.new_records:
             self._append(record)
         self._cache_watch.before_request(plan.prompt_state, plan.body)
@@ -459,11 +437,8 @@ class QueryEngine:
         if ctx.tokens > self.config.blocking_limit:
             await self._recover_prompt_too_long(None, gap=ctx.tokens - self.config.blocking_limit)
 
-    async def _recover_prompt_too_long(self, error: ModelHTTPError | None, gap: int | None = None) -> None:
+    async def _recover_prompt_too_long(self, error: ModelHTTPError | None, gap: int | None) -> None:
         """R5.4: ask the levels (drain collapse, reactive compact); else tell the user to compact."""
-        match = _PTL.search(error.message) if error else None
-        if match:
-            gap = int(match[1]) - int(match[2])
         added = await recover_prompt_too_long(self.stages, self._compaction_context(), gap)
         if not added:
             detail = error.message if error else f"the conversation is {gap} tokens over the blocking limit"
