@@ -12,7 +12,7 @@ What happens after each model call is decided in one place, `foldline.turn.decid
 carries decisions out.
 
 Invariants:
-- The timeline is the only history. Every record goes through `_append`, which also writes it to
+- The timeline is the only history. Every record goes through `SessionLog.append`, which also writes it to
   the transcript; nothing is edited.
 - Write-ahead: the assistant message is fsynced before any tool with side effects starts, and
   tool results before the next API call. A kill at any moment resumes into a valid request and no
@@ -24,20 +24,17 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, assert_never
 
-import anyio
 import msgspec
 
 from foldline._types import Block
 from foldline.api.params import RequestAssembler, RequestPlan
 from foldline.cachebreak import CacheBreakDetector
-from foldline.compact.budget import apply_result_budget
 from foldline.compact.pipeline import (
     CompactionContext,
     PreCompactHook,
@@ -45,7 +42,6 @@ from foldline.compact.pipeline import (
     recover_prompt_too_long,
     run_compaction,
 )
-from foldline.compact.snip import short_id
 from foldline.config import Config
 from foldline.errors import (
     ModelAPIError,
@@ -56,16 +52,16 @@ from foldline.errors import (
 from foldline.events import (
     EventBus,
     NoticeEvent,
-    RecordEvent,
     RetryEvent,
     TextDeltaEvent,
     ThinkingDeltaEvent,
     ToolInputDeltaEvent,
 )
-from foldline.executor import ToolExecutor, run_call
+from foldline.executor import ToolExecutor
 from foldline.projection import context_tokens_of, project_view
 from foldline.providers.base import Capabilities, Provider
 from foldline.retry import AttemptBudget, retrying
+from foldline.session_log import SessionLog, TranscriptSink
 from foldline.stream import (
     BlockStop,
     InputJSONDelta,
@@ -80,8 +76,6 @@ from foldline.timeline import (
     AssistantEntry,
     AssistantMessage,
     AttachmentEntry,
-    ProgressEntry,
-    SnipBoundary,
     SystemEntry,
     Timeline,
     Usage,
@@ -89,16 +83,14 @@ from foldline.timeline import (
     UserMessage,
     api_filter,
     new_uuid,
-    now_iso,
 )
-from foldline.tools.base import ReadRegistry, Tool, ToolContext, ToolResult, result_block, tool_specs
+from foldline.tool_runner import ToolRunner
+from foldline.tools.base import Tool, tool_specs
 from foldline.tools.instructions import load_instruction_files
 from foldline.tools.permissions import (
     AskCallback,
     PermissionMode,
     PermissionRules,
-    authorize,
-    read_denied_filter,
 )
 from foldline.turn import (
     Continue,
@@ -157,18 +149,6 @@ def request_builder(
     return build
 
 
-class TranscriptSink(Protocol):
-    """Where records are persisted (a `TranscriptWriter`)."""
-
-    def append(self, record: AnyRecord, *, sync: bool = False) -> None:
-        """Persist one record; with `sync`, durably before returning."""
-        ...
-
-    def sync(self) -> None:
-        """Make every record appended so far durable."""
-        ...
-
-
 @dataclass(frozen=True)
 class TurnResult:
     """How a `submit_message` turn ended."""
@@ -221,13 +201,28 @@ class QueryEngine:
     default `<sessions_dir>/<session_id>/`."""
     build_request: RequestBuilder | None = None
     """Defaults to `request_builder(config, system, tools, provider.capabilities)`."""
+    log: SessionLog = field(init=False)
+    """The one write path: timeline, transcript, events."""
+    runner: ToolRunner = field(init=False)
+    """Runs the tools the model asks for."""
     _turn: _Turn | None = field(default=None, init=False)
-    _read_files: ReadRegistry = field(default_factory=ReadRegistry, init=False)
     _cache_watch: CacheBreakDetector = field(default_factory=CacheBreakDetector, init=False)
     """A new engine (a resume) starts without a baseline: R7.4's reset on resume."""
     _tail: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
+        self.log = SessionLog(self.timeline, self.transcript, self.events)
+        results_dir = self.session_dir / "tool-results" if self.session_dir else None
+        self.runner = ToolRunner(
+            self.log,
+            self.config,
+            self.tools,
+            self.workspace,
+            self.rules,
+            self.permission_mode,
+            self.ask,
+            results_dir,
+        )
         if self.build_request is None:
             self.build_request = request_builder(
                 self.config, self.system, self.tools, self.provider.capabilities
@@ -241,11 +236,11 @@ class QueryEngine:
             isinstance(r, AttachmentEntry) and r.attachment_type == "instructions" for r in self.timeline
         ):
             for attachment in load_instruction_files(self.workspace, session_id=self.timeline.session_id):
-                self._append(msgspec.structs.replace(attachment, parent_uuid=self.timeline.last_uuid))
+                self.log.append(msgspec.structs.replace(attachment, parent_uuid=self.timeline.last_uuid))
         for hook in self.attachment_hooks:
             for attachment in hook(text):
-                self._append(attachment)
-        self._append(self._entry(UserEntry, message=UserMessage(content=text)))
+                self.log.append(attachment)
+        self.log.append(self.log.entry(UserEntry, message=UserMessage(content=text)))
         return await self.run()
 
     async def run(self) -> TurnResult:
@@ -290,23 +285,26 @@ class QueryEngine:
         accumulator, executor = turn.accumulator, turn.executor
         assert accumulator is not None, "accept() follows a reply"
         assert executor is not None, "accept() follows a reply"
-        entry = self._entry(AssistantEntry, message=accumulator.message())
+        entry = self.log.entry(AssistantEntry, message=accumulator.message())
         turn.last, turn.accumulator = entry, None
-        self._append(entry, sync=bool(executor.calls))
+        self.log.append(entry, sync=bool(executor.calls))
         if executor.calls:
-            results = self._budget_results(await executor.results(), executor)
+            results = await self.runner.results(executor)
             turn.executor = None
-            self._append(self._entry(UserEntry, message=UserMessage(content=results)))
-            self._apply_snips(executor)
+            self.log.append(self.log.entry(UserEntry, message=UserMessage(content=results)))
+            if self.runner.snips(executor):
+                self._cache_watch.reset_baseline()  # R7.4: a snip's drop is expected
         elif decision == Continue("continue_message"):  # R5.5/R5.8: continue in a new reply
-            self._append(
-                self._entry(UserEntry, is_meta=True, message=UserMessage(content=CONTINUE_AFTER_MAX_TOKENS))
+            self.log.append(
+                self.log.entry(
+                    UserEntry, is_meta=True, message=UserMessage(content=CONTINUE_AFTER_MAX_TOKENS)
+                )
             )
         if decision == Final("max_turns"):
             # Like Claude Code's `--max-turns`: stop once the tool results are recorded, so the
             # timeline ends on a user message and the next prompt builds a valid request.
             text = f"Reached maximum number of turns ({self.config.max_turns})"
-            self._append(self._entry(SystemEntry, subtype="max_turns", content=text, level="warning"))
+            self.log.append(self.log.entry(SystemEntry, subtype="max_turns", content=text, level="warning"))
             self.events.emit(NoticeEvent(text, "warning"))
 
     async def _recover(self, turn: _Turn, decision: Recover, outcome: Outcome) -> None:
@@ -332,10 +330,10 @@ class QueryEngine:
         A reply is left in `turn.accumulator` and `turn.executor` for `step` to accept or discard.
         """
         plan = self._plan(turn)
-        self._sync()  # R2 fsync policy: everything the request is built from is durable first
+        self.log.sync()  # R2 fsync policy: everything the request is built from is durable first
 
         async def attempt() -> Reply:
-            accumulator, executor = MessageAccumulator(), self._executor()
+            accumulator, executor = MessageAccumulator(), self.runner.executor()
             turn.accumulator, turn.executor = accumulator, executor
             try:
                 async for event in self._watch(self.provider.stream(plan.body, betas=plan.betas)):
@@ -365,7 +363,7 @@ class QueryEngine:
         assert self.build_request is not None
         plan = self.build_request(self.timeline.snapshot(), max_tokens=turn.state.max_tokens)
         for record in plan.new_records:
-            self._append(record)
+            self.log.append(record)
         self._cache_watch.before_request(plan.prompt_state, plan.body)
         return plan
 
@@ -374,7 +372,7 @@ class QueryEngine:
         report = self._cache_watch.after_response(usage)
         if report is not None:
             text = report.describe()
-            self._append(self._entry(SystemEntry, subtype="cache_break", content=text, level="warning"))
+            self.log.append(self.log.entry(SystemEntry, subtype="cache_break", content=text, level="warning"))
             self.events.emit(NoticeEvent(text, "warning"))
             self.events.telemetry(
                 "cache_break", before=report.before, after=report.after, changes=report.changes
@@ -431,7 +429,7 @@ class QueryEngine:
     async def _compact(self) -> None:
         """The compaction round before every API call (R0.1), then the blocking limit (R3.4.1)."""
         for record in await run_compaction(self.stages, self._compaction_context()):
-            self._append(record)
+            self.log.append(record)
             self._cache_watch.reset_baseline()  # R7.4: a compaction's drop is expected
         ctx = self._compaction_context()
         if ctx.tokens > self.config.blocking_limit:
@@ -444,74 +442,8 @@ class QueryEngine:
             detail = error.message if error else f"the conversation is {gap} tokens over the blocking limit"
             raise PromptTooLongError(f"{detail}; nothing more could be compacted automatically: run /compact")
         for record in added:
-            self._append(record)
+            self.log.append(record)
         self._cache_watch.reset_baseline()
-
-    # --- tools ---------------------------------------------------------------------------------
-
-    def _executor(self) -> ToolExecutor:
-        # A fresh abort event per reply, so an old Ctrl-C cannot leak into a later turn; one read
-        # registry per session, so Write/Edit see the Reads of earlier turns.
-        context = ToolContext(
-            workspace=self.workspace,
-            abort=anyio.Event(),
-            read_files=self._read_files,
-            limits=self.config.tools,
-            read_denied=read_denied_filter(self.rules, self.workspace) if self.rules else _nothing_denied,
-        )
-        context = dataclasses.replace(context, run_tool=self._run_virtual(context))
-        return ToolExecutor({t.name: t for t in self.tools}, context, self._permit, self._on_progress)
-
-    def _run_virtual(self, context: ToolContext) -> Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]]:
-        """R1.6: a composite tool's inner call, permission-checked and recorded as a virtual pair."""
-        tools = {t.name: t for t in self.tools}
-
-        async def run(name: str, tool_input: Mapping[str, Any]) -> ToolResult:
-            block: Block = {"type": "tool_use", "id": f"toolu_virtual_{new_uuid().replace('-', '')}"}
-            block |= {"name": name, "input": dict(tool_input)}
-            message = AssistantMessage(id=f"virtual_{block['id']}", content=[block])
-            self._append(self._entry(AssistantEntry, is_virtual=True, message=message))
-            result = await run_call(tools.get(name), name, tool_input, context, self._permit)
-            content = [result_block(block["id"], result)]
-            self._append(self._entry(UserEntry, is_virtual=True, message=UserMessage(content=content)))
-            return result
-
-        return run
-
-    async def _permit(self, tool: Tool, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
-        decision = await authorize(tool.name, tool_input, ctx, self.rules, self.permission_mode, self.ask)
-        return None if decision.behavior == "allow" else decision.reason
-
-    def _budget_results(self, results: list[Block], executor: ToolExecutor) -> list[Block]:
-        """R3.0: oversized results go to a file in the session directory before they are recorded."""
-        names = {call.id: call.block.get("name", "") for call in executor.calls}
-        directory = self.session_dir or self.config.transcript.sessions_dir / (
-            self.timeline.session_id or "session"
-        )
-        kept, moved = apply_result_budget(
-            results, names, limit=self.config.tool_result_budget_chars, directory=directory / "tool-results"
-        )
-        if moved:
-            chars = sum(m.chars for m in moved)
-            text = f"saved {len(moved)} oversized tool result(s), {chars:,} chars, to files"
-            self._append(self._entry(SystemEntry, subtype="tool_result_budget", content=text))
-            self.events.emit(NoticeEvent(text))
-        return kept
-
-    def _apply_snips(self, executor: ToolExecutor) -> None:
-        """R3.1.2: a Snip call removes entries from the API view by appending a boundary."""
-        by_short = {short_id(e.uuid): e.uuid for e in self.timeline.entries()}
-        for call in executor.calls:
-            structured = call.result.structured if call.result else None
-            ids = structured.get("snip_ids") if structured else None
-            if call.tool is not None and call.tool.name == "Snip" and ids:
-                removed = tuple(by_short[i] for i in ids if i in by_short)
-                if removed:
-                    self._append(SnipBoundary(uuid=new_uuid(), timestamp=now_iso(), removed_uuids=removed))
-                    self._cache_watch.reset_baseline()
-
-    def _on_progress(self, tool_use_id: str, text: str) -> None:
-        self._append(self._entry(ProgressEntry, text=text, tool_use_id=tool_use_id))
 
     # --- interruption and resume ------------------------------------------------------------------
 
@@ -521,13 +453,14 @@ class QueryEngine:
         if turn.accumulator is not None and turn.accumulator.started:
             message = turn.accumulator.message(complete_only=True)
             if message.content:
-                self._append(self._entry(AssistantEntry, message=message), sync=True)
+                self.log.append(self.log.entry(AssistantEntry, message=message), sync=True)
         if turn.executor is not None and turn.executor.calls:
             content = await turn.executor.interrupt()
         marker = INTERRUPT_MARKER_TOOLS if content else INTERRUPT_MARKER
         content.append({"type": "text", "text": marker})
-        self._append(
-            self._entry(UserEntry, is_meta=not content[:-1], message=UserMessage(content=content)), sync=True
+        self.log.append(
+            self.log.entry(UserEntry, is_meta=not content[:-1], message=UserMessage(content=content)),
+            sync=True,
         )
 
     def _record_api_error(self, error: ModelAPIError | PromptTooLongError) -> None:
@@ -539,8 +472,9 @@ class QueryEngine:
             id=new_uuid(), model="<synthetic>", content=[{"type": "text", "text": text}]
         )
         info = ApiErrorInfo(status=status, error_type=error_type, message=text)
-        self._append(
-            self._entry(AssistantEntry, message=message, is_api_error_message=True, api_error=info), sync=True
+        self.log.append(
+            self.log.entry(AssistantEntry, message=message, is_api_error_message=True, api_error=info),
+            sync=True,
         )
 
     def answer_dangling_tool_calls(self) -> None:
@@ -567,7 +501,7 @@ class QueryEngine:
                 {"type": "tool_result", "tool_use_id": i, "is_error": True, "content": RESUME_MARKER}
                 for i in dangling
             ]
-            self._append(self._entry(UserEntry, message=UserMessage(content=results)), sync=True)
+            self.log.append(self.log.entry(UserEntry, message=UserMessage(content=results)), sync=True)
 
     # --- background tail (R6.1) ---------------------------------------------------------------------
 
@@ -577,7 +511,7 @@ class QueryEngine:
         task.add_done_callback(self._tail.discard)
 
     async def _run_tail(self) -> None:
-        self._sync()
+        self.log.sync()
         for hook in self.tail_hooks:
             try:
                 result = hook(self)
@@ -595,37 +529,14 @@ class QueryEngine:
     async def aclose(self) -> None:
         """Shut down: finish the background tail, flush the transcript, close the provider."""
         await self.drain()
-        self._sync()
+        self.log.sync()
         aclose = getattr(self.provider, "aclose", None)
         if aclose is not None:
             await aclose()
 
     # --- plumbing ---------------------------------------------------------------------------------
 
-    def _entry(self, cls: Any, **fields: Any) -> Any:
-        return cls(
-            uuid=new_uuid(),
-            parent_uuid=self.timeline.last_uuid,
-            timestamp=now_iso(),
-            session_id=self.timeline.session_id,
-            **fields,
-        )
-
-    def _append(self, record: AnyRecord, *, sync: bool = False) -> None:
-        self.timeline.append(record)
-        if self.transcript is not None:
-            self.transcript.append(record, sync=sync)
-        self.events.emit(RecordEvent(record))
-
-    def _sync(self) -> None:
-        if self.transcript is not None:
-            self.transcript.sync()
-
     def _require_turn(self) -> _Turn:
         if self._turn is None:
             raise RuntimeError("step() runs inside run(); call submit_message()")
         return self._turn
-
-
-def _nothing_denied(path: Path) -> bool:
-    return False

@@ -1,0 +1,138 @@
+"""`ToolRunner`: everything between "the model asked for tools" and "their results are recorded".
+
+Per reply it builds a `ToolExecutor` with a fresh abort event (an old Ctrl-C cannot leak into a
+later reply) over one read registry for the whole session (Write and Edit see the Reads of earlier
+turns). It owns the permission gate, a composite tool's inner calls (recorded as virtual pairs,
+R1.6), the level-0 budget that moves oversized results to files before they are recorded (R3.0),
+and the snip boundaries a `Snip` call asks for (R3.1.2). The engine only decides when.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from foldline._types import Block
+from foldline.compact.budget import apply_result_budget
+from foldline.compact.snip import short_id
+from foldline.config import Config
+from foldline.events import NoticeEvent
+from foldline.executor import ToolExecutor, run_call
+from foldline.session_log import SessionLog
+from foldline.timeline import (
+    AssistantEntry,
+    AssistantMessage,
+    ProgressEntry,
+    SnipBoundary,
+    SystemEntry,
+    UserEntry,
+    UserMessage,
+    new_uuid,
+    now_iso,
+)
+from foldline.tools.base import ReadRegistry, Tool, ToolContext, ToolResult, result_block
+from foldline.tools.permissions import (
+    AskCallback,
+    PermissionMode,
+    PermissionRules,
+    authorize,
+    read_denied_filter,
+)
+
+__all__ = ["ToolRunner"]
+
+
+@dataclass
+class ToolRunner:
+    """Runs the tools of one session, under its permission rules, recording through its log."""
+
+    log: SessionLog
+    config: Config
+    tools: Sequence[Tool]
+    workspace: Path
+    rules: PermissionRules | None = None
+    permission_mode: PermissionMode = "default"
+    ask: AskCallback | None = None
+    """Answers "ask" decisions (R9.2); without one, a call that needs asking is refused."""
+    results_dir: Path | None = None
+    """Where oversized results are saved (default `<sessions_dir>/<session_id>/tool-results`)."""
+    _read_files: ReadRegistry = field(default_factory=ReadRegistry, init=False)
+
+    def executor(self) -> ToolExecutor:
+        """A new executor for one reply's tool calls."""
+        denied = read_denied_filter(self.rules, self.workspace) if self.rules else _nothing_denied
+        context = ToolContext(
+            workspace=self.workspace,
+            abort=anyio.Event(),
+            read_files=self._read_files,
+            limits=self.config.tools,
+            read_denied=denied,
+        )
+        context = dataclasses.replace(context, run_tool=self._run_virtual(context))
+        return ToolExecutor({t.name: t for t in self.tools}, context, self._permit, self._on_progress)
+
+    async def results(self, executor: ToolExecutor) -> list[Block]:
+        """The reply's tool results, in call order, oversized ones already moved to files."""
+        return self._budget(await executor.results(), executor)
+
+    def snips(self, executor: ToolExecutor) -> bool:
+        """Append a boundary for each `Snip` call that named known entries; True if any did."""
+        by_short = {short_id(e.uuid): e.uuid for e in self.log.timeline.entries()}
+        snipped = False
+        for call in executor.calls:
+            structured = call.result.structured if call.result else None
+            ids = structured.get("snip_ids") if structured else None
+            if call.tool is not None and call.tool.name == "Snip" and ids:
+                removed = tuple(by_short[i] for i in ids if i in by_short)
+                if removed:
+                    self.log.append(SnipBoundary(uuid=new_uuid(), timestamp=now_iso(), removed_uuids=removed))
+                    snipped = True
+        return snipped
+
+    def _run_virtual(self, context: ToolContext) -> Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]]:
+        """R1.6: a composite tool's inner call, permission-checked and recorded as a virtual pair."""
+        tools = {t.name: t for t in self.tools}
+
+        async def run(name: str, tool_input: Mapping[str, Any]) -> ToolResult:
+            block: Block = {"type": "tool_use", "id": f"toolu_virtual_{new_uuid().replace('-', '')}"}
+            block |= {"name": name, "input": dict(tool_input)}
+            message = AssistantMessage(id=f"virtual_{block['id']}", content=[block])
+            self.log.append(self.log.entry(AssistantEntry, is_virtual=True, message=message))
+            result = await run_call(tools.get(name), name, tool_input, context, self._permit)
+            content = [result_block(block["id"], result)]
+            self.log.append(self.log.entry(UserEntry, is_virtual=True, message=UserMessage(content=content)))
+            return result
+
+        return run
+
+    async def _permit(self, tool: Tool, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
+        decision = await authorize(tool.name, tool_input, ctx, self.rules, self.permission_mode, self.ask)
+        return None if decision.behavior == "allow" else decision.reason
+
+    def _budget(self, results: list[Block], executor: ToolExecutor) -> list[Block]:
+        """R3.0: oversized results go to a file in the session directory before they are recorded."""
+        names = {call.id: call.block.get("name", "") for call in executor.calls}
+        directory = self.results_dir or (
+            self.config.transcript.sessions_dir / (self.log.timeline.session_id or "session") / "tool-results"
+        )
+        kept, moved = apply_result_budget(
+            results, names, limit=self.config.tool_result_budget_chars, directory=directory
+        )
+        if moved:
+            chars = sum(m.chars for m in moved)
+            text = f"saved {len(moved)} oversized tool result(s), {chars:,} chars, to files"
+            self.log.append(self.log.entry(SystemEntry, subtype="tool_result_budget", content=text))
+            self.log.events.emit(NoticeEvent(text))
+        return kept
+
+    def _on_progress(self, tool_use_id: str, text: str) -> None:
+        self.log.append(self.log.entry(ProgressEntry, text=text, tool_use_id=tool_use_id))
+
+
+def _nothing_denied(path: Path) -> bool:
+    return False
