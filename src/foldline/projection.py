@@ -29,7 +29,14 @@ from foldline.timeline import (
 )
 from foldline.tokens import context_tokens, estimate_entry, padded
 
-__all__ = ["ProjectionState", "collapse_summary_text", "context_tokens_of", "project_view", "rebuild_state"]
+__all__ = [
+    "REPROJECTING",
+    "ProjectionState",
+    "collapse_summary_text",
+    "context_tokens_of",
+    "project_view",
+    "rebuild_state",
+]
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,8 @@ def project_view(records: Sequence[AnyRecord], state: ProjectionState | None = N
     return _apply_collapses(entries, state.collapses)
 
 
-_REPROJECTING = (SnipBoundary, CollapseCommit, CompactBoundary)
+REPROJECTING = (SnipBoundary, CollapseCommit, CompactBoundary)
+"""Control records that change the projection of entries already seen: rebuild it from scratch."""
 
 
 def context_tokens_of(records: Sequence[AnyRecord]) -> int:
@@ -116,7 +124,7 @@ def context_tokens_of(records: Sequence[AnyRecord]) -> int:
     """
     tail: list[Entry] = []
     for record in reversed(records):
-        if isinstance(record, _REPROJECTING):
+        if isinstance(record, REPROJECTING):
             return context_tokens(api_filter(project_view(records)))
         if not isinstance(record, ENTRY_TYPES) or not is_api_visible(record):
             continue

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypeAlias, TypedDict
 
+from foldline._incremental import GrowthCursor
 from foldline._types import Block
 from foldline.compact.snip import short_id
 from foldline.errors import UserError
@@ -947,8 +948,7 @@ class IncrementalNormalizer:
         self._lifted: dict[int, tuple[Entry, _Msg]] = {}
         self._head = _Head()
         self._tail_start = 0
-        self._seen = 0
-        self._last: Entry | None = None
+        self._cursor: GrowthCursor[Entry] = GrowthCursor()
 
     def messages(self, entries: Sequence[Entry]) -> list[MessageParam]:
         """The normalized messages for `entries` (the whole projected timeline, oldest first).
@@ -956,10 +956,9 @@ class IncrementalNormalizer:
         Raises:
             UserError: as `normalize_messages_for_api`.
         """
-        extends = 0 < self._seen <= len(entries) and entries[self._seen - 1] is self._last
-        if not extends:
+        if self._cursor.advance(entries) is None:
             self.reset()
-        self._seen, self._last = len(entries), (entries[-1] if entries else None)
+            self._cursor.advance(entries)
         if self._tail_start:
             try:
                 return self._assemble(entries)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from foldline._incremental import GrowthCursor
 from foldline._types import Block, JSONObject
 from foldline.api.cache import (
     BlockPosition,
@@ -35,18 +36,15 @@ from foldline.api.normalize import IncrementalNormalizer, MessageParam, Normaliz
 from foldline.api.validate import MIN_THINKING_BUDGET
 from foldline.config import Config
 from foldline.errors import UserError
-from foldline.projection import project_view, rebuild_state
+from foldline.projection import REPROJECTING, project_view, rebuild_state
 from foldline.providers.base import Capabilities
 from foldline.timeline import (
     ENTRY_TYPES,
     AnyRecord,
     CachePin,
-    CollapseCommit,
-    CompactBoundary,
     ControlRecord,
     Entry,
     LatchedHeaders,
-    SnipBoundary,
     new_uuid,
     now_iso,
 )
@@ -224,10 +222,6 @@ def _pins_in_view(records: Sequence[AnyRecord], boundary_index: int | None) -> l
     return [r for r in records[start:] if isinstance(r, CachePin)]
 
 
-_REPROJECT = (SnipBoundary, CollapseCommit, CompactBoundary)
-"""Control records that change the projection of entries already seen: rebuild it from scratch."""
-
-
 class RequestAssembler:
     """Builds each next request of one session, doing per turn only the work the new records need.
 
@@ -257,8 +251,7 @@ class RequestAssembler:
         self._memo = PreparedMessages()
         self._turns = _TurnBoundaries()
         self._static: tuple[object, object, StaticHashes] | None = None
-        self._seen = 0
-        self._last: AnyRecord | None = None
+        self._cursor: GrowthCursor[AnyRecord] = GrowthCursor()
         self._entries: list[Entry] = []
         self._pins: list[CachePin] = []
         self._betas: dict[str, None] = {}
@@ -277,10 +270,9 @@ class RequestAssembler:
 
     def _sync(self, records: Sequence[AnyRecord]) -> None:
         """Bring the projection up to `records`, incrementally when they only grew."""
-        extends = 0 < self._seen <= len(records) and records[self._seen - 1] is self._last
-        new = records[self._seen :] if extends else records
-        if not extends or any(
-            isinstance(r, _REPROJECT) or (isinstance(r, ENTRY_TYPES) and r.uuid in self._endpoints)
+        new = self._cursor.advance(records)
+        if new is None or any(
+            isinstance(r, REPROJECTING) or (isinstance(r, ENTRY_TYPES) and r.uuid in self._endpoints)
             for r in new
         ):
             self._reproject(records)
@@ -292,7 +284,6 @@ class RequestAssembler:
                     self._pins.append(r)
                 elif isinstance(r, LatchedHeaders):
                     self._betas.update(dict.fromkeys(r.betas))
-        self._seen, self._last = len(records), (records[-1] if records else None)
 
     def build(
         self,
