@@ -9,7 +9,7 @@ import click
 
 from foldline.cli import COMMANDS, cli
 
-HEAVY = ("anthropic", "starlette", "uvicorn", "httpx", "torch", "transformers")
+HEAVY = ("anthropic", "starlette", "uvicorn", "httpx", "httpx2", "torch", "transformers")
 
 
 def _loaded_after(code: str) -> list[str]:
