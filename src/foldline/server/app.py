@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hmac
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 from foldline._json import dumps, loads
 from foldline.api.validate import ValidationLimits, request_too_large, validate_request
 from foldline.errors import RequestValidationError
+from foldline.server._envelope import error_body, error_response, request_id
 from foldline.server.backend import Backend, BackendRequest, ScenarioExhaustedError, ScriptedBackend
 from foldline.server.caching import (
     CACHE_EDITS_BETA,
@@ -49,18 +49,6 @@ from foldline.server.faults import Fault, FaultPlan
 from foldline.server.sse import error_event, format_event, message_events
 
 __all__ = ["RequestRecord", "ServerState", "create_app", "error_body"]
-
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    405: "invalid_request_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    529: "overloaded_error",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,28 +87,6 @@ class _ApiError(Exception):
         self.status = status
         self.message = message
         self.headers = dict(headers or {})
-
-
-def _request_id() -> str:
-    return "req_" + uuid.uuid4().hex[:24]
-
-
-def error_body(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
-    """The API's error envelope for `status` (the type defaults to the API's type for that status)."""
-    kind = error_type or _ERROR_TYPES.get(status, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": _request_id()}
-
-
-def _error_response(
-    status: int, message: str, error_type: str | None = None, headers: Mapping[str, str] | None = None
-) -> Response:
-    body = error_body(status, message, error_type)
-    return Response(
-        dumps(body),
-        status_code=status,
-        media_type="application/json",
-        headers={"request-id": body["request_id"], **(headers or {})},
-    )
 
 
 def _check_auth(request: Request, state: ServerState) -> None:
@@ -270,7 +236,7 @@ class _CutBody(Response):
 def _plain_response(message: dict[str, Any], fault: Fault | None, request_id: str) -> Response:
     headers = {"request-id": request_id}
     if fault is not None and fault.kind == "error":
-        return _error_response(529, "Overloaded")
+        return error_response(529, "Overloaded")
     if fault is not None and fault.kind == "cut":
         return _CutBody(dumps(message), media_type="application/json", headers=headers)
     return Response(dumps(message), media_type="application/json", headers=headers)
@@ -304,8 +270,8 @@ async def _answer(request: Request, state: ServerState, fault: Fault | None) -> 
     request.state.stream = body.get("stream") is True
     message = _respond(state, _accept(request, state, body, size))
     if request.state.stream:
-        return _EventStream(message, fault, state.config.stream_chunk_tokens, _request_id())
-    return _plain_response(message, fault, _request_id())
+        return _EventStream(message, fault, state.config.stream_chunk_tokens, request_id())
+    return _plain_response(message, fault, request_id())
 
 
 def _status_of(error: Exception) -> int:
@@ -330,30 +296,30 @@ async def _count_tokens(request: Request) -> Response:
 
 async def _on_api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, _ApiError)
-    return _error_response(exc.status, exc.message, headers=exc.headers)
+    return error_response(exc.status, exc.message, headers=exc.headers)
 
 
 async def _on_validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    return _error_response(exc.status, exc.message, exc.error_type)
+    return error_response(exc.status, exc.message, exc.error_type)
 
 
 async def _on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
-        return _error_response(404, f"Not found: {request.method} {request.url.path}")
+        return error_response(404, f"Not found: {request.method} {request.url.path}")
     if exc.status_code == 405:
-        return _error_response(405, f"Method {request.method} not allowed on {request.url.path}")
-    return _error_response(exc.status_code, str(exc.detail))
+        return error_response(405, f"Method {request.method} not allowed on {request.url.path}")
+    return error_response(exc.status_code, str(exc.detail))
 
 
 async def _on_scenario_exhausted(request: Request, exc: Exception) -> Response:
-    return _error_response(500, f"scripted backend: {exc}")
+    return error_response(500, f"scripted backend: {exc}")
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
     # Deliberately no detail: the exception is logged server-side, never sent.
-    return _error_response(500, "Internal server error")
+    return error_response(500, "Internal server error")
 
 
 def create_app(
