@@ -1,14 +1,15 @@
 """The Starlette application behind `foldline serve`: routes, auth, validation, caching, faults.
 
 Request pipeline for `POST /v1/messages` (one concern per step):
-auth (401) -> request number and fault (429/529/500, stall) -> body size (413) -> JSON (400) ->
+guard (Host, Origin 403; Content-Type 415; body size 413 while it streams in; see `guard`) ->
+auth (401) -> request number and fault (429/529/500, stall) -> JSON (400) ->
 validator (400/413) -> cache_edits (400) -> model (404) -> backend -> prompt cache and
 usage -> JSON body or SSE stream (with mid-stream faults).
 
 Invariants: every error is the API's envelope `{"type": "error", "error": {...}, "request_id": ...}`
 with its status; nothing ever puts a traceback in a response (unexpected exceptions become a 500
-`api_error`, or an `error` event once a stream has started); no CORS headers are ever sent; the cache
-is written only for requests that were accepted.
+`api_error`, or an `error` event once a stream has started); CORS headers go only to origins the
+config allows; the cache is written only for requests that were accepted.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from foldline._json import dumps, loads
-from foldline.api.validate import ValidationLimits, request_too_large, validate_request
+from foldline.api.validate import ValidationLimits, validate_request
 from foldline.errors import RequestValidationError
 from foldline.server._envelope import error_body, error_response, request_id
 from foldline.server.backend import Backend, BackendRequest, ScenarioExhaustedError, ScriptedBackend
@@ -46,6 +48,7 @@ from foldline.server.caching import (
 )
 from foldline.server.config import ServerConfig
 from foldline.server.faults import Fault, FaultPlan
+from foldline.server.guard import BodyTooLarge, RequestGuard
 from foldline.server.sse import error_event, format_event, message_events
 
 __all__ = ["RequestRecord", "ServerState", "create_app", "error_body"]
@@ -114,10 +117,8 @@ def _fault_error(fault: Fault) -> _ApiError | None:
     return None
 
 
-async def _read_json(request: Request, state: ServerState) -> tuple[dict[str, Any], int]:
-    raw = await request.body()
-    if len(raw) > state.config.max_request_bytes:
-        raise request_too_large(state.config.max_request_bytes)
+async def _read_json(request: Request) -> tuple[dict[str, Any], int]:
+    raw = await request.body()  # the guard stops a body over the cap while it streams in
     try:
         body = loads(raw)
     except ValueError as e:
@@ -266,7 +267,7 @@ async def _answer(request: Request, state: ServerState, fault: Fault | None) -> 
     if fault is not None and fault.kind == "stall" and fault.after_events == 0:
         await anyio.sleep(fault.seconds)
         fault = None
-    body, size = await _read_json(request, state)
+    body, size = await _read_json(request)
     request.state.stream = body.get("stream") is True
     message = _respond(state, _accept(request, state, body, size))
     if request.state.stream:
@@ -275,13 +276,13 @@ async def _answer(request: Request, state: ServerState, fault: Fault | None) -> 
 
 
 def _status_of(error: Exception) -> int:
-    return error.status if isinstance(error, _ApiError | RequestValidationError) else 500
+    return error.status if isinstance(error, _ApiError | RequestValidationError | BodyTooLarge) else 500
 
 
 async def _count_tokens(request: Request) -> Response:
     state: ServerState = request.app.state.foldline
     _check_auth(request, state)
-    body, size = await _read_json(request, state)
+    body, size = await _read_json(request)
     # count_tokens takes no max_tokens; the validator's rules need one that breaks none of them.
     thinking = body.get("thinking")
     budget = thinking.get("budget_tokens", 0) if isinstance(thinking, dict) else 0
@@ -347,6 +348,7 @@ def create_app(
             Route("/v1/messages", _messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
         ],
+        middleware=[Middleware(RequestGuard, config=config)],
         exception_handlers={
             _ApiError: _on_api_error,
             RequestValidationError: _on_validation_error,
