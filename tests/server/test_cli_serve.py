@@ -14,6 +14,7 @@ import pytest
 import uvicorn
 from click.testing import CliRunner
 
+import foldline.cli.serve as serve_command
 from foldline.cli import cli
 
 
@@ -61,6 +62,39 @@ def test_options_reach_the_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert f":{seen['port']}" in result.output
     assert (state.config.context_window, state.config.api_key) == (999, "k")
     assert state.faults.for_request(1).kind == "529"
+
+
+def test_allow_host_and_origin_reach_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _capture(monkeypatch)
+    args = [
+        "serve",
+        "--allow-host",
+        "box.lan",
+        "--allow-host",
+        "*",
+        "--allow-origin",
+        "http://localhost:3000",
+    ]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    config = seen["app"].state.foldline.config
+    assert config.allowed_hosts == ("box.lan", "*")
+    assert config.allowed_origins == ("http://localhost:3000",)
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"), [("10.1.2.3", ("10.1.2.3",)), ("0.0.0.0", ()), ("localhost", ()), ("::1", ())]
+)
+def test_a_non_loopback_bind_address_is_an_allowed_host(
+    monkeypatch: pytest.MonkeyPatch, host: str, allowed: tuple[str, ...]
+) -> None:
+    seen = _capture(monkeypatch)
+    # Only loopback may be bound in tests: the address is what the guard allows, not what is bound.
+    bind = serve_command._bind
+    monkeypatch.setattr(serve_command, "_bind", lambda host, port: bind("127.0.0.1", 0))
+    result = CliRunner().invoke(cli, ["serve", "--host", host])
+    assert result.exit_code == 0, result.output
+    assert seen["app"].state.foldline.config.allowed_hosts == allowed
 
 
 @pytest.mark.parametrize("args", [["--faults", "1:418"], ["--scenario", "/nonexistent/s.json"]])

@@ -5,7 +5,9 @@ extra, imported only when the command runs, so the rest of the CLI works without
 loopback unless told otherwise. `--backend transformers --model DIR` serves a local Hugging Face
 model instead of scripted replies; torch and transformers (the `model` extra) load only then. The
 port is bound before anything is printed, so a busy port is one clear error line rather than a
-"serving on" banner followed by uvicorn's shutdown noise.
+"serving on" banner followed by uvicorn's shutdown noise. Requests must name a loopback host and
+carry no browser origin unless `--allow-host` / `--allow-origin` say otherwise (`server.guard`); a
+non-loopback `--host` address is itself an allowed host name.
 """
 
 from __future__ import annotations
@@ -44,6 +46,20 @@ __all__ = ["serve"]
 @click.option("--faults", "faults_spec", default="", help="Fault spec, e.g. '1:529,3:cut/5,10%:500,seed=7'.")
 @click.option("--context-window", default=200_000, show_default=True, type=click.IntRange(1), help="Tokens.")
 @click.option("--api-key", default=None, help="Require this key in x-api-key (per launch).")
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also accept this Host name (repeatable; '*' any). Default: loopback names only.",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Serve browser pages from this origin, e.g. http://localhost:3000 (repeatable; '*' any).",
+)
 def serve(
     host: str,
     port: int,
@@ -53,6 +69,8 @@ def serve(
     faults_spec: str,
     context_window: int,
     api_key: str | None,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
 ) -> None:
     """Serve the Anthropic Messages API offline: scripted replies, prompt caching, cache_edits, faults."""
     try:
@@ -73,7 +91,13 @@ def serve(
         raise click.BadParameter(str(e)) from e
     # A local model answers whatever model name the client sends; the scripted server mimics the API's 404.
     prefixes = ("",) if backend_name == "transformers" else ServerConfig().model_prefixes
-    config = ServerConfig(context_window=context_window, api_key=api_key, model_prefixes=prefixes)
+    config = ServerConfig(
+        context_window=context_window,
+        api_key=api_key,
+        model_prefixes=prefixes,
+        allowed_hosts=(*allow_hosts, *_bound_name(host)),
+        allowed_origins=allow_origins,
+    )
     app = create_app(config, backend=backend, faults=faults)
     listener = _bind(host, port)
     bound_port = listener.getsockname()[1]
@@ -81,6 +105,16 @@ def serve(
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=bound_port, log_level="info"))
     with listener:
         server.run(sockets=[listener])
+
+
+def _bound_name(host: str) -> tuple[str, ...]:
+    """`--host` as an allowed Host name when clients must use it to connect (not loopback, not `0.0.0.0`).
+
+    Safe to allow: a DNS-rebinding page's requests carry the attacker's name, never this address.
+    """
+    from foldline.server.guard import is_loopback_host
+
+    return () if host in ("", "0.0.0.0", "::") or is_loopback_host(host) else (host,)
 
 
 def _backend(name: str, scenario: str | None, model_path: str | None) -> Backend:

@@ -8,6 +8,7 @@ Modules, one concern each:
 - `faults`: fault plans (`--faults`).
 - `sse`: a finished message as the API's SSE event sequence.
 - `config`: `ServerConfig`, every number the server uses.
+- `guard`: Host, Origin, Content-Type and the body cap, in front of every route; needs the extra.
 - `app`: the Starlette app (`create_app`); needs the `server` extra.
 - `testing`: `run_server(app)`, the real uvicorn on a loopback port for tests; needs the extra.
 

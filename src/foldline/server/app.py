@@ -1,21 +1,21 @@
 """The Starlette application behind `foldline serve`: routes, auth, validation, caching, faults.
 
 Request pipeline for `POST /v1/messages` (one concern per step):
-auth (401) -> request number and fault (429/529/500, stall) -> body size (413) -> JSON (400) ->
+guard (Host, Origin 403; Content-Type 415; body size 413 while it streams in; see `guard`) ->
+auth (401) -> request number and fault (429/529/500, stall) -> JSON (400) ->
 validator (400/413) -> cache_edits (400) -> model (404) -> backend -> prompt cache and
 usage -> JSON body or SSE stream (with mid-stream faults).
 
 Invariants: every error is the API's envelope `{"type": "error", "error": {...}, "request_id": ...}`
 with its status; nothing ever puts a traceback in a response (unexpected exceptions become a 500
-`api_error`, or an `error` event once a stream has started); no CORS headers are ever sent; the cache
-is written only for requests that were accepted.
+`api_error`, or an `error` event once a stream has started); CORS headers go only to origins the
+config allows; the cache is written only for requests that were accepted.
 """
 
 from __future__ import annotations
 
 import hmac
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,14 +23,16 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from foldline._json import dumps, loads
-from foldline.api.validate import ValidationLimits, request_too_large, validate_request
+from foldline.api.validate import ValidationLimits, validate_request
 from foldline.errors import RequestValidationError
+from foldline.server._envelope import error_body, error_response, request_id
 from foldline.server.backend import Backend, BackendRequest, ScenarioExhaustedError, ScriptedBackend
 from foldline.server.caching import (
     CACHE_EDITS_BETA,
@@ -46,21 +48,10 @@ from foldline.server.caching import (
 )
 from foldline.server.config import ServerConfig
 from foldline.server.faults import Fault, FaultPlan
+from foldline.server.guard import BodyTooLarge, RequestGuard
 from foldline.server.sse import error_event, format_event, message_events
 
 __all__ = ["RequestRecord", "ServerState", "create_app", "error_body"]
-
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    405: "invalid_request_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    529: "overloaded_error",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,28 +92,6 @@ class _ApiError(Exception):
         self.headers = dict(headers or {})
 
 
-def _request_id() -> str:
-    return "req_" + uuid.uuid4().hex[:24]
-
-
-def error_body(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
-    """The API's error envelope for `status` (the type defaults to the API's type for that status)."""
-    kind = error_type or _ERROR_TYPES.get(status, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": _request_id()}
-
-
-def _error_response(
-    status: int, message: str, error_type: str | None = None, headers: Mapping[str, str] | None = None
-) -> Response:
-    body = error_body(status, message, error_type)
-    return Response(
-        dumps(body),
-        status_code=status,
-        media_type="application/json",
-        headers={"request-id": body["request_id"], **(headers or {})},
-    )
-
-
 def _check_auth(request: Request, state: ServerState) -> None:
     expected = state.config.api_key
     if expected is None:
@@ -148,10 +117,8 @@ def _fault_error(fault: Fault) -> _ApiError | None:
     return None
 
 
-async def _read_json(request: Request, state: ServerState) -> tuple[dict[str, Any], int]:
-    raw = await request.body()
-    if len(raw) > state.config.max_request_bytes:
-        raise request_too_large(state.config.max_request_bytes)
+async def _read_json(request: Request) -> tuple[dict[str, Any], int]:
+    raw = await request.body()  # the guard stops a body over the cap while it streams in
     try:
         body = loads(raw)
     except ValueError as e:
@@ -270,7 +237,7 @@ class _CutBody(Response):
 def _plain_response(message: dict[str, Any], fault: Fault | None, request_id: str) -> Response:
     headers = {"request-id": request_id}
     if fault is not None and fault.kind == "error":
-        return _error_response(529, "Overloaded")
+        return error_response(529, "Overloaded")
     if fault is not None and fault.kind == "cut":
         return _CutBody(dumps(message), media_type="application/json", headers=headers)
     return Response(dumps(message), media_type="application/json", headers=headers)
@@ -300,22 +267,22 @@ async def _answer(request: Request, state: ServerState, fault: Fault | None) -> 
     if fault is not None and fault.kind == "stall" and fault.after_events == 0:
         await anyio.sleep(fault.seconds)
         fault = None
-    body, size = await _read_json(request, state)
+    body, size = await _read_json(request)
     request.state.stream = body.get("stream") is True
     message = _respond(state, _accept(request, state, body, size))
     if request.state.stream:
-        return _EventStream(message, fault, state.config.stream_chunk_tokens, _request_id())
-    return _plain_response(message, fault, _request_id())
+        return _EventStream(message, fault, state.config.stream_chunk_tokens, request_id())
+    return _plain_response(message, fault, request_id())
 
 
 def _status_of(error: Exception) -> int:
-    return error.status if isinstance(error, _ApiError | RequestValidationError) else 500
+    return error.status if isinstance(error, _ApiError | RequestValidationError | BodyTooLarge) else 500
 
 
 async def _count_tokens(request: Request) -> Response:
     state: ServerState = request.app.state.foldline
     _check_auth(request, state)
-    body, size = await _read_json(request, state)
+    body, size = await _read_json(request)
     # count_tokens takes no max_tokens; the validator's rules need one that breaks none of them.
     thinking = body.get("thinking")
     budget = thinking.get("budget_tokens", 0) if isinstance(thinking, dict) else 0
@@ -330,30 +297,30 @@ async def _count_tokens(request: Request) -> Response:
 
 async def _on_api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, _ApiError)
-    return _error_response(exc.status, exc.message, headers=exc.headers)
+    return error_response(exc.status, exc.message, headers=exc.headers)
 
 
 async def _on_validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    return _error_response(exc.status, exc.message, exc.error_type)
+    return error_response(exc.status, exc.message, exc.error_type)
 
 
 async def _on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
-        return _error_response(404, f"Not found: {request.method} {request.url.path}")
+        return error_response(404, f"Not found: {request.method} {request.url.path}")
     if exc.status_code == 405:
-        return _error_response(405, f"Method {request.method} not allowed on {request.url.path}")
-    return _error_response(exc.status_code, str(exc.detail))
+        return error_response(405, f"Method {request.method} not allowed on {request.url.path}")
+    return error_response(exc.status_code, str(exc.detail))
 
 
 async def _on_scenario_exhausted(request: Request, exc: Exception) -> Response:
-    return _error_response(500, f"scripted backend: {exc}")
+    return error_response(500, f"scripted backend: {exc}")
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
     # Deliberately no detail: the exception is logged server-side, never sent.
-    return _error_response(500, "Internal server error")
+    return error_response(500, "Internal server error")
 
 
 def create_app(
@@ -381,6 +348,7 @@ def create_app(
             Route("/v1/messages", _messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
         ],
+        middleware=[Middleware(RequestGuard, config=config)],
         exception_handlers={
             _ApiError: _on_api_error,
             RequestValidationError: _on_validation_error,

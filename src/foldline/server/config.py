@@ -31,10 +31,15 @@ class ServerConfig:
     context_window: int = 200_000
     max_output_tokens: int = 64_000
     max_request_bytes: int = 32 * 1024 * 1024
+    """A larger body is a 413 `request_too_large`, refused while it streams in (`guard`)."""
     max_media: int = 100
     prefill_allowed: bool = True
     api_key: str | None = None
     """When set, every request must carry it in `x-api-key` (or `Authorization: Bearer`)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """`Host` names accepted besides loopback (port ignored; `"*"` accepts any): DNS rebinding guard."""
+    allowed_origins: tuple[str, ...] = ()
+    """Browser origins (`https://app.example:3000`) whose requests are served, with CORS; `"*"` any."""
     model_prefixes: tuple[str, ...] = ("claude-",)
     """A model whose name starts with none of these gets 404 `not_found_error`."""
     min_cacheable_tokens: int = 1024
