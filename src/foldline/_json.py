@@ -3,7 +3,7 @@
 msgspec decodes JSONL lines straight into the typed record union (resume speed is a goal);
 orjson serializes wire bodies. Both escape nothing exotic by default, so the transcript encoder
 escapes U+2028/U+2029 itself: a raw line separator inside a string breaks JSONL readers that split
-on Unicode line boundaries (reference/reliability.md §1.6).
+on Unicode line boundaries (design.md F6).
 """
 
 from __future__ import annotations

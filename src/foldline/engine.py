@@ -1,4 +1,4 @@
-"""The query engine: `submit_message` and the do-while tool loop (SPEC §0, R1.1, §5, R6.1).
+"""The query engine: `submit_message` and the do-while tool loop (design.md §0, R1.1, §5, R6.1).
 
 ```
 submit_message ─> run ─> step ──> compaction round ─> query (stream, retry) ─> persist reply
@@ -131,7 +131,7 @@ MIN_OUTPUT_TOKENS = 1_024
 
 
 class RequestBuilder(Protocol):
-    """Records snapshot in, request out: projection -> normalize -> breakpoints -> params (SPEC §4)."""
+    """Records snapshot in, request out: projection -> normalize -> breakpoints -> params (design.md §4)."""
 
     def __call__(self, records: Sequence[AnyRecord], *, max_tokens: int) -> RequestPlan: ...
 
@@ -367,7 +367,7 @@ class QueryEngine:
             return await self.query(turn)
 
     def _shrink_output(self, turn: _Turn, error: ModelHTTPError) -> bool:
-        """Input fits but input + max_tokens does not (api_rules #39): ask for less output, once.
+        """Input fits but input + max_tokens does not (A39): ask for less output, once.
 
         Returns False when there is no such error, or the room left is under `MIN_OUTPUT_TOKENS`
         (then the prompt itself must shrink: the prompt-too-long chain takes over).

@@ -1,4 +1,4 @@
-"""The transcript store: one append-only JSONL file per session, and resume from it (SPEC §2).
+"""The transcript store: one append-only JSONL file per session, and resume from it (design.md §2).
 
 Owns the on-disk format (`FORMAT_VERSION`, `TranscriptHeader`), the tolerant reader
 (`load_transcript`), the single writer (`TranscriptWriter`) and where session files live
@@ -7,7 +7,7 @@ Owns the on-disk format (`FORMAT_VERSION`, `TranscriptHeader`), the tolerant rea
 Invariants:
 - Line 1 is a `header` record; every later line is one record (`foldline.timeline.AnyRecord`)
   encoded by `foldline._json.encode_line`. Lines are split on `b"\\n"` only, never on Unicode
-  line boundaries (reference/reliability.md §1.6).
+  line boundaries (design.md F6).
 - Nothing already in the file is rewritten. The one exception is repair of a *torn tail* (the
   bytes of an append that never completed): before appending, `TranscriptWriter.resume` copies
   them to `<file>.corrupt-<timestamp>` and truncates them away, so a new record is never glued

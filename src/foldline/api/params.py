@@ -1,4 +1,4 @@
-"""Request parameters (SPEC §4.3), beta-header latching (R7.5), and the whole assembly in one call.
+"""Request parameters (design.md §4.3), beta-header latching (R7.5), and the whole assembly in one call.
 
 `RequestAssembler.build` is the one path from a session's records to the body of its next request:
 projection -> normalization (`IncrementalNormalizer`) -> `add_cache_breakpoints` ->
@@ -128,7 +128,7 @@ def _opens_with_thinking(messages: Sequence[MessageParam], boundary: int) -> boo
 
 
 def final_turn_starts_with_thinking(messages: Sequence[MessageParam]) -> bool:
-    """Whether the final assistant turn opens with thinking, or there is no such turn (api_rules #19).
+    """Whether the final assistant turn opens with thinking, or there is no such turn (A19).
 
     The final turn is the tool loop after the last user message that is not just tool results;
     with thinking on, its first assistant message must start with a thinking block. Whether a user
@@ -178,7 +178,7 @@ def params_from_context(
         stream: ask for a streamed reply.
 
     Raises:
-        UserError: the thinking budget is below 1,024 or not below `max_tokens` (api_rules #25, #26).
+        UserError: the thinking budget is below 1,024 or not below `max_tokens` (A25, A26).
     """
     if not model:
         raise UserError("a request needs a model name")
@@ -309,7 +309,7 @@ class RequestAssembler:
         messages = self._normalizer.messages(self._entries)
         budget = self._budget
         if budget is not None and not self._turns.opens_with_thinking(messages):
-            budget = None  # the open turn was recorded without thinking: this request goes without (#19)
+            budget = None  # the open turn was recorded without thinking: this request goes without (A19)
         caps = self.provider_caps
         marked = add_cache_breakpoints(
             messages,

@@ -1,4 +1,4 @@
-"""`foldline request SESSION`: print the next turn's request without sending it (SPEC §10).
+"""`foldline request SESSION`: print the next turn's request without sending it (design.md §10).
 
 A thin shell over `foldline.api.params.build_request`, the same call the engine makes, so what it
 prints is what would be sent: the compaction projection, normalization and cache marking applied.

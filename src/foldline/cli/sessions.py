@@ -1,4 +1,4 @@
-"""`foldline sessions` (list session files) and `foldline show` (print one session readably), SPEC §10.
+"""`foldline sessions` (list session files) and `foldline show` (print one session readably), design.md §10.
 
 Both read foldline transcripts and Claude Code transcripts through `foldline.sessions`; this module
 only renders. Invariant: every piece of session text is printed as a `rich.text.Text` (never parsed as
