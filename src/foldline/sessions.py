@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias
 
-import orjson
-
+from foldline._json import JSONDecodeError, loads
 from foldline.errors import TranscriptError, TranscriptFormatError, UserError
 from foldline.importers.claude_code import ImportIssue, import_claude_code, subagent_files
 from foldline.timeline import ENTRY_TYPES, AnyRecord, UserEntry
@@ -87,8 +86,8 @@ class SessionInfo:
 
 def _sniff_line(raw: bytes) -> SessionFormat | None:
     try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        obj = loads(raw)
+    except JSONDecodeError:
         return None
     if not isinstance(obj, dict):
         return None

@@ -24,8 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeAlias
 
-import orjson
-
+from foldline._json import dumps
 from foldline._types import Block, JSONObject
 from foldline.api.normalize import MessageParam
 from foldline.config import CacheConfig
@@ -367,7 +366,7 @@ def _message_breakpoints(
 
 
 def _canonical(value: object) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return dumps(value, sort_keys=True)
 
 
 def _last_marked(messages: Sequence[MessageParam]) -> BlockPosition | None:

@@ -44,9 +44,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import orjson
-
-from foldline._json import dumps
+from foldline._json import JSONEncodeError, dumps
 from foldline.errors import RequestValidationError, UserError
 from foldline.media import decode_base64, decode_image, pdf_pages
 
@@ -250,7 +248,7 @@ def _check_request_bytes(
     if body_bytes is None:
         try:
             body_bytes = len(dumps(body))
-        except orjson.JSONEncodeError as exc:
+        except JSONEncodeError as exc:
             raise UserError(f"request body is not JSON-encodable: {exc}") from exc
     if body_bytes <= limits.max_request_bytes:
         return []

@@ -57,8 +57,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-import orjson
 
+from foldline._json import JSONDecodeError, dumps, loads
 from foldline._types import Block, JSONObject
 from foldline.errors import TranscriptError
 from foldline.timeline import (
@@ -214,8 +214,8 @@ def _message_problem(obj: JSONObject) -> str | None:
 
 def _parse_line(parsed: _Parsed, no: int, data: bytes) -> None:
     try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        obj = loads(data)
+    except JSONDecodeError as exc:
         parsed.malformed += 1
         parsed.warn(no, f"not JSON ({exc}); line skipped")
         return
@@ -496,7 +496,7 @@ def _level(raw: object) -> Literal["info", "warning", "error"]:
 def _text(value: object) -> str:
     if isinstance(value, str):
         return value
-    return "" if value is None else orjson.dumps(value).decode()
+    return "" if value is None else dumps(value).decode()
 
 
 def _system_entry(line: _Line, parent: str | None, sidechain: bool) -> SystemEntry:
@@ -684,8 +684,8 @@ def _head_session_id(path: Path, mtime_ns: int, size: int) -> str | None:
         with path.open("rb") as fh:
             for _, raw in zip(range(50), fh, strict=False):
                 try:
-                    obj = orjson.loads(raw)
-                except orjson.JSONDecodeError:
+                    obj = loads(raw)
+                except JSONDecodeError:
                     continue
                 if isinstance(obj, dict) and isinstance(obj.get("sessionId"), str):
                     return str(obj["sessionId"])
