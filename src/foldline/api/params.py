@@ -56,7 +56,6 @@ __all__ = [
     "RequestAssembler",
     "RequestPlan",
     "build_request",
-    "final_turn_starts_with_thinking",
     "latch_betas",
     "params_from_context",
     "system_blocks",
@@ -127,19 +126,14 @@ def _opens_with_thinking(messages: Sequence[MessageParam], boundary: int) -> boo
     return True
 
 
-def final_turn_starts_with_thinking(messages: Sequence[MessageParam]) -> bool:
+class _TurnBoundaries:
     """Whether the final assistant turn opens with thinking, or there is no such turn (A19).
 
     The final turn is the tool loop after the last user message that is not just tool results;
     with thinking on, its first assistant message must start with a thinking block. Whether a user
     message holding results and text (a snip tag, a reminder) ends the loop, the API's wording does
-    not settle, so both readings must hold.
+    not settle, so both readings must hold. Kept per session: each call rescans only what changed.
     """
-    return all(_opens_with_thinking(messages, _last_index(messages, test)) for test in _TURN_ENDS)
-
-
-class _TurnBoundaries:
-    """`final_turn_starts_with_thinking` for a growing message list: rescans only what changed."""
 
     def __init__(self) -> None:
         self._seen: list[MessageParam] = []
