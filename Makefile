@@ -25,10 +25,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest --cov=foldline --cov-report=term:skip-covered
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/resume.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .coverage

@@ -13,7 +13,7 @@ CLAUDE_CODE_DATA = SHARED / "data" / "claude-code"
 
 
 def claude_code_files() -> list[Path]:
-    """Every real Claude Code transcript under ../shared/data/claude-code (empty if absent)."""
+    """Every real Claude Code transcript under `CLAUDE_CODE_DATA` (empty if absent)."""
     if not CLAUDE_CODE_DATA.is_dir():
         return []
     return sorted(CLAUDE_CODE_DATA.rglob("*.jsonl"))

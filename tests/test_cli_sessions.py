@@ -1,4 +1,4 @@
-"""`foldline sessions` and `foldline show` on Claude Code and foldline transcripts (SPEC §10)."""
+"""`foldline sessions` and `foldline show` on Claude Code and foldline transcripts (design.md §10)."""
 
 from __future__ import annotations
 

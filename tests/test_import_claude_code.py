@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from tests.conftest import CLAUDE_CODE_DATA, claude_code_files, requires_claude_code_data
+from tests.conftest import claude_code_files, requires_claude_code_data
 
 from foldline._json import decode_record, encode_line
 from foldline.importers.claude_code import ImportedSession, import_claude_code
@@ -215,11 +215,6 @@ def test_real_inline_sidechain_is_kept_but_not_sent() -> None:
     side = [e for e in entries if e.is_sidechain]
     assert len(side) == 20  # 10 merged replies + 10 user lines, counted in the raw file
     assert not any(e.is_sidechain for e in api_filter(entries))
-
-
-@requires_claude_code_data
-def test_data_folder_is_the_shared_one() -> None:
-    assert CLAUDE_CODE_DATA.is_dir()
 
 
 # --- Chain following -----------------------------------------------------------------------------

@@ -15,7 +15,6 @@ compaction or snip, `/clear` and resume (a new detector starts without a baselin
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import tempfile
 import time
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from foldline._json import dumps_readable
 from foldline.api.cache import PromptState, diff_states
 from foldline.timeline import Usage
 from foldline.usage import is_cache_break
@@ -103,8 +103,8 @@ class CacheBreakDetector:
             return None
         directory = self._diff_dir or Path(tempfile.gettempdir()) / "foldline-cache-breaks"
         directory.mkdir(parents=True, exist_ok=True)
-        before = json.dumps(self._previous_body, indent=1, sort_keys=True, default=str).splitlines()
-        after = json.dumps(self._body, indent=1, sort_keys=True, default=str).splitlines()
+        before = dumps_readable(self._previous_body).splitlines()
+        after = dumps_readable(self._body).splitlines()
         diff = difflib.unified_diff(before, after, "previous request", "current request", lineterm="")
         fd, name = tempfile.mkstemp(
             dir=directory, prefix=time.strftime("break-%Y%m%d-%H%M%S-"), suffix=".diff"

@@ -1,6 +1,6 @@
 """Every tunable number of the pipeline, in one typed, frozen configuration object.
 
-Defaults are SPEC.md's. Nothing else in the package hard-codes a threshold: stages take the
+Defaults are docs/design.md's. Nothing else in the package hard-codes a threshold: stages take the
 `Config` (or the sub-config they need) they were built with.
 """
 
@@ -34,7 +34,7 @@ def default_sessions_dir() -> Path:
 
 @dataclass(frozen=True, kw_only=True)
 class TranscriptConfig:
-    """Persistence (SPEC §2)."""
+    """Persistence (design.md §2)."""
 
     sessions_dir: Path = field(default_factory=default_sessions_dir)
     fsync: FsyncPolicy = "boundaries"
@@ -44,7 +44,7 @@ class TranscriptConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class MicrocompactConfig:
-    """Level 2 (SPEC §3.2)."""
+    """Level 2 (design.md §3.2)."""
 
     compactable_tools: frozenset[str] = frozenset(
         {"Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write"}
@@ -57,7 +57,7 @@ class MicrocompactConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class CollapseConfig:
-    """Level 3 (SPEC §3.3)."""
+    """Level 3 (design.md §3.3)."""
 
     enabled: bool = True
     commit_at: float = 0.90
@@ -66,7 +66,7 @@ class CollapseConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class AutoCompactConfig:
-    """Level 4 (SPEC §3.4)."""
+    """Level 4 (design.md §3.4)."""
 
     buffer_tokens: int = 13_000
     warning_below_threshold: int = 20_000
@@ -100,7 +100,7 @@ class RetryConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolsConfig:
-    """Built-in tools (SPEC §9): timeouts and output caps."""
+    """Built-in tools (design.md §9): timeouts and output caps."""
 
     bash_timeout_s: float = 120.0
     """Default Bash timeout when the model gives none."""
@@ -125,10 +125,10 @@ class ToolsConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class CacheConfig:
-    """Prompt-cache breakpoints (SPEC §4.2, reference/api_rules.md §6-§7)."""
+    """Prompt-cache breakpoints (design.md §4.2, A42-A45, §P)."""
 
     static_ttl: Literal["5m", "1h"] = "5m"
-    """TTL of the tools and system breakpoints; a 1h one never follows a 5m one (api_rules #44)."""
+    """TTL of the tools and system breakpoints; a 1h one never follows a 5m one (A44)."""
     message_ttl: Literal["5m", "1h"] = "5m"
     max_breakpoints: int = 4
     lookback_blocks: int = 20
@@ -137,7 +137,7 @@ class CacheConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class Config:
-    """The whole pipeline's configuration (SPEC's defaults)."""
+    """The whole pipeline's configuration (docs/design.md's defaults)."""
 
     model: str = "claude-sonnet-4-5"
     context_window: int = 200_000

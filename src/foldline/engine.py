@@ -1,4 +1,4 @@
-"""The query engine: `submit_message` and the do-while tool loop (SPEC §0, R1.1, §5, R6.1).
+"""The query engine: `submit_message` and the do-while tool loop (design.md §0, R1.1, §5, R6.1).
 
 ```
 submit_message ─> run ─> step ──> compaction round ─> query (stream, retry) ─> decide
@@ -12,8 +12,8 @@ What happens after each model call is decided in one place, `foldline.turn.decid
 carries decisions out.
 
 Invariants:
-- The timeline is the only history. Every record goes through `SessionLog.append`, which also writes it to
-  the transcript; nothing is edited.
+- The timeline is the only history. Every record goes through `SessionLog.append`, which also writes
+  it to the transcript; nothing is edited.
 - Write-ahead: the assistant message is fsynced before any tool with side effects starts, and
   tool results before the next API call. A kill at any moment resumes into a valid request and no
   tool runs twice (`QueryEngine.resume` answers dangling tool calls, it never re-runs them).
@@ -132,7 +132,7 @@ CONTINUE_AFTER_MAX_TOKENS = (
 
 
 class RequestBuilder(Protocol):
-    """Records snapshot in, request out: projection -> normalize -> breakpoints -> params (SPEC §4)."""
+    """Records snapshot in, request out: projection -> normalize -> breakpoints -> params (design.md §4)."""
 
     def __call__(self, records: Sequence[AnyRecord], *, max_tokens: int) -> RequestPlan: ...
 

@@ -193,7 +193,7 @@ class ModelConnectionError(ModelAPIError):
 class RetriesExhaustedError(ModelAPIError):
     """The retry layer gave up: too many attempts this turn, or a `retry-after` beyond the cap.
 
-    Deliberately not transient: no layer above retries it again (reliability.md §1.11).
+    Deliberately not transient: no layer above retries it again (design.md F11).
     """
 
 

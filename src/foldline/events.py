@@ -29,7 +29,6 @@ __all__ = [
     "TextDeltaEvent",
     "ThinkingDeltaEvent",
     "ToolInputDeltaEvent",
-    "ToolProgressEvent",
     "UIEvent",
 ]
 
@@ -64,14 +63,6 @@ class RecordEvent:
 
 
 @dataclass(frozen=True)
-class ToolProgressEvent:
-    """A running tool reported progress."""
-
-    tool_use_id: str
-    text: str
-
-
-@dataclass(frozen=True)
 class RetryEvent:
     """A transient failure; the request will be retried after `delay` seconds.
 
@@ -92,13 +83,7 @@ class NoticeEvent:
 
 
 UIEvent: TypeAlias = (
-    TextDeltaEvent
-    | ThinkingDeltaEvent
-    | ToolInputDeltaEvent
-    | RecordEvent
-    | ToolProgressEvent
-    | RetryEvent
-    | NoticeEvent
+    TextDeltaEvent | ThinkingDeltaEvent | ToolInputDeltaEvent | RecordEvent | RetryEvent | NoticeEvent
 )
 
 

@@ -3,7 +3,7 @@
 Only retries are bounded, never progress: a turn may make as many successful requests as its tool
 loop needs, but each request gets at most `RetryConfig.max_attempts` attempts and the whole turn at
 most `RetryConfig.max_retries_per_turn` retries, so no combination of layers can multiply attempts
-(reliability.md §1.11: the 10 x 10 retry storm). A `retry-after` beyond the cap surfaces at once as
+(design.md F11: the 10 x 10 retry storm). A `retry-after` beyond the cap surfaces at once as
 `RetriesExhaustedError` instead of a silent multi-minute hang. A refused connection (nothing
 listening) is retried at most `refused_max_attempts - 1` times: backing off will not start a server.
 """

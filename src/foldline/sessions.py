@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias
 
-import orjson
-
+from foldline._json import JSONDecodeError, loads
 from foldline.config import FsyncPolicy
 from foldline.errors import TranscriptError, TranscriptFormatError, UserError
 from foldline.importers.claude_code import ImportIssue, import_claude_code, subagent_files
@@ -91,8 +90,8 @@ class SessionInfo:
 
 def _sniff_line(raw: bytes) -> SessionFormat | None:
     try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        obj = loads(raw)
+    except JSONDecodeError:
         return None
     if not isinstance(obj, dict):
         return None

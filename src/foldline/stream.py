@@ -12,6 +12,7 @@ from typing import TypeAlias, assert_never
 
 import msgspec
 
+from foldline._json import decode_json
 from foldline._types import Block
 from foldline.errors import UnexpectedModelBehavior
 from foldline.timeline import AssistantMessage, Usage
@@ -113,8 +114,6 @@ StreamEvent: TypeAlias = (
     | MessageStop
 )
 
-_json_decoder = msgspec.json.Decoder()
-
 
 @dataclass
 class MessageAccumulator:
@@ -204,7 +203,7 @@ class MessageAccumulator:
         if block.get("type") == "tool_use" and parts:
             raw = "".join(parts)
             try:
-                block["input"] = _json_decoder.decode(raw)
+                block["input"] = decode_json(raw)
             except msgspec.DecodeError:
                 # Cut short by max_tokens; the engine decides whether that is an error.
                 self.incomplete.add(index)

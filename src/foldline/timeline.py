@@ -1,4 +1,4 @@
-"""The event timeline: the one authoritative, append-only record of a session (SPEC §1).
+"""The event timeline: the one authoritative, append-only record of a session (design.md §1).
 
 Owns the entry types (R1.3), the control records that later stages append instead of editing
 history (snip boundaries, collapse commits, compact boundaries, cache pins, latched headers: R2.1),

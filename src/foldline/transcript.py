@@ -1,4 +1,4 @@
-"""The transcript store: one append-only JSONL file per session, and resume from it (SPEC §2).
+"""The transcript store: one append-only JSONL file per session, and resume from it (design.md §2).
 
 Owns the on-disk format (`FORMAT_VERSION`, `TranscriptHeader`), the tolerant reader
 (`load_transcript`), the single writer (`TranscriptWriter`) and where session files live
@@ -7,7 +7,7 @@ Owns the on-disk format (`FORMAT_VERSION`, `TranscriptHeader`), the tolerant rea
 Invariants:
 - Line 1 is a `header` record; every later line is one record (`foldline.timeline.AnyRecord`)
   encoded by `foldline._json.encode_line`. Lines are split on `b"\\n"` only, never on Unicode
-  line boundaries (reference/reliability.md §1.6).
+  line boundaries (design.md F6).
 - Nothing already in the file is rewritten. The one exception is repair of a *torn tail* (the
   bytes of an append that never completed): before appending, `TranscriptWriter.resume` copies
   them to `<file>.corrupt-<timestamp>` and truncates them away, so a new record is never glued
@@ -41,7 +41,6 @@ import errno
 import fcntl
 import functools
 import gc
-import json
 import logging
 import os
 import re
@@ -56,7 +55,7 @@ from typing import Self
 
 import msgspec
 
-from foldline._json import decode_json, decode_record, encode_line
+from foldline._json import decode_json, decode_record, encode_line, raw_decode
 from foldline.config import FsyncPolicy, TranscriptConfig
 from foldline.errors import (
     TranscriptError,
@@ -91,7 +90,6 @@ _FSYNC_POLICIES: tuple[FsyncPolicy, ...] = typing.get_args(FsyncPolicy)
 # Where a record may start inside a damaged line: after `}`, whitespace or NUL (a splice or a
 # NUL run), or wherever `{"kind"` begins (msgspec writes the tag first).
 _RECORD_START = re.compile(r'(?<![^}\x00\s])\{|\{(?="kind")')
-_RAW_DECODER = json.JSONDecoder()
 # Bounds the raw-decode scan of one damaged line, which hostile input (deep `{"kind":{"kind":...`
 # nesting) could otherwise make quadratic; what is left unscanned is reported as garbage.
 _MAX_SALVAGE_FAILURES = 1_000
@@ -353,7 +351,7 @@ def _scan_objects(line: bytes) -> tuple[list[tuple[int, int]], list[tuple[int, i
     while failures < _MAX_SALVAGE_FAILURES and (match := _RECORD_START.search(text, search)) is not None:
         start = match.start()
         try:
-            _, end = _RAW_DECODER.raw_decode(text, start)
+            _, end = raw_decode(text, start)
         except (ValueError, RecursionError):
             search, failures = start + 1, failures + 1
             continue

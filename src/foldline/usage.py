@@ -18,7 +18,7 @@ __all__ = ["SONNET_PRICES", "CacheReadDrop", "UsageTotals", "cache_breaks", "is_
 SONNET_PRICES: Mapping[str, float] = MappingProxyType(
     {"input": 3.00, "cache_write": 3.75, "cache_read": 0.30, "output": 15.00}
 )
-"""Sonnet 4.5 list prices in $ per million tokens (reference/api_rules.md §7)."""
+"""Sonnet 4.5 list prices in $ per million tokens (design.md P7)."""
 
 BREAK_MIN_FRACTION = 0.05
 BREAK_MIN_TOKENS = 2_000

@@ -1,12 +1,12 @@
 """Hypothesis generators of messy timelines for the request-assembly property tests.
 
-`messy_timelines()` draws a session the way real transcripts look (reference/
-claude_code_transcripts.md): streamed replies split one block per entry, tool results interleaved
-between the pieces of one reply or written in a different order from the tool calls, streams cut
-right after thinking, `"\\n\\n"` text before thinking, orphan tool_use and tool_result, replayed
-pieces and duplicate tool ids, `is_error` results carrying images, `<system-reminder>` text beside
-tool results, synthetic API-error entries for each media error after an injected image or PDF,
-attachments and meta messages making users consecutive, progress/system/virtual/sidechain noise.
+`messy_timelines()` draws a session the way real transcripts look (design.md §T): streamed replies
+split one block per entry, tool results interleaved between the pieces of one reply or written in a
+different order from the tool calls, streams cut right after thinking, `"\\n\\n"` text before
+thinking, orphan tool_use and tool_result, replayed pieces and duplicate tool ids, `is_error`
+results carrying images, `<system-reminder>` text beside tool results, synthetic API-error entries
+for each media error after an injected image or PDF, attachments and meta messages making users
+consecutive, progress/system/virtual/sidechain noise.
 
 Alongside the entries it records what the properties need: every text the user typed (never to be
 dropped) and every thinking block the model produced (to be sent byte-identical or not at all).
@@ -45,7 +45,7 @@ MEDIA_ERRORS = (
     "413 request_too_large",
     "The PDF specified was not valid.",
 )
-"""API error texts that S2 maps to block types to strip (api_rules #29-#33, #41)."""
+"""API error texts that S2 maps to block types to strip (A29-A33, A41)."""
 
 
 def png_bytes(width: int = 1, height: int = 1) -> bytes:

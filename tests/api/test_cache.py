@@ -1,4 +1,4 @@
-"""Cache marking (SPEC §4.2) and phase-1 cache-break hashes (R7.2)."""
+"""Cache marking (design.md §4.2) and phase-1 cache-break hashes (R7.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One test per normalization step: the 400 it prevents (SPEC §4.1).
+"""One test per normalization step: the 400 it prevents (design.md §4.1).
 
 Each case runs the pipeline with the step left out and shows the strict validator rejecting the
 result with the API's error, then runs the whole pipeline and shows the validator accepting it.

@@ -1,4 +1,4 @@
-"""Request parameters, beta latching (R7.5) and `build_request` (SPEC §4.3)."""
+"""Request parameters, beta latching (R7.5) and `build_request` (design.md §4.3)."""
 
 from __future__ import annotations
 

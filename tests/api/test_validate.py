@@ -1,4 +1,4 @@
-"""The strict request validator: one failing and one passing body per rule of api_rules.md §1–§6.
+"""The strict request validator: one failing and one passing body per rule of design.md §A.
 
 Each `Case` holds a minimal body that breaks exactly one rule, the same body with only that part
 fixed, and the API's exact message and the JSON path the validator must report for it.

@@ -1,4 +1,4 @@
-"""Interruptions in every window of the loop, then a resumed new turn (R5.3, reliability.md §1.1, §1.13).
+"""Interruptions in every window of the loop, then a resumed new turn (R5.3, design.md F1, F13).
 
 Each case stops the loop at one point — by cancelling its task (Ctrl-C) or by a simulated kill
 (the transcript write that would come next never happens) — then starts a fresh engine on the same

@@ -1,1 +1,1 @@
-"""Request assembly (SPEC §4): validate, normalize, cache breakpoints, params."""
+"""Request assembly (design.md §4): validate, normalize, cache breakpoints, params."""

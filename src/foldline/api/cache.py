@@ -1,4 +1,4 @@
-"""Prompt-cache marking of a request (SPEC §4.2) and cache-break detection, phase 1 (R7.2).
+"""Prompt-cache marking of a request (design.md §4.2) and cache-break detection, phase 1 (R7.2).
 
 `add_cache_breakpoints` takes normalized messages plus the system blocks and tools, and returns
 copies with `cache_control` breakpoints, `cache_reference` names on tool results, and every pinned
@@ -24,8 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeAlias
 
-import orjson
-
+from foldline._json import dumps
 from foldline._types import Block, JSONObject
 from foldline.api.normalize import MessageParam
 from foldline.config import CacheConfig
@@ -285,7 +284,7 @@ def add_cache_breakpoints(
     config: CacheConfig | None = None,
     memo: PreparedMessages | None = None,
 ) -> CacheMarked:
-    """Place the request's `cache_control` breakpoints and cache_edits blocks (SPEC §4.2).
+    """Place the request's `cache_control` breakpoints and cache_edits blocks (design.md §4.2).
 
     Args:
         messages: normalized messages (`normalize_messages_for_api` output); not mutated.
@@ -314,7 +313,7 @@ def add_cache_breakpoints(
     out = _prepared_messages(messages, pins if edits else (), target if edits else -1, memo)
     new_pins = _inject_edits(out, new_edits) if edits else ()
     marked_tools, marked_system, budget = _marked_static(tools, system, cfg, memo)
-    # api_rules #44: a 1h breakpoint may not follow a 5m one (tools -> system -> messages).
+    # A44: a 1h breakpoint may not follow a 5m one (tools -> system -> messages).
     message_ttl: TTL = "5m" if cfg.static_ttl == "5m" and (marked_tools or marked_system) else cfg.message_ttl
     previous = previous_turn_breakpoint(out) if previous_breakpoint == "auto" else previous_breakpoint
     points = _message_breakpoints(out, target, previous, budget, cfg)
@@ -367,7 +366,7 @@ def _message_breakpoints(
 
 
 def _canonical(value: object) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return dumps(value, sort_keys=True)
 
 
 def _last_marked(messages: Sequence[MessageParam]) -> BlockPosition | None:

@@ -1,8 +1,8 @@
-"""`normalize_messages_for_api`: projected timeline in, valid Messages API messages out (SPEC §4.1).
+"""`normalize_messages_for_api`: projected timeline in, valid Messages API messages out (design.md §4.1).
 
 The input is `project_view(records)` (entries after snip, collapse and compact projection). The
 output is a list of `{role, content}` messages the strict validator accepts. The work is a fixed
-pipeline of small pure steps, one per SPEC step, composed in `STEPS` in the documented order:
+pipeline of small pure steps, one per step of design.md §4.1, composed in `STEPS` in the documented order:
 
 ```
 lift entries -> S0 filter -> S1 attachments -> S2 media -> S3 merge ids -> S4 merge users
@@ -18,7 +18,7 @@ Invariants:
   included; whenever it cannot prove the frozen head unaffected it normalizes from scratch.
 - Nothing is mutated: entries are frozen, and every block a step changes is copied first. Blocks a
   step does not change are passed through as the same objects, so thinking blocks and signatures
-  reach the wire byte-exact (api_rules #21, #22).
+  reach the wire byte-exact (A21, A22).
 - Text the user typed (non-meta user text) is never dropped; only whitespace-only text is.
 - The result starts with a user message, alternates roles, has no empty content and no
   whitespace-only text, pairs every `tool_use` with a `tool_result` at the start of the next message,
@@ -86,7 +86,7 @@ class MessageParam(TypedDict):
 
 @dataclass(frozen=True, kw_only=True)
 class MediaLimits:
-    """The API's image and document limits (api_rules #29-#33), checked by S7 before sending."""
+    """The API's image and document limits (A29-A33), checked by S7 before sending."""
 
     max_image_bytes: int = 5 * 1024 * 1024
     max_image_px: int = 8000
@@ -105,9 +105,9 @@ class NormalizeOptions:
     snip_enabled: bool = False
     """S5: tag each user message with `[id:<short>]` so the model can snip it (R3.1.1)."""
     thinking_enabled: bool = True
-    """With thinking off, a kept final assistant prefill loses its thinking blocks (api_rules #23)."""
+    """With thinking off, a kept final assistant prefill loses its thinking blocks (A23)."""
     allow_prefill: bool = False
-    """Keep a trailing assistant message as a prefill instead of dropping it (api_rules #9)."""
+    """Keep a trailing assistant message as a prefill instead of dropping it (A9)."""
     media: MediaLimits = field(default_factory=MediaLimits)
 
 
@@ -149,7 +149,7 @@ Step: TypeAlias = Callable[[list[_Msg], NormalizeOptions], list[_Msg]]
 
 @dataclass(frozen=True)
 class NormalizeStep:
-    """One named step of the pipeline; `name` is the SPEC's label (`"S6.h"`)."""
+    """One named step of the pipeline; `name` is design.md's label (`"S6.h"`)."""
 
     name: str
     run: Step
@@ -267,7 +267,7 @@ _MEDIA_ERRORS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
     (re.compile(r"pdf", re.I), frozenset({"document"})),
     (re.compile(r"image", re.I), frozenset({"image"})),
 )  # fmt: skip
-"""API error texts (api_rules #29-#33, #41) -> the block types to strip; first match wins."""
+"""API error texts (A29-A33, A41) -> the block types to strip; first match wins."""
 
 
 def media_types_to_strip(error_text: str) -> frozenset[str]:
@@ -375,7 +375,7 @@ def _merge_adjacent(msgs: list[_Msg], roles: frozenset[str]) -> list[_Msg]:
 
 
 def s4_merge_users(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
-    """S4: join adjacent user messages (Bedrock rejects consecutive user turns, api_rules #3)."""
+    """S4: join adjacent user messages (Bedrock rejects consecutive user turns, A3)."""
     return _merge_adjacent(msgs, _USERS)
 
 
@@ -408,7 +408,7 @@ def s6a_drop_orphan_thinking(msgs: list[_Msg], opts: NormalizeOptions) -> list[_
     """S6.a: drop thinking-only assistant messages whose reply has no other content anywhere.
 
     Two passes: first the ids that have any non-thinking content, then the drop. These are streams
-    interrupted right after thinking (api_rules #24).
+    interrupted right after thinking (A24).
     """
     has_content = {
         m.msg_id for m in msgs if m.role == "assistant" and any(not _is_thinking(b) for b in m.content)
@@ -426,7 +426,7 @@ def s6a_drop_orphan_thinking(msgs: list[_Msg], opts: NormalizeOptions) -> list[_
 
 
 def s6b_strip_trailing_thinking(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
-    """S6.b: an assistant message may not end with a thinking block (api_rules #24).
+    """S6.b: an assistant message may not end with a thinking block (A24).
 
     The rule bites on the final assistant message; any other one ending in thinking is a fragment
     of the same kind (an interrupted stream), so it is treated alike.
@@ -446,7 +446,7 @@ def s6c_drop_whitespace(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """S6.c: drop assistant messages made only of whitespace text, and whitespace-only text blocks.
 
     Runs after S6.b so "thinking + whitespace" is caught. Whitespace-only text is rejected anywhere
-    (api_rules #6, #7); a user message left empty by it (or empty already) had nothing typed in it.
+    (A6, A7); a user message left empty by it (or empty already) had nothing typed in it.
     """
     out: list[_Msg] = []
     for m in msgs:
@@ -467,7 +467,7 @@ def s6c_drop_whitespace(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
 
 
 def s6d_fill_empty_assistant(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
-    """S6.d: give an empty non-final assistant message placeholder text (api_rules #5)."""
+    """S6.d: give an empty non-final assistant message placeholder text (A5)."""
     last = len(msgs) - 1
     return [
         m.with_content([{"type": "text", "text": EMPTY_ASSISTANT_TEXT}])
@@ -500,7 +500,7 @@ def s6f_fold_reminders(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """S6.f: fold `<system-reminder>` text beside tool_results into the nearest preceding result.
 
     A reminder before the first result goes into the first one. Text among results would otherwise
-    sit where the API wants only results (api_rules #11).
+    sit where the API wants only results (A11).
     """
     out: list[_Msg] = []
     for m in msgs:
@@ -536,9 +536,9 @@ def _clean_result(block: Block) -> Block:
 
 
 def s6g_text_only_errors(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
-    """S6.g: `is_error` results keep only text (api_rules #16) and are never empty (#17).
+    """S6.g: `is_error` results keep only text (A16) and are never empty (A17).
 
-    Empty text inside any result's content goes too (#6; whitespace-only output is legal there).
+    Empty text inside any result's content goes too (A6; whitespace-only output is legal there).
     """
     out: list[_Msg] = []
     for m in msgs:
@@ -549,7 +549,7 @@ def s6g_text_only_errors(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]
 
 
 def _thinking_first(content: list[Block]) -> list[Block]:
-    """Move the first run of thinking blocks to the front, unchanged and in order (api_rules #20)."""
+    """Move the first run of thinking blocks to the front, unchanged and in order (A20)."""
     if not content or _is_thinking(content[0]) or not any(_is_thinking(b) for b in content):
         return content
     start = next(i for i, b in enumerate(content) if _is_thinking(b))
@@ -560,7 +560,7 @@ def _thinking_first(content: list[Block]) -> list[Block]:
 
 
 def _safe_tool_id(raw: object) -> str:
-    """A tool id the API accepts (api_rules #14); a bad one maps to a stable derived id."""
+    """A tool id the API accepts (A14); a bad one maps to a stable derived id."""
     text = raw if isinstance(raw, str) else ""
     if _TOOL_ID.match(text):
         return text
@@ -629,7 +629,7 @@ def s6h_pair_tools(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
 
     Missing results are synthesized as `is_error` "interrupted" results; results with no tool_use
     before them are dropped; tool_use ids are made unique; thinking comes first in its message
-    (api_rules #10-#14, #20). A user message left empty by moving results away is dropped.
+    (A10-A14, A20). A user message left empty by moving results away is dropped.
     """
     msgs, uses = _dedupe_tool_uses(msgs)
     claimed = _claim_results(msgs, uses)
@@ -746,7 +746,7 @@ def _check_media(msgs: list[_Msg], limits: MediaLimits, before: _MediaTotals | N
 
 
 def s7_check_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
-    """S7: check image bytes, type, dimensions and the media count here, not by a 400 (api_rules #29-#35).
+    """S7: check image bytes, type, dimensions and the media count here, not by a 400 (A29-A35).
 
     Raises:
         UserError: naming the message path and the entries it came from.
@@ -805,10 +805,10 @@ def _finish(msgs: list[_Msg], opts: NormalizeOptions, *, at_start: bool) -> list
 
 
 def final_shape(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
-    """Start with a user message, alternate roles, and end with a user message (api_rules #1-#3, #8, #9).
+    """Start with a user message, alternate roles, and end with a user message (A1-A3, A8, A9).
 
     A trailing assistant message is dropped unless a prefill was asked for; a kept prefill loses
-    trailing whitespace, and its thinking when thinking is off (#23).
+    trailing whitespace, and its thinking when thinking is off (A23).
 
     Raises:
         UserError: when nothing is left to send.
@@ -834,7 +834,7 @@ STEPS: tuple[NormalizeStep, ...] = (
     NormalizeStep("S7", s7_check_media),
     NormalizeStep("final", final_shape),
 )
-"""The pipeline, in SPEC order. Tests run it with one step left out to show the 400 that step prevents."""
+"""The pipeline, in design.md §4.1 order. Tests leave one step out to show the 400 that step prevents."""
 
 
 def _wire(msgs: list[_Msg]) -> list[MessageParam]:
@@ -865,7 +865,7 @@ def normalize_messages_for_api(
     allow_prefill: bool = False,
     media: MediaLimits | None = None,
 ) -> list[MessageParam]:
-    """The Messages API `messages` for the API projection `entries` (SPEC §4.1, steps S0-S7).
+    """The Messages API `messages` for the API projection `entries` (design.md §4.1, steps S0-S7).
 
     Args:
         entries: `project_view(records)`: the projected timeline, oldest first.

@@ -1,4 +1,4 @@
-"""Request parameters (SPEC §4.3), beta-header latching (R7.5), and the whole assembly in one call.
+"""Request parameters (design.md §4.3), beta-header latching (R7.5), and the whole assembly in one call.
 
 `RequestAssembler.build` is the one path from a session's records to the body of its next request:
 projection -> normalization (`IncrementalNormalizer`) -> `add_cache_breakpoints` ->
@@ -54,7 +54,6 @@ __all__ = [
     "RequestAssembler",
     "RequestPlan",
     "build_request",
-    "final_turn_starts_with_thinking",
     "latch_betas",
     "params_from_context",
     "system_blocks",
@@ -125,19 +124,14 @@ def _opens_with_thinking(messages: Sequence[MessageParam], boundary: int) -> boo
     return True
 
 
-def final_turn_starts_with_thinking(messages: Sequence[MessageParam]) -> bool:
-    """Whether the final assistant turn opens with thinking, or there is no such turn (api_rules #19).
+class _TurnBoundaries:
+    """Whether the final assistant turn opens with thinking, or there is no such turn (A19).
 
     The final turn is the tool loop after the last user message that is not just tool results;
     with thinking on, its first assistant message must start with a thinking block. Whether a user
     message holding results and text (a snip tag, a reminder) ends the loop, the API's wording does
-    not settle, so both readings must hold.
+    not settle, so both readings must hold. Kept per session: each call rescans only what changed.
     """
-    return all(_opens_with_thinking(messages, _last_index(messages, test)) for test in _TURN_ENDS)
-
-
-class _TurnBoundaries:
-    """`final_turn_starts_with_thinking` for a growing message list: rescans only what changed."""
 
     def __init__(self) -> None:
         self._seen: list[MessageParam] = []
@@ -176,7 +170,7 @@ def params_from_context(
         stream: ask for a streamed reply.
 
     Raises:
-        UserError: the thinking budget is below 1,024 or not below `max_tokens` (api_rules #25, #26).
+        UserError: the thinking budget is below 1,024 or not below `max_tokens` (A25, A26).
     """
     if not model:
         raise UserError("a request needs a model name")
@@ -300,7 +294,7 @@ class RequestAssembler:
         messages = self._normalizer.messages(self._entries)
         budget = self._budget
         if budget is not None and not self._turns.opens_with_thinking(messages):
-            budget = None  # the open turn was recorded without thinking: this request goes without (#19)
+            budget = None  # the open turn was recorded without thinking: this request goes without (A19)
         caps = self.provider_caps
         marked = add_cache_breakpoints(
             messages,

@@ -1,7 +1,7 @@
-"""The strict Messages API request validator (SPEC R8.2, R4.1.1).
+"""The strict Messages API request validator (R8.2, R4.1.1).
 
 Owns `ValidationLimits`, `find_errors()`, `validate_request()` and `request_too_large()`: given a
-request body as JSON values, report every rule of `reference/api_rules.md` §1–§6 that the body
+request body as JSON values, report every rule of design.md §A (A1-A45) that the body
 breaks, each as a `RequestValidationError` carrying the API's own message text, status and error type.
 
 Invariants:
@@ -17,22 +17,22 @@ Invariants:
   location carries discriminator tags: `messages.1.content.1.tool_use.id`); `.path` is the plain JSON
   path of the offending element (`messages.1.content.1.id`), `""` when the whole body is at fault.
 - Stricter than today's first-party API where another provider or an older API version rejects:
-  consecutive same-role messages (rule 3) and an assistant-first list (rule 2) are errors; rule 24
+  consecutive same-role messages (rule A3) and an assistant-first list (rule A2) are errors; rule A24
   (no trailing thinking block) applies to every assistant message, not only the last; empty and
   whitespace-only system text blocks are rejected like message text blocks.
-- `cache_edits` user blocks (SPEC R3.2.3) are accepted and invisible to the pairing and turn rules:
+- `cache_edits` user blocks (R3.2.3) are accepted and invisible to the pairing and turn rules:
   the server strips them before the model sees the prompt.
 
 Deliberate approximations (a body alone cannot tell more):
-- Rule 21 (thinking blocks unmodified) and 22 (signature validity) reduce to "signature is a
+- Rule A21 (thinking blocks unmodified) and A22 (signature validity) reduce to "signature is a
   non-empty string".
 - PDF pages are counted as the occurrences of `/Type /Page` (not `/Pages`) in the decoded bytes,
   at least 1 per document; PDFs whose page objects sit in compressed object streams count as 1.
   Non-PDF documents (text, content, URL or file sources) count as 1 page each.
-- Image size (rule 29) is measured on the base64 text, which is what the 5 MB limit applies to.
-- Rules 6/7 (empty / whitespace-only text) apply to message-level text blocks; inside `tool_result`
+- Image size (rule A29) is measured on the base64 text, which is what the 5 MB limit applies to.
+- Rules A6/A7 (empty / whitespace-only text) apply to message-level text blocks; inside `tool_result`
   content only the empty-text rule applies (tool output that is just a newline is legal).
-- Messages the API has no public text for (rule 16's prefix, `top_p` with thinking, wrong block type
+- Messages the API has no public text for (rule A16's prefix, `top_p` with thinking, wrong block type
   for a role) follow the neighbouring rules' wording and are marked where they are built.
 """
 
@@ -44,9 +44,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import orjson
-
-from foldline._json import dumps
+from foldline._json import JSONEncodeError, dumps
 from foldline.errors import RequestValidationError, UserError
 from foldline.media import decode_base64, decode_image, pdf_pages
 
@@ -58,33 +56,33 @@ class ValidationLimits:
     """The per-request limits that depend on the model, the caller's tokenizer, or the provider."""
 
     max_output_tokens: Mapping[str, int] | None = None
-    """Model-name prefix -> largest allowed `max_tokens` (rule 40); the longest matching prefix wins.
+    """Model-name prefix -> largest allowed `max_tokens` (rule A40); the longest matching prefix wins.
     `None` skips the check."""
     context_window: int | None = None
-    """The model's context window in tokens; with `input_tokens` it enables rules 38 and 39."""
+    """The model's context window in tokens; with `input_tokens` it enables rules A38 and A39."""
     input_tokens: int | None = None
     """The prompt's size as counted by the caller's tokenizer."""
     max_request_bytes: int = 32 * 1024 * 1024
-    """Rule 41: larger bodies get HTTP 413 `request_too_large`."""
+    """Rule A41: larger bodies get HTTP 413 `request_too_large`."""
     max_media: int = 100
-    """Rule 32: images plus document pages per request (100 on 200K-context models)."""
+    """Rule A32: images plus document pages per request (100 on 200K-context models)."""
     prefill_allowed: bool = True
-    """`False` enforces rule 9: the request must end with a user message (newer models)."""
+    """`False` enforces rule A9: the request must end with a user message (newer models)."""
     allow_consecutive_roles: bool = False
-    """`True` accepts consecutive same-role messages, as today's first-party API does (rule 3)."""
+    """`True` accepts consecutive same-role messages, as today's first-party API does (rule A3)."""
     interleaved_thinking: bool = False
     """`True` when the interleaved-thinking beta is on: `budget_tokens` may then exceed `max_tokens`."""
     max_image_bytes: int = 5 * 1024 * 1024
-    """Rule 29, measured on the base64 text (other providers allow less: Bedrock 3.75 MB)."""
+    """Rule A29, measured on the base64 text (other providers allow less: Bedrock 3.75 MB)."""
     max_image_pixels: int = 8000
-    """Rule 30: the longer image side."""
+    """Rule A30: the longer image side."""
     many_images_pixels: int = 2000
-    """Rule 31: the longer image side once a request holds more than `many_images_threshold` images."""
+    """Rule A31: the longer image side once a request holds more than `many_images_threshold` images."""
     many_images_threshold: int = 20
     max_pdf_pages: int = 100
-    """Rule 33."""
+    """Rule A33."""
     max_cache_breakpoints: int = 4
-    """Rule 42: blocks with `cache_control` across tools, system and messages."""
+    """Rule A42: blocks with `cache_control` across tools, system and messages."""
 
 
 _DEFAULT_LIMITS = ValidationLimits()
@@ -127,7 +125,7 @@ _ASSISTANT_BLOCKS = (
 _TOOL_RESULT_BLOCKS = ("text", "image", "document", "search_result", "tool_reference")
 
 # Extra keys the API's schema forbids, for the block types whose fields are stable and documented.
-# `cache_reference` on tool_result is the cache_edits extension (SPEC R3.2.3) the local server speaks.
+# `cache_reference` on tool_result is the cache_edits extension (R3.2.3) the local server speaks.
 _BLOCK_FIELDS: dict[str, frozenset[str]] = {
     "text": frozenset({"type", "text", "cache_control", "citations"}),
     "image": frozenset({"type", "source", "cache_control"}),
@@ -241,7 +239,7 @@ def _bare(text: str, loc: _Loc) -> RequestValidationError:
     return RequestValidationError(text, path=loc.json)
 
 
-# --- rule 41: request bytes -------------------------------------------------------------------
+# --- rule A41: request bytes -------------------------------------------------------------------
 
 
 def _check_request_bytes(
@@ -250,7 +248,7 @@ def _check_request_bytes(
     if body_bytes is None:
         try:
             body_bytes = len(dumps(body))
-        except orjson.JSONEncodeError as exc:
+        except JSONEncodeError as exc:
             raise UserError(f"request body is not JSON-encodable: {exc}") from exc
     if body_bytes <= limits.max_request_bytes:
         return []
@@ -654,7 +652,7 @@ _Check = Callable[[_Request], Iterator[RequestValidationError]]
 
 
 def _check_parameters(request: _Request) -> Iterator[RequestValidationError]:
-    """Rules 40, 26, 27, 28 and the sampling limits that come with thinking."""
+    """Rules A40, A26, A27, A28 and the sampling limits that come with thinking."""
     body, limits = request.body, request.limits
     maximum = _output_maximum(body["model"], limits.max_output_tokens)
     if maximum is not None and body["max_tokens"] > maximum:
@@ -707,7 +705,7 @@ def _thinking_sampling(body: Mapping[str, Any]) -> Iterator[RequestValidationErr
 
 
 def _check_structure(request: _Request) -> Iterator[RequestValidationError]:
-    """Rules 1, 2, 3, 5, 9: the message list as a whole."""
+    """Rules A1, A2, A3, A5, A9: the message list as a whole."""
     messages = request.messages
     if not messages:
         yield _bare("messages: at least one message is required", _ROOT.at("messages"))
@@ -743,14 +741,14 @@ def _alternation(messages: Sequence[Mapping[str, Any]]) -> Iterator[RequestValid
 
 
 def _check_text(request: _Request) -> Iterator[RequestValidationError]:
-    """Rules 6, 7, 8: empty, whitespace-only, and trailing-whitespace text."""
+    """Rules A6, A7, A8: empty, whitespace-only, and trailing-whitespace text."""
     system = request.body.get("system")
     for index, block in enumerate(system if isinstance(system, list) else ()):
         # The API's text for system blocks is inferred: the messages wording with a `system` scope.
         loc = _ROOT.at("system").at(index)
         yield from _text_rules(block, loc, allow_empty=False, allow_blank=False, scope="system")
     for index, message in enumerate(request.messages):
-        # An empty string content is rule 5's business, not an empty text block.
+        # An empty string content is rule A5's business, not an empty text block.
         in_string = isinstance(message["content"], str)
         for loc, block in request.blocks(index):
             yield from _text_rules(block, loc, allow_empty=in_string, allow_blank=False)
@@ -786,11 +784,11 @@ def _tool_result_items(block: Mapping[str, Any], loc: _Loc) -> list[tuple[_Loc, 
     return [(loc.at("content").at(k).tag(item["type"]), item) for k, item in enumerate(content)]
 
 
-# --- tool use / tool result pairing (rules 10-17) ---
+# --- tool use / tool result pairing (rules A10-A17) ---
 
 
 def _check_tool_pairing(request: _Request) -> Iterator[RequestValidationError]:
-    """Rules 13, 10, 11, 12, duplicate results, 16, 17."""
+    """Rules A13, A10, A11, A12, duplicate results, A16, A17."""
     yield from _unique_tool_use_ids(request)
     for index, message in enumerate(request.messages):
         if message["role"] == "assistant":
@@ -819,7 +817,7 @@ def _unique_tool_use_ids(request: _Request) -> Iterator[RequestValidationError]:
 
 
 def _results_follow(request: _Request, index: int) -> Iterator[RequestValidationError]:
-    """Rules 10 and 11: the next message starts with one tool_result per tool_use."""
+    """Rules A10 and A11: the next message starts with one tool_result per tool_use."""
     wanted = _tool_use_ids(request, index)
     if not wanted:
         return
@@ -848,7 +846,7 @@ def _results_follow(request: _Request, index: int) -> Iterator[RequestValidation
 
 
 def _results_match(request: _Request, index: int) -> Iterator[RequestValidationError]:
-    """Rule 12 and the duplicate-result rule: each result answers one tool_use just before it."""
+    """Rule A12 and the duplicate-result rule: each result answers one tool_use just before it."""
     known = set(_tool_use_ids(request, index - 1))
     seen: set[str] = set()
     orphans: list[tuple[_Loc, str]] = []
@@ -880,15 +878,15 @@ def _error_result_rules(block: Mapping[str, Any], loc: _Loc) -> Iterator[Request
     if not content:
         yield _bare(f"{loc.api}: content cannot be empty if `is_error` is true", loc)
     elif isinstance(content, list) and any(item["type"] != "text" for item in content):
-        # The API quotes this rule without a location; the prefix follows rule 17's.
+        # The API quotes this rule without a location; the prefix follows rule A17's.
         yield _bare(f"{loc.api}: all content must be type 'text' if 'is_error' is true", loc)
 
 
-# --- extended thinking (rules 19-24) ---
+# --- extended thinking (rules A19-A24) ---
 
 
 def _check_thinking(request: _Request) -> Iterator[RequestValidationError]:
-    """Rules 20, 24, 22, 23, 19."""
+    """Rules A20, A24, A22, A23, A19."""
     for index, message in enumerate(request.messages):
         if message["role"] != "assistant":
             continue
@@ -945,7 +943,7 @@ def _final_turn_start(request: _Request) -> int | None:
     """The first assistant message after the last user message that is more than tool results.
 
     That message opens the final assistant turn (its tool loop, or a prefill), which the API
-    requires to start with thinking when thinking is on (rule 19).
+    requires to start with thinking when thinking is on (rule A19).
     """
     boundary = -1
     for index, message in enumerate(request.messages):
@@ -957,7 +955,7 @@ def _final_turn_start(request: _Request) -> int | None:
     return None
 
 
-# --- media (rules 29-37) ---
+# --- media (rules A29-A37) ---
 
 
 @dataclass(frozen=True)
@@ -977,7 +975,7 @@ def _media(request: _Request) -> list[_Media]:
 
 
 def _check_media(request: _Request) -> Iterator[RequestValidationError]:
-    """Rules 36, 29, 37, 35, 30, 31 per image; then 33 and 32 over the whole request."""
+    """Rules A36, A29, A37, A35, A30, A31 per image; then A33 and A32 over the whole request."""
     media = _media(request)
     images = [item for item in media if item.block["type"] == "image"]
     limits = request.limits
@@ -1053,7 +1051,7 @@ def _document_pages(block: Mapping[str, Any]) -> int:
     return pdf_pages(raw) if raw is not None else 1
 
 
-# --- cache_control (rules 42-44) ---
+# --- cache_control (rules A42-A44) ---
 
 
 def _cache_points(request: _Request) -> Iterator[tuple[_Loc, Mapping[str, Any]]]:
@@ -1074,7 +1072,7 @@ def _cache_points(request: _Request) -> Iterator[tuple[_Loc, Mapping[str, Any]]]
 
 
 def _check_cache_control(request: _Request) -> Iterator[RequestValidationError]:
-    """Rules 43, 44, then 42 (breakpoint count across tools, system, messages)."""
+    """Rules A43, A44, then A42 (breakpoint count across tools, system, messages)."""
     count = 0
     seen_short = False
     for loc, block in _cache_points(request):
@@ -1102,7 +1100,7 @@ def _check_cache_control(request: _Request) -> Iterator[RequestValidationError]:
         )
 
 
-# --- context window (rules 38, 39) ---
+# --- context window (rules A38, A39) ---
 
 
 def _check_context(request: _Request) -> Iterator[RequestValidationError]:

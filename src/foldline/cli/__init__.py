@@ -1,4 +1,4 @@
-"""The `foldline` command line: a thin shell over the library (SPEC §10).
+"""The `foldline` command line: a thin shell over the library (design.md §10).
 
 Each command lives in its own module, imported only when that command is looked up: `foldline
 --help` and `foldline show` must not pay for the SDK, the engine or the server extra.

@@ -1,4 +1,4 @@
-"""`foldline chat`: the agent at a terminal (SPEC §10), a thin shell over `QueryEngine`.
+"""`foldline chat`: the agent at a terminal (design.md §10), a thin shell over `QueryEngine`.
 
 Modes: `-p PROMPT` or piped stdin run one turn and print the answer; otherwise a REPL with slash
 commands. Sessions live under the configured sessions directory, one per workspace; `--continue`

@@ -1,4 +1,4 @@
-"""`foldline request SESSION`: print the next turn's request without sending it (SPEC §10).
+"""`foldline request SESSION`: print the next turn's request without sending it (design.md §10).
 
 A thin shell over `foldline.api.params.build_request`, the same call the engine makes, so what it
 prints is what would be sent: the compaction projection, normalization and cache marking applied.
@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Literal
 
 import click
-import orjson
 
-from foldline._json import loads
+from foldline._json import JSONDecodeError, dumps, loads
 from foldline._types import JSONObject
 from foldline.api.params import RequestPlan, build_request
 from foldline.cli import cli, format_option
@@ -94,8 +93,8 @@ def _read_tools(path: Path | None) -> list[JSONObject]:
 
 def _render(plan: RequestPlan, body_only: bool) -> str:
     if body_only:
-        return orjson.dumps(plan.body).decode()
-    return orjson.dumps({"betas": list(plan.betas), "body": plan.body}, option=orjson.OPT_INDENT_2).decode()
+        return dumps(plan.body).decode()
+    return dumps({"betas": list(plan.betas), "body": plan.body}, indent=True).decode()
 
 
 @cli.command()
@@ -137,7 +136,7 @@ def request(
             max_output_tokens=max(defaults.max_output_tokens, (thinking_budget or 0) + 1),
         )
         plan = build_request(records, config, system, _read_tools(tools_path), PROVIDERS[provider])
-    except (FoldlineError, OSError, orjson.JSONDecodeError) as exc:
+    except (FoldlineError, OSError, JSONDecodeError) as exc:
         raise click.ClickException(str(exc)) from exc
     for warning in loaded.warnings:
         click.echo(f"warning: {warning}", err=True)

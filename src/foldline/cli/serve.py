@@ -1,4 +1,4 @@
-"""`foldline serve`: run the offline Anthropic Messages API server (SPEC §8, R8.6).
+"""`foldline serve`: run the offline Anthropic Messages API server (design.md §8, R8.6).
 
 A thin shell over `foldline.server.app.create_app`. starlette and uvicorn are the optional `server`
 extra, imported only when the command runs, so the rest of the CLI works without them. Binds to

@@ -1,4 +1,4 @@
-"""`foldline sessions` (list session files) and `foldline show` (print one session readably), SPEC §10.
+"""`foldline sessions` (list session files) and `foldline show` (print one session readably), design.md §10.
 
 Both read foldline transcripts and Claude Code transcripts through `foldline.sessions`; this module
 only renders. Invariant: every piece of session text is printed as a `rich.text.Text` (never parsed as
@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import assert_never
 
 import click
-import orjson
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from foldline._json import dumps
 from foldline._types import Block
 from foldline.cli import cli, format_option
 from foldline.config import default_sessions_dir
@@ -184,7 +184,7 @@ def _assistant_lines(entry: AssistantEntry, limit: int) -> list[Text]:
                 )
             )
         elif kind == "tool_use":
-            args = orjson.dumps(block.get("input", {})).decode()
+            args = dumps(block.get("input", {})).decode()
             lines.append(
                 _plain(f"  → {block.get('name')}", style="bold blue") + Text(f" {_clip(args, limit)}")
             )

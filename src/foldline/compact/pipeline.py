@@ -1,6 +1,6 @@
 """The compaction round that runs before every API call, and the interface every level implements.
 
-Levels run in the fixed order of SPEC §3; each returns the records to append (boundaries, commits,
+Levels run in the fixed order of design.md §3; each returns the records to append (boundaries, commits,
 notices) and the tokens it freed, which are subtracted before the next level checks its threshold
 (R3.0.2). A level also gets a say when the API answers "prompt is too long" (R5.4): the recovery
 chain asks each level, in order, to free at least the reported gap.

@@ -1,4 +1,4 @@
-"""Snip, level 1 of compaction: the model deletes messages by short id (SPEC §3.1).
+"""Snip, level 1 of compaction: the model deletes messages by short id (design.md §3.1).
 
 Owns the short-id tag (R3.1.1) and `apply_snip_removals` (R3.1.4), which rebuilds the deletion
 view from `snip_boundary` records and relinks `parent_uuid` so that every survivor's parent is a

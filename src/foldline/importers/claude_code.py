@@ -2,11 +2,11 @@
 
 Owns the reading of Claude Code's `~/.claude/projects/<cwd>/<session>.jsonl` files and their subagent
 transcripts, and their mapping onto foldline's record types. The format is described, from real files,
-in `reference/claude_code_transcripts.md`; the section numbers below (§n) refer to it.
+in docs/design.md §T; the ids below (T1-T4) refer to it.
 
 How a file becomes a timeline:
 1. Every line is parsed on its own. Non-JSON lines, lines that are not objects, and user/assistant lines
-   whose `message` is malformed (an SSE transcript spread into `{"0":"e",...}`, §8) are skipped with
+   whose `message` is malformed (an SSE transcript spread into `{"0":"e",...}`, T2) are skipped with
    a warning naming the line. Metadata line types (`summary`, `file-history-snapshot`, ...) and unknown
    types are ignored and counted; malformed and unknown lines that carry a uuid still link the chain
    (a walk passes through them), so a new CC node type does not cut history.
@@ -19,7 +19,7 @@ How a file becomes a timeline:
    continues through `logicalParentUuid`, so pre-compaction history stays, with a `CompactBoundary`
    record in place. Cycles, self-references and dangling parents (`request_<uuid>`) end the walk with a
    warning: the import is total.
-4. Side branches that are not rewinds are pulled back in (§9.4 a, b): assistant lines sharing a
+4. Side branches that are not rewinds are pulled back in (T3 a, b): assistant lines sharing a
    `message.id` with a chain line, the `tool_result` of every tool_use of the chain (first one in file
    order when it is off the chain), and progress/attachment/system lines whose nearest user/assistant
    ancestor was kept. Everything else off the chain (rewound branches) is dropped and counted.
@@ -57,8 +57,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-import orjson
 
+from foldline._json import JSONDecodeError, dumps, loads
 from foldline._types import Block, JSONObject
 from foldline.errors import TranscriptError
 from foldline.timeline import (
@@ -85,7 +85,7 @@ __all__ = [
 ]
 
 # Conversation node types. Every other `type` (metadata such as `summary` or `file-history-snapshot`,
-# or one a newer CC adds) is ignored and counted in `FileStats.ignored` (§2).
+# or one a newer CC adds) is ignored and counted in `FileStats.ignored` (T1).
 _GRAPH_TYPES = frozenset({"user", "assistant", "system", "attachment", "progress"})
 _SIDE_TYPES = frozenset({"system", "attachment", "progress"})
 _ENVELOPE_KEYS = frozenset(
@@ -214,8 +214,8 @@ def _message_problem(obj: JSONObject) -> str | None:
 
 def _parse_line(parsed: _Parsed, no: int, data: bytes) -> None:
     try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        obj = loads(data)
+    except JSONDecodeError as exc:
         parsed.malformed += 1
         parsed.warn(no, f"not JSON ({exc}); line skipped")
         return
@@ -299,7 +299,7 @@ def _live_leaf(parsed: _Parsed, side: bool) -> _Line | None:
 def _rank_time(parsed: _Parsed, leaf: _Line) -> str:
     """When the conversation was at `leaf`: a bare tool_result counts from the call it answers.
 
-    CC can write a tool_result after the reply that continues past it (§9.4 b); ranking that result by
+    CC can write a tool_result after the reply that continues past it (T3 b); ranking that result by
     its own, later timestamp would make it the live leaf and drop the reply.
     """
     line, seen = leaf, {leaf.uuid}
@@ -496,7 +496,7 @@ def _level(raw: object) -> Literal["info", "warning", "error"]:
 def _text(value: object) -> str:
     if isinstance(value, str):
         return value
-    return "" if value is None else orjson.dumps(value).decode()
+    return "" if value is None else dumps(value).decode()
 
 
 def _system_entry(line: _Line, parent: str | None, sidechain: bool) -> SystemEntry:
@@ -684,8 +684,8 @@ def _head_session_id(path: Path, mtime_ns: int, size: int) -> str | None:
         with path.open("rb") as fh:
             for _, raw in zip(range(50), fh, strict=False):
                 try:
-                    obj = orjson.loads(raw)
-                except orjson.JSONDecodeError:
+                    obj = loads(raw)
+                except JSONDecodeError:
                     continue
                 if isinstance(obj, dict) and isinstance(obj.get("sessionId"), str):
                     return str(obj["sessionId"])

@@ -1,7 +1,7 @@
 """The Anthropic Messages API (and anything that speaks it) through the official `anthropic` SDK.
 
 The SDK's own retries are turned off (`max_retries=0`): the engine owns the one retry layer, so
-HTTP attempts per turn are bounded in one place (reliability.md §1.11). SDK errors are mapped to
+HTTP attempts per turn are bounded in one place (design.md F11). SDK errors are mapped to
 foldline's in one context manager.
 """
 

@@ -1,4 +1,4 @@
-"""`foldline serve`: a local server that speaks the Anthropic Messages API (SPEC §8).
+"""`foldline serve`: a local server that speaks the Anthropic Messages API (design.md §8).
 
 Modules, one concern each:
 

@@ -286,7 +286,7 @@ async def _count_tokens(request: Request) -> Response:
     # count_tokens takes no max_tokens; the validator's rules need one that breaks none of them.
     thinking = body.get("thinking")
     budget = thinking.get("budget_tokens", 0) if isinstance(thinking, dict) else 0
-    placeholder = budget + 1 if isinstance(budget, int) else 1  # must exceed any thinking budget (rule 26)
+    placeholder = budget + 1 if isinstance(budget, int) else 1  # must exceed any thinking budget (rule A26)
     checked = {**body, "max_tokens": placeholder} if "max_tokens" not in body else body
     # flatten assumes a well-formed body: validate without the window first, then with it.
     validate_request(checked, _limits(state, None), body_bytes=size)

@@ -1,4 +1,4 @@
-"""The scripted backend: deterministic replies for tests and demos (SPEC R8.5).
+"""The scripted backend: deterministic replies for tests and demos (R8.5).
 
 A scenario is an ordered list of replies. A reply with a `when` predicate answers any request the
 predicate matches (first match wins, checked before the ordered ones); the others are chosen in order

@@ -1,8 +1,8 @@
-"""Prompt caching and cache_edits as the local server implements them (SPEC R8.3, R8.4, R3.2.6).
+"""Prompt caching and cache_edits as the local server implements them (R8.3, R8.4, R3.2.6).
 
 The request is flattened into one ordered block sequence, tools -> system -> messages, and each block
 gets a cumulative prefix key (a hash of the model, every earlier block and itself). The rules follow
-the prompt-caching doc (reference/api_rules.md §7):
+the prompt-caching doc (design.md §P):
 
 - Entries are written only at `cache_control` breakpoints whose prefix reaches the model's minimum
   cacheable length; a shorter prefix is processed without caching (no error).

@@ -1,7 +1,7 @@
-"""Every tunable number of the local server (SPEC §8), in one frozen dataclass.
+"""Every tunable number of the local server (design.md §8), in one frozen dataclass.
 
 Kept beside the server rather than in `foldline.config` because only the server reads it; the
-defaults are the real API's where the API documents them (reference/api_rules.md §5-§7).
+defaults are the real API's where the API documents them (design.md §A, §P).
 """
 
 from __future__ import annotations

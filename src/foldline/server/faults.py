@@ -1,4 +1,4 @@
-"""Fault injection for reliability tests (SPEC R8.5): what goes wrong, and on which request.
+"""Fault injection for reliability tests (R8.5): what goes wrong, and on which request.
 
 Grammar of `--faults` (also `parse_faults`), documented in docs/server.md:
 

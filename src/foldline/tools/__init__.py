@@ -1,4 +1,4 @@
-"""Built-in tools and permissions (SPEC §9).
+"""Built-in tools and permissions (design.md §9).
 
 Modules: `base` (the `Tool` protocol, `ToolContext`, `ToolResult`, `ReadRegistry`), `files` (Read,
 Write, Edit), `bash` (Bash), `search` (Grep, Glob), `snip` (Snip), `permissions` (rules, modes,

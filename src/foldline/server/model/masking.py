@@ -1,4 +1,4 @@
-"""The 4D additive attention mask that implements cache_edits deletions (SPEC R3.2.6).
+"""The 4D additive attention mask that implements cache_edits deletions (R3.2.6).
 
 A deleted span stays in the K/V cache at its original positions (nothing after it is shifted or
 recomputed); it is hidden from every query at or after the hide's `from_row` by adding the dtype's

@@ -1,0 +1,103 @@
+"""Citations stay inside the repository, and every id they cite exists in docs/design.md.
+
+Docstrings and comments cite requirements (`R3.2.4`, `design.md §4.2`), API rules (`A39`), caching
+behaviours (`P7`), failure families (`F11`) and Claude Code transcript facts (`T3`). These tests
+fail when a citation points at a document users never see, or at an id design.md does not define.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DESIGN = ROOT / "docs" / "design.md"
+
+# Documents that lived beside the repository, never in it. Spelled in pieces so that this file
+# does not match itself.
+_OUTSIDE = re.compile(
+    "|".join(
+        [
+            r"SPEC(\.md|'s| §| R\d| order| step)",
+            "api_" + "rules",
+            "reliability" + r"\.md",
+            "landscape" + r"\.md",
+            "session_" + "stats",
+            "permissions_" + "design",
+            "aesthetics" + r"\.md",
+            "STYLE" + r"\.md",
+            "reference" + "/",
+            "claude_code_" + "transcripts",
+            "transcript_" + "schema",
+            r"\.\./" + "shared",
+        ]
+    )
+)
+_R_ID = re.compile(r"(?<![\w.])R(\d+(?:\.\d+)+)")
+_LETTER_ID = re.compile(r"(?<![\w.])([AFPT]\d{1,2})(?![\w.])")
+_SECTION = re.compile(r"§([0-9]+(?:\.[0-9]+)*|[A-Z])\b")
+
+
+def _scanned() -> list[Path]:
+    """The repository's own text: code, tests, benchmarks, docs and the top-level files."""
+    files = [ROOT / name for name in ("README.md", "CONTRIBUTING.md", "Makefile", "pyproject.toml")]
+    for folder, pattern in (("src", "*.py"), ("tests", "*.py"), ("benchmarks", "*.py"), ("docs", "*.md")):
+        files += sorted((ROOT / folder).rglob(pattern))
+    return [f for f in files if f.is_file() and f != Path(__file__).resolve()]
+
+
+def _defined() -> tuple[set[str], set[str]]:
+    """design.md's ids (`**R3.2.4**`, `**A39**`, `**S6.h**`) and section numbers (`§3.2`, `§A`)."""
+    text = DESIGN.read_text(encoding="utf-8")
+    ids = set(re.findall(r"\*\*([A-Z]\d+(?:\.\d+)*(?:\.[a-h])?)\*\*", text))
+    sections = set(re.findall(r"^#{2,3} §(\S+)", text, flags=re.MULTILINE))
+    return ids, sections
+
+
+def _hits(pattern: re.Pattern[str], files: list[Path]) -> list[tuple[str, str]]:
+    return [
+        (f"{path.relative_to(ROOT)}:{n}", match.group(0))
+        for path in files
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for match in pattern.finditer(line)
+    ]
+
+
+def test_design_doc_defines_the_ids_code_relies_on() -> None:
+    ids, sections = _defined()
+    assert {"R0.1", "R3.2.4", "R10.3", "S6.h", "A1", "A45", "P7", "F1", "F15", "T3"} <= ids
+    assert {"0", "3.2", "4.1", "10", "A", "P", "F", "T"} <= sections
+
+
+def test_nothing_cites_a_document_outside_the_repository() -> None:
+    assert _hits(_OUTSIDE, _scanned()) == []
+
+
+@pytest.mark.parametrize(
+    ("pattern", "kind"), [(_R_ID, "requirement"), (_LETTER_ID, "rule or family"), (_SECTION, "section")]
+)
+def test_every_cited_id_exists_in_design_doc(pattern: re.Pattern[str], kind: str) -> None:
+    ids, sections = _defined()
+    files = [f for f in _scanned() if f != DESIGN]
+    missing = []
+    for where, cited in _hits(pattern, files):
+        name = cited.lstrip("R§") if pattern is not _LETTER_ID else cited
+        if pattern is _SECTION:
+            ok = name in sections
+        elif pattern is _R_ID:
+            ok = f"R{name}" in ids or name in sections
+        else:
+            ok = name in ids
+        if not ok:
+            missing.append((where, cited))
+    assert missing == [], f"{kind} ids cited but not defined in docs/design.md"
+
+
+def test_the_check_catches_what_it_guards_against() -> None:
+    assert _OUTSIDE.search("see SPEC §3.2")
+    assert _OUTSIDE.search("api_" + "rules #39")
+    assert _LETTER_ID.findall("limits (A29-A33, A41); rule A6/A7") == ["A29", "A33", "A41", "A6", "A7"]
+    assert _R_ID.findall("(R3.2.4, R7.5).") == ["3.2.4", "7.5"]
+    assert not _LETTER_ID.findall("S6.h, 0xA1, a.F1, UTF-8")
