@@ -28,11 +28,6 @@ from foldline.transcript import TranscriptWriter, load_transcript, open_session
 MODEL = "claude-sonnet-4-5"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Harness:
     """A scripted server plus everything an engine needs; `engine()` builds one (resumed if a file exists)."""
