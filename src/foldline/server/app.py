@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hmac
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,22 +44,11 @@ from foldline.server.caching import (
     total_tokens,
 )
 from foldline.server.config import ServerConfig
+from foldline.server.envelope import FAULT_MESSAGES, error_body, request_id
 from foldline.server.faults import Fault, FaultPlan
 from foldline.server.sse import error_event, format_event, message_events
 
 __all__ = ["RequestRecord", "ServerState", "create_app", "error_body"]
-
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    405: "invalid_request_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    529: "overloaded_error",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,16 +89,6 @@ class _ApiError(Exception):
         self.headers = dict(headers or {})
 
 
-def _request_id() -> str:
-    return "req_" + uuid.uuid4().hex[:24]
-
-
-def error_body(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
-    """The API's error envelope for `status` (the type defaults to the API's type for that status)."""
-    kind = error_type or _ERROR_TYPES.get(status, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": _request_id()}
-
-
 def _error_response(
     status: int, message: str, error_type: str | None = None, headers: Mapping[str, str] | None = None
 ) -> Response:
@@ -138,13 +116,10 @@ def _check_auth(request: Request, state: ServerState) -> None:
 def _fault_error(fault: Fault) -> _ApiError | None:
     if fault.kind == "429":
         seconds = f"{fault.retry_after:g}"
-        return _ApiError(
-            429, "Number of request tokens has exceeded your rate limit", {"retry-after": seconds}
-        )
-    if fault.kind == "529":
-        return _ApiError(529, "Overloaded")
-    if fault.kind == "500":
-        return _ApiError(500, "Internal server error")
+        return _ApiError(429, FAULT_MESSAGES[429], {"retry-after": seconds})
+    if fault.kind in ("529", "500"):
+        status = int(fault.kind)
+        return _ApiError(status, FAULT_MESSAGES[status])
     return None
 
 
@@ -242,7 +217,7 @@ class _EventStream(StreamingResponse):
                     yield None
                     return
                 if fault.kind == "error":
-                    yield error_event("overloaded_error", "Overloaded")
+                    yield error_event("overloaded_error", FAULT_MESSAGES[529])
                     return
                 if fault.kind == "stall":
                     await anyio.sleep(fault.seconds)
@@ -270,7 +245,7 @@ class _CutBody(Response):
 def _plain_response(message: dict[str, Any], fault: Fault | None, request_id: str) -> Response:
     headers = {"request-id": request_id}
     if fault is not None and fault.kind == "error":
-        return _error_response(529, "Overloaded")
+        return _error_response(529, FAULT_MESSAGES[529])
     if fault is not None and fault.kind == "cut":
         return _CutBody(dumps(message), media_type="application/json", headers=headers)
     return Response(dumps(message), media_type="application/json", headers=headers)
@@ -304,8 +279,8 @@ async def _answer(request: Request, state: ServerState, fault: Fault | None) -> 
     request.state.stream = body.get("stream") is True
     message = _respond(state, _accept(request, state, body, size))
     if request.state.stream:
-        return _EventStream(message, fault, state.config.stream_chunk_tokens, _request_id())
-    return _plain_response(message, fault, _request_id())
+        return _EventStream(message, fault, state.config.stream_chunk_tokens, request_id())
+    return _plain_response(message, fault, request_id())
 
 
 def _status_of(error: Exception) -> int:
