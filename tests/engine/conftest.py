@@ -157,7 +157,7 @@ async def harness(tmp_path: Path) -> AsyncIterator[Callable[..., Harness]]:
             server_clock: Callable[[], float] = time.monotonic,
             **config: Any,
         ) -> Harness:
-            backend = ScriptedBackend(replies=replies, select="sequence")
+            backend = ScriptedBackend(replies=replies, select="sequence", strict=True)  # never echo
             plan = parse_faults(faults) if faults else None
             app = create_app(server, backend=backend, faults=plan, clock=server_clock)
             url = stack.enter_context(run_server(app))
