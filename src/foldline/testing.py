@@ -379,8 +379,21 @@ class ScriptedProvider(_FakeProvider):
         ```
     """
 
-    def __init__(self, script: Sequence[ScriptItem] = (), **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(
+        self,
+        script: Sequence[ScriptItem] = (),
+        *,
+        capabilities: Capabilities | None = None,
+        validate: bool = True,
+        context_window: int | None = None,
+        chunk_tokens: int = 8,
+    ) -> None:
+        super().__init__(
+            capabilities=capabilities,
+            validate=validate,
+            context_window=context_window,
+            chunk_tokens=chunk_tokens,
+        )
         self.script: list[ScriptItem] = [_check_item(item, i) for i, item in enumerate(script)]
         self.used = 0
         """Script items used so far."""
@@ -429,8 +442,21 @@ class FunctionProvider(_FakeProvider):
         chunk_tokens: Tokens per streamed delta.
     """
 
-    def __init__(self, fn: Answer, **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(
+        self,
+        fn: Answer,
+        *,
+        capabilities: Capabilities | None = None,
+        validate: bool = True,
+        context_window: int | None = None,
+        chunk_tokens: int = 8,
+    ) -> None:
+        super().__init__(
+            capabilities=capabilities,
+            validate=validate,
+            context_window=context_window,
+            chunk_tokens=chunk_tokens,
+        )
         self.fn = fn
 
     async def _answer(self, call: Call) -> ScriptItem:
