@@ -12,6 +12,12 @@ SHARED = Path(os.environ.get("FOLDLINE_SHARED", ROOT.parent / "shared"))
 CLAUDE_CODE_DATA = SHARED / "data" / "claude-code"
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """Every `@pytest.mark.anyio` test runs on asyncio (the engine uses asyncio directly)."""
+    return "asyncio"
+
+
 def claude_code_files() -> list[Path]:
     """Every real Claude Code transcript under `CLAUDE_CODE_DATA` (empty if absent)."""
     if not CLAUDE_CODE_DATA.is_dir():

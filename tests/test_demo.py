@@ -13,11 +13,6 @@ from foldline.cli import cli
 from foldline.demo import run_demo
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_demo_resumes_mid_session_and_keeps_reading_the_cache(tmp_path: Path) -> None:
     out = io.StringIO()

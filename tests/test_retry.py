@@ -9,11 +9,6 @@ from foldline.errors import ModelConnectionError, ModelHTTPError, RetriesExhaust
 from foldline.retry import AttemptBudget, retrying
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class _Flaky:
     def __init__(self, errors: list[Exception]) -> None:
         self.errors = errors

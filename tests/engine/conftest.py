@@ -1,4 +1,10 @@
-"""Fixtures for engine tests: the real local server (uvicorn, loopback), a real transcript, real tools."""
+"""Fixtures for engine tests: a real transcript and real tools, and a model that is either in-process or HTTP.
+
+`scripted(script, **config)` answers from a strict `foldline.testing.ScriptedProvider` (no server,
+every item must be used); `harness(replies, faults=..., **config)` starts the real local server
+(uvicorn on loopback) and talks to it through the official SDK. Use `harness` only where HTTP or the
+server is the subject: status codes counted at the server, headers, its prompt cache, end to end.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +22,13 @@ from foldline.config import Config, RetryConfig
 from foldline.engine import QueryEngine
 from foldline.events import UIEvent
 from foldline.providers.anthropic import AnthropicProvider
+from foldline.providers.base import Provider
 from foldline.server.app import ServerState, create_app
 from foldline.server.backend import BackendRequest, Reply, ScriptedBackend
 from foldline.server.config import ServerConfig
 from foldline.server.faults import parse_faults
 from foldline.server.testing import run_server
+from foldline.testing import Call, ScriptedProvider, ScriptItem
 from foldline.timeline import Timeline
 from foldline.tools import default_tools
 from foldline.transcript import TranscriptWriter, load_transcript, open_session
@@ -28,22 +36,20 @@ from foldline.transcript import TranscriptWriter, load_transcript, open_session
 MODEL = "claude-sonnet-4-5"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Harness:
-    """A scripted server plus everything an engine needs; `engine()` builds one (resumed if a file exists)."""
+    """A scripted model plus everything an engine needs; `engine()` builds one (resumed if a file exists).
 
-    url: str
-    state: ServerState
-    backend: ScriptedBackend
+    The model is the real server (`url`, `state`, `backend`) or an in-process `fake`.
+    """
+
     workspace: Path
     transcript: Path
-    stack: ExitStack
     config: Config
+    url: str = ""
+    state: ServerState | None = None
+    backend: ScriptedBackend | None = None
+    fake: ScriptedProvider | None = None
     events: list[UIEvent] = field(default_factory=list)
     writers: list[TranscriptWriter] = field(default_factory=list)
     engines: list[QueryEngine] = field(default_factory=list)
@@ -62,7 +68,7 @@ class Harness:
         self.writers.clear()
         writer, timeline = open_session(self.transcript, session_id="s1", fsync="never")
         self.writers.append(writer)
-        provider = AnthropicProvider(base_url=self.url, api_key="k")
+        provider: Provider = self.fake or AnthropicProvider(base_url=self.url, api_key="k")
         engine = QueryEngine(
             provider=provider,
             config=kwargs.pop("config", self.config),
@@ -78,11 +84,64 @@ class Harness:
         engine.answer_dangling_tool_calls()
         return engine
 
-    def requests(self) -> list[BackendRequest]:
+    def requests(self) -> list[BackendRequest] | list[Call]:
+        """The requests the model answered (over HTTP: those that reached the backend)."""
+        if self.fake is not None:
+            return [c for c in self.fake.calls if c.message is not None]
+        assert self.backend is not None
         return list(self.backend.calls)
 
-    def statuses(self) -> list[int]:
+    def statuses(self) -> list[int | None]:
+        """Each request's HTTP status, as the server logged it (in-process: as it would have)."""
+        if self.fake is not None:
+            return [c.status for c in self.fake.calls]
+        assert self.state is not None
         return [r.status for r in self.state.records]
+
+    async def close(self) -> None:
+        for engine in self.engines:
+            await engine.aclose()
+        for writer in self.writers:
+            if not writer.closed:
+                writer.close()
+
+
+def _config(**config: Any) -> Config:
+    retry = RetryConfig(base_backoff_s=0.01, max_backoff_s=0.05, **config.pop("retry", {}))
+    return Config(model=MODEL, retry=retry, **config)
+
+
+def _workspace(tmp_path: Path) -> Path:
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    return workspace
+
+
+@pytest.fixture
+async def scripted(tmp_path: Path) -> AsyncIterator[Callable[..., Harness]]:
+    """`scripted(script, server_context_window=None, **config)`: the engine on a strict in-process model.
+
+    `server_context_window` is the model's window (the fake answers 400 past it, as the server does);
+    `config` builds the engine's `Config`.
+
+    After the test, every script item must have been used (`ScriptedProvider.assert_complete`).
+    """
+    started: list[Harness] = []
+
+    def start(
+        script: Sequence[ScriptItem] = (), *, server_context_window: int | None = None, **config: Any
+    ) -> Harness:
+        fake = ScriptedProvider(script, context_window=server_context_window)
+        h = Harness(_workspace(tmp_path), tmp_path / "s1.jsonl", _config(**config), fake=fake)
+        started.append(h)
+        return h
+
+    yield start
+    for h in started:
+        await h.close()
+    for h in started:
+        assert h.fake is not None
+        h.fake.assert_complete()
 
 
 @pytest.fixture
@@ -98,23 +157,24 @@ async def harness(tmp_path: Path) -> AsyncIterator[Callable[..., Harness]]:
             server_clock: Callable[[], float] = time.monotonic,
             **config: Any,
         ) -> Harness:
-            backend = ScriptedBackend(replies=replies, select="sequence")
+            backend = ScriptedBackend(replies=replies, select="sequence", strict=True)  # never echo
             plan = parse_faults(faults) if faults else None
             app = create_app(server, backend=backend, faults=plan, clock=server_clock)
             url = stack.enter_context(run_server(app))
-            workspace = tmp_path / "ws"
-            workspace.mkdir(exist_ok=True)
-            retry = RetryConfig(base_backoff_s=0.01, max_backoff_s=0.05, **config.pop("retry", {}))
-            cfg = Config(model=MODEL, retry=retry, **config)
-            h = Harness(url, app.state.foldline, backend, workspace, tmp_path / "s1.jsonl", stack, cfg)
-            stack.callback(lambda: [w.close() for w in h.writers if not w.closed])
+            h = Harness(
+                _workspace(tmp_path),
+                tmp_path / "s1.jsonl",
+                _config(**config),
+                url=url,
+                state=app.state.foldline,
+                backend=backend,
+            )
             started.append(h)
             return h
 
         yield start
         for h in started:
-            for engine in h.engines:
-                await engine.aclose()
+            await h.close()
 
 
 def assert_valid_next_request(h: Harness, engine: QueryEngine) -> None:

@@ -1,4 +1,8 @@
-"""The engine against injected faults: one bounded retry layer, retry-after, watchdog, in-stream errors."""
+"""The engine against injected faults: one bounded retry layer, retry-after, watchdog, in-stream errors.
+
+In-process (`foldline.testing` failures); the attempt caps also run once over real HTTP, counted at
+the server, in test_over_http.py.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import pytest
 
 from foldline.errors import RetriesExhaustedError
 from foldline.events import RetryEvent
+from foldline.testing import connection_error, http_error, in_stream_error, overloaded, rate_limited, stall
 from foldline.timeline import AssistantEntry
 
 from .conftest import Harness, reload
@@ -18,23 +23,11 @@ def _assistants(h: Harness) -> list[AssistantEntry]:
     return [r for r in reload(h).snapshot() if isinstance(r, AssistantEntry) and not r.is_api_error_message]
 
 
-@pytest.mark.slow
-@pytest.mark.anyio
-async def test_retry_after_three_seconds_is_honoured(harness: Callable[..., Harness]) -> None:
-    h = harness([{"text": "finally"}], faults="1:429/3")
-    engine = await h.engine()
-    started = time.monotonic()
-    result = await engine.submit_message("hi")
-    assert time.monotonic() - started >= 3.0
-    assert (result.text, result.attempts, h.statuses()) == ("finally", 2, [429, 200])
-    assert [e.delay for e in h.events if isinstance(e, RetryEvent)] == [3.0]
-
-
 @pytest.mark.anyio
 async def test_retry_after_beyond_the_cap_is_a_clear_error_not_a_hang(
-    harness: Callable[..., Harness],
+    scripted: Callable[..., Harness],
 ) -> None:
-    h = harness([{"text": "never"}], faults="1:429/120")
+    h = scripted([rate_limited(retry_after=120)])
     engine = await h.engine()
     started = time.monotonic()
     with pytest.raises(RetriesExhaustedError, match="retry after 120 s"):
@@ -47,21 +40,20 @@ async def test_retry_after_beyond_the_cap_is_a_clear_error_not_a_hang(
 
 
 @pytest.mark.anyio
-async def test_http_attempts_per_turn_never_exceed_the_cap(harness: Callable[..., Harness]) -> None:
-    h = harness([{"text": "never"}], faults="1-50:529", retry={"max_attempts": 4})
+async def test_http_attempts_per_turn_never_exceed_the_cap(scripted: Callable[..., Harness]) -> None:
+    h = scripted([overloaded()] * 4, retry={"max_attempts": 4})
     engine = await h.engine()
     with pytest.raises(RetriesExhaustedError, match="gave up after 4 attempts"):
         await engine.submit_message("hi")
-    assert h.statuses() == [529] * 4  # counted at the server: the SDK's own retries are off
+    assert h.statuses() == [529] * 4
 
 
 @pytest.mark.anyio
 async def test_mid_stream_stall_trips_the_watchdog_and_the_retry_succeeds(
-    harness: Callable[..., Harness],
+    scripted: Callable[..., Harness],
 ) -> None:
-    h = harness(
-        [{"text": "slow " * 50}, {"text": "fast"}],
-        faults="1:stall/30/4",
+    h = scripted(
+        [stall({"text": "slow " * 50}, after_events=4), {"text": "fast"}],
         retry={"stream_idle_timeout_s": 0.5},
     )
     engine = await h.engine()
@@ -76,9 +68,9 @@ async def test_mid_stream_stall_trips_the_watchdog_and_the_retry_succeeds(
 @pytest.mark.parametrize("after_events", [1, 6], ids=["before-output", "after-output"])
 @pytest.mark.anyio
 async def test_in_stream_overload_is_retried_without_duplicate_entries(
-    harness: Callable[..., Harness], after_events: int
+    scripted: Callable[..., Harness], after_events: int
 ) -> None:
-    h = harness([{"text": "first " * 40}, {"text": "second"}], faults=f"1:error/{after_events}")
+    h = scripted([in_stream_error({"text": "first " * 40}, after_events), {"text": "second"}])
     engine = await h.engine()
     result = await engine.submit_message("hi")
     assert result.text == "second"
@@ -88,17 +80,17 @@ async def test_in_stream_overload_is_retried_without_duplicate_entries(
 
 
 @pytest.mark.anyio
-async def test_stream_cut_mid_body_is_retried(harness: Callable[..., Harness]) -> None:
-    h = harness([{"text": "cut " * 40}, {"text": "whole"}], faults="1:cut/5")
+async def test_stream_cut_mid_body_is_retried(scripted: Callable[..., Harness]) -> None:
+    h = scripted([connection_error(reply={"text": "cut " * 40}, after_events=5), {"text": "whole"}])
     engine = await h.engine()
     assert (await engine.submit_message("hi")).text == "whole"
     assert len(_assistants(h)) == 1
 
 
 @pytest.mark.anyio
-async def test_max_tokens_escalates_once_then_continues(harness: Callable[..., Harness]) -> None:
+async def test_max_tokens_escalates_once_then_continues(scripted: Callable[..., Harness]) -> None:
     text = " ".join(f"w{i}" for i in range(100))
-    h = harness(
+    h = scripted(
         [{"text": text}] * 4, max_output_tokens=20, escalated_max_output_tokens=40, max_output_recoveries=2
     )
     engine = await h.engine()
@@ -111,9 +103,9 @@ async def test_max_tokens_escalates_once_then_continues(harness: Callable[..., H
 
 
 @pytest.mark.anyio
-async def test_max_tokens_escalation_that_suffices(harness: Callable[..., Harness]) -> None:
+async def test_max_tokens_escalation_that_suffices(scripted: Callable[..., Harness]) -> None:
     text = " ".join(f"w{i}" for i in range(30))
-    h = harness([{"text": text}] * 2, max_output_tokens=20, escalated_max_output_tokens=64)
+    h = scripted([{"text": text}] * 2, max_output_tokens=20, escalated_max_output_tokens=64)
     engine = await h.engine()
     result = await engine.submit_message("write")
     assert (result.stop_reason, [r.max_tokens for r in h.requests()]) == ("end_turn", [20, 64])
@@ -121,10 +113,11 @@ async def test_max_tokens_escalation_that_suffices(harness: Callable[..., Harnes
 
 
 @pytest.mark.anyio
-async def test_retries_per_turn_stop_at_the_cap(harness: Callable[..., Harness]) -> None:
-    odd = ",".join(f"{n}:529" for n in range(1, 40, 2))  # every round's first attempt fails
-    replies = [{"tool_calls": [{"name": "Bash", "input": {"command": "true"}}]}] * 20
-    h = harness(replies, faults=odd, retry={"max_retries_per_turn": 3})
+async def test_retries_per_turn_stop_at_the_cap(scripted: Callable[..., Harness]) -> None:
+    bash = {"tool_calls": [{"name": "Bash", "input": {"command": "true"}}]}
+    h = scripted(
+        [overloaded(), bash] * 3 + [overloaded()], retry={"max_retries_per_turn": 3}
+    )  # every round's first attempt fails
     engine = await h.engine()
     with pytest.raises(RetriesExhaustedError, match="already retried 3 times"):
         await engine.submit_message("hi")
@@ -132,9 +125,8 @@ async def test_retries_per_turn_stop_at_the_cap(harness: Callable[..., Harness])
 
 
 @pytest.mark.anyio
-async def test_ten_rounds_each_with_one_transient_failure_complete(harness: Callable[..., Harness]) -> None:
-    odd = ",".join(f"{n}:500" for n in range(1, 21, 2))
-    replies = [{"tool_calls": [{"name": "Bash", "input": {"command": "true"}}]}] * 9 + [{"text": "ok"}]
-    h = harness(replies, faults=odd)
+async def test_ten_rounds_each_with_one_transient_failure_complete(scripted: Callable[..., Harness]) -> None:
+    bash = {"tool_calls": [{"name": "Bash", "input": {"command": "true"}}]}
+    h = scripted([http_error(500), bash] * 9 + [http_error(500), {"text": "ok"}])
     result = await (await h.engine()).submit_message("hi")
     assert (result.text, result.attempts, h.statuses()) == ("ok", 20, [500, 200] * 10)

@@ -15,12 +15,11 @@ from foldline.config import AutoCompactConfig
 from foldline.engine import QueryEngine
 from foldline.errors import ModelHTTPError, PromptTooLongError
 from foldline.events import JsonlTelemetrySink
-from foldline.server.config import ServerConfig
+from foldline.testing import overloaded
 from foldline.timeline import (
     AssistantEntry,
     AttachmentEntry,
     SnipBoundary,
-    SystemEntry,
     UserEntry,
     new_uuid,
     now_iso,
@@ -52,10 +51,10 @@ class _SnipFirstExchange:
 
 
 @pytest.mark.anyio
-async def test_prompt_too_long_runs_the_recovery_chain_and_retries(harness: Callable[..., Harness]) -> None:
-    h = harness(
+async def test_prompt_too_long_runs_the_recovery_chain_and_retries(scripted: Callable[..., Harness]) -> None:
+    h = scripted(
         [{"text": "one"}, {"text": "two"}],
-        server=ServerConfig(context_window=4_000),
+        server_context_window=4_000,
         snip_enabled=False,
         max_output_tokens=100,
     )
@@ -78,9 +77,9 @@ async def test_prompt_too_long_runs_the_recovery_chain_and_retries(harness: Call
 
 @pytest.mark.anyio
 async def test_prompt_too_long_with_nothing_to_compact_tells_the_user(
-    harness: Callable[..., Harness],
+    scripted: Callable[..., Harness],
 ) -> None:
-    h = harness([{"text": "one"}], server=ServerConfig(context_window=500))
+    h = scripted([], server_context_window=500)
     engine = await h.engine()
     with pytest.raises(PromptTooLongError, match="run /compact"):
         await engine.submit_message(_words(800))
@@ -90,9 +89,9 @@ async def test_prompt_too_long_with_nothing_to_compact_tells_the_user(
 
 
 @pytest.mark.anyio
-async def test_blocking_limit_refuses_before_sending(harness: Callable[..., Harness]) -> None:
-    h = harness(
-        [{"text": "never"}],
+async def test_blocking_limit_refuses_before_sending(scripted: Callable[..., Harness]) -> None:
+    h = scripted(
+        [],
         context_window=4_000,
         output_reserve=1_000,
         autocompact=AutoCompactConfig(blocking_margin=500),
@@ -104,8 +103,8 @@ async def test_blocking_limit_refuses_before_sending(harness: Callable[..., Harn
 
 
 @pytest.mark.anyio
-async def test_instruction_files_are_attached_once_per_session(harness: Callable[..., Harness]) -> None:
-    h = harness([{"text": "one"}, {"text": "two"}])
+async def test_instruction_files_are_attached_once_per_session(scripted: Callable[..., Harness]) -> None:
+    h = scripted([{"text": "one"}, {"text": "two"}])
     (h.workspace / "FOLDLINE.md").write_text("Always answer in haiku.\n")
     engine = await h.engine()
     await engine.submit_message("hi")
@@ -116,8 +115,8 @@ async def test_instruction_files_are_attached_once_per_session(harness: Callable
 
 
 @pytest.mark.anyio
-async def test_background_tail_never_blocks_the_next_input(harness: Callable[..., Harness]) -> None:
-    h = harness([{"text": "one"}, {"text": "two"}])
+async def test_background_tail_never_blocks_the_next_input(scripted: Callable[..., Harness]) -> None:
+    h = scripted([{"text": "one"}, {"text": "two"}])
     release = asyncio.Event()
     finished: list[int] = []
 
@@ -135,8 +134,8 @@ async def test_background_tail_never_blocks_the_next_input(harness: Callable[...
 
 
 @pytest.mark.anyio
-async def test_jsonl_telemetry_sink_is_opt_in(harness: Callable[..., Harness], tmp_path: Path) -> None:
-    h = harness([{"text": "late"}], faults="1:529")
+async def test_jsonl_telemetry_sink_is_opt_in(scripted: Callable[..., Harness], tmp_path: Path) -> None:
+    h = scripted([overloaded(), {"text": "late"}])
     engine = await h.engine()
     sink = tmp_path / "telemetry.jsonl"
     engine.events.sinks.append(JsonlTelemetrySink(sink))
@@ -147,25 +146,10 @@ async def test_jsonl_telemetry_sink_is_opt_in(harness: Callable[..., Harness], t
 
 
 @pytest.mark.anyio
-async def test_a_server_side_eviction_is_reported_as_a_cache_break(harness: Callable[..., Harness]) -> None:
-    server_time = [1_000.0]
-    h = harness([{"text": "one"}, {"text": "two"}, {"text": "three"}], server_clock=lambda: server_time[0])
-    engine = await h.engine(session_dir=h.workspace.parent / "files")
-    await engine.submit_message(_words(3_000))
-    await engine.submit_message("again")
-    server_time[0] += 600  # the server's 5-minute cache entries expire; the client changed nothing
-    await engine.submit_message("and again")
-    breaks = [r for r in reload(h).snapshot() if isinstance(r, SystemEntry) and r.subtype == "cache_break"]
-    assert len(breaks) == 1
-    assert "likely server-side" in breaks[0].content
-    assert breaks[0].level == "warning"
-
-
-@pytest.mark.anyio
 async def test_a_reply_that_would_overflow_the_window_is_asked_to_be_shorter(
-    harness: Callable[..., Harness],
+    scripted: Callable[..., Harness],
 ) -> None:
-    h = harness([{"text": "short"}], server=ServerConfig(context_window=4_000))
+    h = scripted([{"text": "short"}], server_context_window=4_000)
     engine = await h.engine()
     result = await engine.submit_message("hi")  # ~1,100 prompt tokens + the default 8,192 > 4,000
     assert result.text == "short"
@@ -176,9 +160,9 @@ async def test_a_reply_that_would_overflow_the_window_is_asked_to_be_shorter(
 
 @pytest.mark.anyio
 async def test_no_room_for_a_reply_falls_through_to_the_prompt_too_long_chain(
-    harness: Callable[..., Harness],
+    scripted: Callable[..., Harness],
 ) -> None:
-    h = harness([{"text": "never"}], server=ServerConfig(context_window=2_000))
+    h = scripted([], server_context_window=2_000)
     engine = await h.engine()
     with pytest.raises(ModelHTTPError, match="exceed context limit"):
         await engine.submit_message("hi")  # ~1,100 prompt tokens leave under 1,024 for a reply

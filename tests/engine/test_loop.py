@@ -1,4 +1,4 @@
-"""The tool loop against the real local server: parallel reads, serial writes, bash, resume."""
+"""The tool loop on an in-process scripted model: parallel reads, serial writes, bash, resume."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ def _tool(name: str, **tool_input: object) -> dict[str, object]:
 
 @pytest.mark.anyio
 async def test_multi_turn_tool_loop_writes_a_transcript_that_resumes_and_continues(
-    harness: Callable[..., Harness],
+    scripted: Callable[..., Harness],
 ) -> None:
-    h = harness(
+    h = scripted(
         [
             {
                 "text": "Reading both.",
@@ -73,9 +73,9 @@ async def test_multi_turn_tool_loop_writes_a_transcript_that_resumes_and_continu
 
 @pytest.mark.anyio
 async def test_results_come_back_in_tool_use_order_and_writes_run_serially(
-    harness: Callable[..., Harness],
+    scripted: Callable[..., Harness],
 ) -> None:
-    h = harness(
+    h = scripted(
         [
             {
                 "tool_calls": [
@@ -97,8 +97,8 @@ async def test_results_come_back_in_tool_use_order_and_writes_run_serially(
 
 
 @pytest.mark.anyio
-async def test_every_record_is_announced_and_persisted(harness: Callable[..., Harness]) -> None:
-    h = harness([{"tool_calls": [_tool("Read", file_path="missing.txt")]}, {"text": "no file"}])
+async def test_every_record_is_announced_and_persisted(scripted: Callable[..., Harness]) -> None:
+    h = scripted([{"tool_calls": [_tool("Read", file_path="missing.txt")]}, {"text": "no file"}])
     engine = await h.engine()
     await engine.submit_message("read it")
     announced = [e.record for e in h.events if isinstance(e, RecordEvent)]
@@ -114,10 +114,10 @@ async def test_every_record_is_announced_and_persisted(harness: Callable[..., Ha
 
 @pytest.mark.anyio
 async def test_composite_tool_records_virtual_pairs_the_api_never_sees(
-    harness: Callable[..., Harness],
+    scripted: Callable[..., Harness],
 ) -> None:
     inner = [_tool("Write", file_path="x.txt", content="hello\n"), _tool("Read", file_path="x.txt")]
-    h = harness([{"tool_calls": [_tool("Batch", calls=inner)]}, {"text": "batched"}])
+    h = scripted([{"tool_calls": [_tool("Batch", calls=inner)]}, {"text": "batched"}])
     engine = await h.engine(tools=[*default_tools(), BatchTool()])
     await engine.submit_message("batch it")
     assert (h.workspace / "x.txt").read_text() == "hello\n"
@@ -135,8 +135,8 @@ async def test_composite_tool_records_virtual_pairs_the_api_never_sees(
 
 
 @pytest.mark.anyio
-async def test_ask_callback_decides_calls_the_rules_leave_open(harness: Callable[..., Harness]) -> None:
-    h = harness(
+async def test_ask_callback_decides_calls_the_rules_leave_open(scripted: Callable[..., Harness]) -> None:
+    h = scripted(
         [
             {
                 "tool_calls": [
@@ -176,8 +176,8 @@ class _LoudTool(BaseTool):
 
 
 @pytest.mark.anyio
-async def test_oversized_tool_output_is_recorded_as_a_preview_once(harness: Callable[..., Harness]) -> None:
-    h = harness([{"tool_calls": [_tool("Loud")]}, {"text": "ok"}])
+async def test_oversized_tool_output_is_recorded_as_a_preview_once(scripted: Callable[..., Harness]) -> None:
+    h = scripted([{"tool_calls": [_tool("Loud")]}, {"text": "ok"}])
     engine = await h.engine(tools=[_LoudTool()], session_dir=h.workspace.parent / "session-files")
     await engine.submit_message("make noise")
     sent = str(h.requests()[1].messages[-1]["content"][0]["content"])
@@ -190,8 +190,8 @@ async def test_oversized_tool_output_is_recorded_as_a_preview_once(harness: Call
 
 
 @pytest.mark.anyio
-async def test_a_turn_of_sixty_tool_rounds_completes(harness: Callable[..., Harness]) -> None:
-    h = harness(
+async def test_a_turn_of_sixty_tool_rounds_completes(scripted: Callable[..., Harness]) -> None:
+    h = scripted(
         [{"tool_calls": [_tool("Bash", command=f"echo {i}")]} for i in range(60)] + [{"text": "done"}]
     )
     engine = await h.engine()
@@ -205,8 +205,8 @@ async def test_a_turn_of_sixty_tool_rounds_completes(harness: Callable[..., Harn
 
 
 @pytest.mark.anyio
-async def test_max_turns_stops_cleanly_after_the_tool_results(harness: Callable[..., Harness]) -> None:
-    h = harness([{"tool_calls": [_tool("Bash", command="echo x")]}] * 5, max_turns=3)
+async def test_max_turns_stops_cleanly_after_the_tool_results(scripted: Callable[..., Harness]) -> None:
+    h = scripted([{"tool_calls": [_tool("Bash", command="echo x")]}] * 3, max_turns=3)
     engine = await h.engine()
     result = await engine.submit_message("work")
     assert (result.stop_reason, len(h.requests())) == ("max_turns", 3)
@@ -224,7 +224,7 @@ class _Boom(BaseTool):
 
 @pytest.mark.anyio
 async def test_engine_wiring_limits_validation_denials_and_batch_errors(
-    harness: Callable[..., Harness],
+    scripted: Callable[..., Harness],
 ) -> None:
     calls = [
         _tool("Bash", command="sleep 5"),
@@ -232,7 +232,7 @@ async def test_engine_wiring_limits_validation_denials_and_batch_errors(
         _tool("Batch", calls=[_tool("Boom")]),
         _tool("Bash", command="rm -rf /tmp/nope"),
     ]
-    h = harness([{"tool_calls": calls}, {"text": "end"}], tools=ToolsConfig(bash_timeout_s=0.5))
+    h = scripted([{"tool_calls": calls}, {"text": "end"}], tools=ToolsConfig(bash_timeout_s=0.5))
     rules = PermissionRules.from_lists(deny=["Bash(rm:*)"])
     engine = await h.engine(tools=[*default_tools(), BatchTool(), _Boom()], rules=rules)
     assert (await engine.submit_message("go")).text == "end"

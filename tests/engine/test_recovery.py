@@ -2,8 +2,9 @@
 
 Each case stops the loop at one point — by cancelling its task (Ctrl-C) or by a simulated kill
 (the transcript write that would come next never happens) — then starts a fresh engine on the same
-transcript and runs a new turn. Each asserts: the server accepted the new request (it validates
-strictly), no tool ran twice, and the interruption is in the history the model sees.
+transcript and runs a new turn. Each asserts: the model accepted the new request (the in-process
+model runs the server's strict validator), no tool ran twice, and the interruption is in the history
+the model sees.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from foldline.engine import INTERRUPT_MARKER, INTERRUPT_MARKER_TOOLS, RESUME_MARKER, QueryEngine
 from foldline.events import TextDeltaEvent, ToolInputDeltaEvent, UIEvent
 from foldline.executor import INTERRUPTED_BEFORE_START, INTERRUPTED_WHILE_RUNNING
+from foldline.testing import overloaded, stall
 from foldline.timeline import AnyRecord, AssistantEntry, UserEntry
 
 from .conftest import Harness, assert_valid_next_request, reload
@@ -56,9 +58,9 @@ def _texts(messages: list[dict[str, Any]]) -> str:
 
 @pytest.mark.anyio
 async def test_cancel_mid_text_stream_keeps_the_text_shown_and_marks_the_interrupt(
-    harness: Callable[..., Harness],
+    scripted: Callable[..., Harness],
 ) -> None:
-    h = harness([{"text": _long_text(400)}, {"text": "yes"}], faults="1:stall/30/6")
+    h = scripted([stall({"text": _long_text(400)}, after_events=6), {"text": "yes"}])
     engine = await h.engine()
     await _cancel_when(engine, "tell me a story", lambda e: isinstance(e, TextDeltaEvent))
     records = reload(h).snapshot()
@@ -72,10 +74,14 @@ async def test_cancel_mid_text_stream_keeps_the_text_shown_and_marks_the_interru
 
 
 @pytest.mark.anyio
-async def test_cancel_mid_tool_use_input_never_runs_the_tool(harness: Callable[..., Harness]) -> None:
-    h = harness(
-        [{"tool_calls": [_tool("Write", file_path="big.txt", content=_long_text(400))]}, {"text": "ok"}],
-        faults="1:stall/30/6",
+async def test_cancel_mid_tool_use_input_never_runs_the_tool(scripted: Callable[..., Harness]) -> None:
+    h = scripted(
+        [
+            stall(
+                {"tool_calls": [_tool("Write", file_path="big.txt", content=_long_text(400))]}, after_events=6
+            ),
+            {"text": "ok"},
+        ]
     )
     engine = await h.engine()
     await _cancel_when(engine, "write it", lambda e: isinstance(e, ToolInputDeltaEvent))
@@ -88,8 +94,8 @@ async def test_cancel_mid_tool_use_input_never_runs_the_tool(harness: Callable[.
 
 
 @pytest.mark.anyio
-async def test_cancel_during_one_of_several_tools(harness: Callable[..., Harness]) -> None:
-    h = harness(
+async def test_cancel_during_one_of_several_tools(scripted: Callable[..., Harness]) -> None:
+    h = scripted(
         [
             {
                 "tool_calls": [
@@ -128,8 +134,8 @@ class _Killed(BaseException):
 
 
 @pytest.mark.anyio
-async def test_killed_after_results_but_before_they_are_saved(harness: Callable[..., Harness]) -> None:
-    h = harness([{"tool_calls": [_tool("Bash", command="echo ran >> counter.txt")]}, {"text": "ok"}])
+async def test_killed_after_results_but_before_they_are_saved(scripted: Callable[..., Harness]) -> None:
+    h = scripted([{"tool_calls": [_tool("Bash", command="echo ran >> counter.txt")]}, {"text": "ok"}])
     engine = await h.engine()
     writer = engine.transcript
     assert writer is not None
@@ -150,8 +156,8 @@ async def test_killed_after_results_but_before_they_are_saved(harness: Callable[
 
 
 @pytest.mark.anyio
-async def test_cancel_in_a_backoff_sleep(harness: Callable[..., Harness]) -> None:
-    h = harness([{"text": "first"}, {"text": "second"}], faults="1:529")
+async def test_cancel_in_a_backoff_sleep(scripted: Callable[..., Harness]) -> None:
+    h = scripted([overloaded(), {"text": "first"}])
     sleeping = asyncio.Event()
 
     async def slow_sleep(delay: float) -> None:

@@ -13,11 +13,6 @@ from foldline.server.tokenizer import count_text
 from foldline.stream import MessageDelta, MessageStart, MessageStop, StreamEvent
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _body(edit: bool) -> dict[str, object]:
     result = {
         "type": "tool_result",

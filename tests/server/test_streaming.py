@@ -98,11 +98,6 @@ def test_max_tokens_cuts_the_reply(serve: Callable[..., Served]) -> None:
     assert count_text(message.content[0].text) == 10  # type: ignore[union-attr]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_async_client_streams_and_agrees() -> None:
     with run_server(create_app(backend=ScriptedBackend(replies=SCRIPT))) as url:

@@ -10,11 +10,6 @@ from foldline.tools import ToolContext
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "app"
     root.mkdir()

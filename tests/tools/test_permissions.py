@@ -425,11 +425,6 @@ def test_protected_paths(path: str, protected: bool) -> None:
 # --- authorize: settling `ask` through the callback ---------------------------------------------
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize(("answer", "expected"), [(True, "allow"), (False, "deny")])
 async def test_authorize_asks_the_callback(layout: dict[str, str], answer: bool, expected: str) -> None:

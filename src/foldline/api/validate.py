@@ -48,7 +48,14 @@ from foldline._json import JSONEncodeError, dumps
 from foldline.errors import RequestValidationError, UserError
 from foldline.media import decode_base64, decode_image, pdf_pages
 
-__all__ = ["ValidationLimits", "find_errors", "request_too_large", "validate_request"]
+__all__ = [
+    "ValidationLimits",
+    "find_errors",
+    "output_too_long_message",
+    "prompt_too_long_message",
+    "request_too_large",
+    "validate_request",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1109,13 +1116,22 @@ def _check_context(request: _Request) -> Iterator[RequestValidationError]:
         return
     max_tokens = request.body["max_tokens"]
     if prompt > window:
-        yield _bare(f"prompt is too long: {prompt} tokens > {window} maximum", _ROOT.at("messages"))
+        yield _bare(prompt_too_long_message(prompt, window), _ROOT.at("messages"))
     elif prompt + max_tokens > window:
-        yield _bare(
-            f"input length and `max_tokens` exceed context limit: {prompt} + {max_tokens} > {window}, "
-            "decrease input length or `max_tokens` and try again",
-            _ROOT.at("max_tokens"),
-        )
+        yield _bare(output_too_long_message(prompt, max_tokens, window), _ROOT.at("max_tokens"))
+
+
+def prompt_too_long_message(prompt: int, window: int) -> str:
+    """The API's exact 400 message (rule 38) for a prompt of `prompt` tokens in a `window`-token context."""
+    return f"prompt is too long: {prompt} tokens > {window} maximum"
+
+
+def output_too_long_message(prompt: int, max_tokens: int, window: int) -> str:
+    """The API's exact 400 message (rule 39) when the prompt fits but prompt + `max_tokens` does not."""
+    return (
+        f"input length and `max_tokens` exceed context limit: {prompt} + {max_tokens} > {window}, "
+        "decrease input length or `max_tokens` and try again"
+    )
 
 
 _SEMANTIC_CHECKS: tuple[_Check, ...] = (

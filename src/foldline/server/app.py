@@ -32,7 +32,7 @@ from starlette.types import Receive, Scope, Send
 from foldline._json import dumps, loads
 from foldline.api.validate import ValidationLimits, validate_request
 from foldline.errors import RequestValidationError
-from foldline.server._envelope import error_body, error_response, request_id
+from foldline.server._envelope import error_response
 from foldline.server.backend import Backend, BackendRequest, ScenarioExhaustedError, ScriptedBackend
 from foldline.server.caching import (
     CACHE_EDITS_BETA,
@@ -47,6 +47,7 @@ from foldline.server.caching import (
     total_tokens,
 )
 from foldline.server.config import ServerConfig
+from foldline.server.envelope import FAULT_MESSAGES, error_body, request_id
 from foldline.server.faults import Fault, FaultPlan
 from foldline.server.guard import BodyTooLarge, RequestGuard
 from foldline.server.sse import error_event, format_event, message_events
@@ -107,13 +108,10 @@ def _check_auth(request: Request, state: ServerState) -> None:
 def _fault_error(fault: Fault) -> _ApiError | None:
     if fault.kind == "429":
         seconds = f"{fault.retry_after:g}"
-        return _ApiError(
-            429, "Number of request tokens has exceeded your rate limit", {"retry-after": seconds}
-        )
-    if fault.kind == "529":
-        return _ApiError(529, "Overloaded")
-    if fault.kind == "500":
-        return _ApiError(500, "Internal server error")
+        return _ApiError(429, FAULT_MESSAGES[429], {"retry-after": seconds})
+    if fault.kind in ("529", "500"):
+        status = int(fault.kind)
+        return _ApiError(status, FAULT_MESSAGES[status])
     return None
 
 
@@ -209,7 +207,7 @@ class _EventStream(StreamingResponse):
                     yield None
                     return
                 if fault.kind == "error":
-                    yield error_event("overloaded_error", "Overloaded")
+                    yield error_event("overloaded_error", FAULT_MESSAGES[529])
                     return
                 if fault.kind == "stall":
                     await anyio.sleep(fault.seconds)
@@ -237,7 +235,7 @@ class _CutBody(Response):
 def _plain_response(message: dict[str, Any], fault: Fault | None, request_id: str) -> Response:
     headers = {"request-id": request_id}
     if fault is not None and fault.kind == "error":
-        return error_response(529, "Overloaded")
+        return error_response(529, FAULT_MESSAGES[529])
     if fault is not None and fault.kind == "cut":
         return _CutBody(dumps(message), media_type="application/json", headers=headers)
     return Response(dumps(message), media_type="application/json", headers=headers)
