@@ -430,9 +430,10 @@ def test_spread_sse_message_and_garbage_are_skipped_with_line_numbers(tmp_path: 
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": "out", "is_error": "yes"},
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": 3}]},
         {"type": "made_up", "text": "x"},
+        {"type": "tool_result", "tool_use_id": {"x": 1}, "content": "out"},  # crashed chat --resume
     ],
     ids=["type-not-a-string", "input-not-an-object", "no-thinking-text", "is_error-not-bool",
-         "bad-result-item", "unknown-type"],
+         "bad-result-item", "unknown-type", "result-id-not-a-string"],
 )  # fmt: skip
 def test_a_block_the_api_cannot_take_skips_its_line(tmp_path: Path, block: dict[str, Any]) -> None:
     role = "user" if block["type"] == "tool_result" else "assistant"
