@@ -9,9 +9,12 @@ from typing import Any
 
 import orjson
 import pytest
+from click.testing import CliRunner
 from tests.conftest import claude_code_files, requires_claude_code_data
 
 from foldline._json import decode_record, encode_line
+from foldline.api.validate import find_errors
+from foldline.cli import cli
 from foldline.importers.claude_code import ImportedSession, import_claude_code
 from foldline.sessions import count_turns
 from foldline.timeline import (
@@ -411,6 +414,34 @@ def test_spread_sse_message_and_garbage_are_skipped_with_line_numbers(tmp_path: 
     assert [w.line for w in session.warnings] == [2, 3, 4]
     assert "spread" in session.warnings[0].reason
     assert session.files[0].malformed == 3
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": {"nested": "dict"}, "text": "x"},  # used to crash normalization (unhashable type)
+        {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": "ls"},
+        {"type": "thinking", "signature": "sig"},
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "out", "is_error": "yes"},
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": 3}]},
+        {"type": "made_up", "text": "x"},
+        {"type": "tool_result", "tool_use_id": {"x": 1}, "content": "out"},  # crashed chat --resume
+    ],
+    ids=["type-not-a-string", "input-not-an-object", "no-thinking-text", "is_error-not-bool",
+         "bad-result-item", "unknown-type", "result-id-not-a-string"],
+)  # fmt: skip
+def test_a_block_the_api_cannot_take_skips_its_line(tmp_path: Path, block: dict[str, Any]) -> None:
+    role = "user" if block["type"] == "tool_result" else "assistant"
+    bad = _user("bad", "u1", 2, [block]) if role == "user" else _asst("bad", "u1", 2, "m0", block)
+    path = _write(
+        tmp_path / "s.jsonl", [_user("u1", None, 1, "hi"), bad, _asst("a1", "u1", 3, "m1", _text("ok"))]
+    )
+    session = import_claude_code(path)
+    assert _uuids(session) == ["u1", "a1"]
+    assert [(w.line, "content block 0" in w.reason) for w in session.warnings] == [(2, True)]
+    result = CliRunner().invoke(cli, ["request", str(path), "--body-only"])
+    assert result.exit_code == 0, result.output
+    assert find_errors(orjson.loads(result.stdout)) == []
 
 
 def test_metadata_lines_are_counted_not_imported(tmp_path: Path) -> None:

@@ -112,3 +112,12 @@ def test_request_names_an_unknown_session_id(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["request", "nope"], env={"FOLDLINE_HOME": str(tmp_path)})
     assert result.exit_code == 1
     assert "nope: no such session file" in result.output
+
+
+def test_a_session_with_nothing_to_send_names_the_file(tmp_path: Path) -> None:
+    # A Claude Code file holding only metadata lines loads fine but has no conversation.
+    path = tmp_path / "meta-only.jsonl"
+    path.write_bytes(orjson.dumps({"type": "summary", "summary": "t", "leafUuid": "x"}) + b"\n")
+    result = CliRunner().invoke(cli, ["request", str(path)])
+    assert result.exit_code == 1
+    assert f"Error: {path}: nothing to send" in result.output

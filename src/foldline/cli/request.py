@@ -128,16 +128,21 @@ def request(
     path = resolve_session(session)
     try:
         loaded = load_session(path, fmt)
-        records = _with_prompt(list(loaded.records), loaded.session_id, prompt)
-        defaults = Config()
-        config = Config(
-            model=model or defaults.model,
-            thinking_budget_tokens=thinking_budget,
-            max_output_tokens=max(defaults.max_output_tokens, (thinking_budget or 0) + 1),
-        )
-        plan = build_request(records, config, system, _read_tools(tools_path), PROVIDERS[provider])
+        tools = _read_tools(tools_path)
     except (FoldlineError, OSError, JSONDecodeError) as exc:
         raise click.ClickException(str(exc)) from exc
+    defaults = Config()
+    config = Config(
+        model=model or defaults.model,
+        thinking_budget_tokens=thinking_budget,
+        max_output_tokens=max(defaults.max_output_tokens, (thinking_budget or 0) + 1),
+    )
+    try:
+        records = _with_prompt(list(loaded.records), loaded.session_id, prompt)
+        plan = build_request(records, config, system, tools, PROVIDERS[provider])
+    except FoldlineError as exc:
+        # The session loaded, but its content cannot make a request: say which session.
+        raise click.ClickException(f"{path}: {exc}") from exc
     for warning in loaded.warnings:
         click.echo(f"warning: {warning}", err=True)
     if plan.new_records:

@@ -6,10 +6,11 @@ in docs/design.md §T; the ids below (T1-T4) refer to it.
 
 How a file becomes a timeline:
 1. Every line is parsed on its own. Non-JSON lines, lines that are not objects, and user/assistant lines
-   whose `message` is malformed (an SSE transcript spread into `{"0":"e",...}`, T2) are skipped with
-   a warning naming the line. Metadata line types (`summary`, `file-history-snapshot`, ...) and unknown
-   types are ignored and counted; malformed and unknown lines that carry a uuid still link the chain
-   (a walk passes through them), so a new CC node type does not cut history.
+   whose `message` is malformed (an SSE transcript spread into `{"0":"e",...}`, T2, or a content
+   block the API would refuse: an unknown type, a required field missing or of the wrong kind) are
+   skipped with a warning naming the line. Metadata line types (`summary`, `file-history-snapshot`,
+   ...) and unknown types are ignored and counted; malformed and unknown lines that carry a uuid
+   still link the chain (a walk passes through them), so a new CC node type does not cut history.
 2. The live leaf is the newest-timestamp main-chain user/assistant line that is no other user/assistant
    line's ancestor (ties go to the later line in the file). A leaf holding only tool_results ranks by
    the time of the nearest ancestor that is not one, so a result that lags behind the next reply does
@@ -95,6 +96,20 @@ _ENVELOPE_KEYS = frozenset(
         "agentId", "promptId", "permissionMode",
     }
 )  # fmt: skip
+# The content block types a CC message can carry back to the API, with the fields each must have and
+# their JSON kinds, as the Messages API takes them. A line with any other block, or a block missing
+# one of these, is malformed: sending it would be refused. `tool_result` content items are a subset.
+_BLOCK_FIELDS: dict[str, dict[str, type]] = {
+    "text": {"text": str},
+    "image": {"source": dict},
+    "document": {"source": dict},
+    "tool_use": {"id": str, "name": str, "input": dict},
+    "tool_result": {"tool_use_id": str},
+    "thinking": {"thinking": str, "signature": str},
+    "redacted_thinking": {"data": str},
+    "tool_reference": {"tool_name": str},
+}
+_RESULT_ITEMS = frozenset({"text", "image", "document", "tool_reference"})
 _LEGACY_AGENT = re.compile(r"agent-[0-9a-f]{8}\.jsonl")
 _STATUS_PREFIX = re.compile(r"\s*(\d{3})\b")
 
@@ -203,13 +218,31 @@ def _message_problem(obj: JSONObject) -> str | None:
     if message and all(key.isdigit() for key in message):
         return "message is a string spread into an object (malformed SSE line)"
     content = message.get("content")
-    if obj["type"] == "assistant":
-        ok = isinstance(content, list) and all(isinstance(b, dict) for b in content)
-    else:
-        ok = isinstance(content, str) or (
-            isinstance(content, list) and all(isinstance(b, dict) for b in content)
-        )
-    return None if ok else "message content is neither a string nor a list of blocks"
+    if isinstance(content, str) and obj["type"] == "user":
+        return None
+    if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+        return "message content is neither a string nor a list of blocks"
+    return next((f"content block {i}: {p}" for i, b in enumerate(content) if (p := _block_problem(b))), None)
+
+
+def _block_problem(block: JSONObject) -> str | None:
+    """Why a content block cannot be sent back to the API, or None when its own fields are usable."""
+    kind = block.get("type")
+    if not isinstance(kind, str) or kind not in _BLOCK_FIELDS:
+        return f"type {kind!r:.40} is not a content block type foldline can send"
+    for key, expected in _BLOCK_FIELDS[kind].items():
+        if not isinstance(block.get(key), expected):
+            return f"{kind}.{key} is missing or not a {expected.__name__}"
+    if kind == "tool_result":
+        if not isinstance(block.get("is_error", False), bool):
+            return "tool_result.is_error is not a boolean"
+        inner = block.get("content", "")
+        items = inner if isinstance(inner, list) else []
+        if not isinstance(inner, str | list) or not all(
+            isinstance(b, dict) and not _block_problem(b) and b["type"] in _RESULT_ITEMS for b in items
+        ):
+            return "tool_result.content is neither a string nor a list of blocks"
+    return None
 
 
 def _parse_line(parsed: _Parsed, no: int, data: bytes) -> None:
