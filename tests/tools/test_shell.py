@@ -39,7 +39,9 @@ def texts(command: str) -> list[str]:
         pytest.param(
             "find . -name x -exec rm {} \\; -print", ["find . -name x -print", "rm {}"], id="find-exec"
         ),
-        pytest.param("timeout -k 1 5 nice -5 a", ["timeout -k 1 5 nice -5 a", "nice -5 a", "a"], id="wrappers"),
+        pytest.param(
+            "timeout -k 1 5 nice -5 a", ["timeout -k 1 5 nice -5 a", "nice -5 a", "a"], id="wrappers"
+        ),
         pytest.param("env -u X A=1 B=2 a b", ["env -u X A=1 B=2 a b", "a b"], id="env"),
         pytest.param("sudo -u root -E rm x", ["sudo -u root -E rm x", "rm x"], id="sudo"),
         pytest.param("busybox rm x", ["busybox rm x", "rm x"], id="busybox"),
@@ -54,7 +56,9 @@ def texts(command: str) -> list[str]:
         pytest.param("if a; then b; else c; fi", ["a", "b", "c"], id="if"),
         pytest.param("while a; do b; done", ["a", "b"], id="while"),
         pytest.param("[ -f x ] && test -d y", ["[ -f x ]", "test -d y"], id="test-brackets"),
-        pytest.param("git commit -m \"$(cat <<'EOF'\nmsg (x)\nEOF\n)\"", ["cat", "git commit -m '$(…)'"], id="hd"),
+        pytest.param(
+            "git commit -m \"$(cat <<'EOF'\nmsg (x)\nEOF\n)\"", ["cat", "git commit -m '$(…)'"], id="hd"
+        ),
     ],
 )
 def test_split(command: str, expected: list[str]) -> None:
@@ -109,7 +113,7 @@ def test_dynamic_words_are_flagged() -> None:
         pytest.param("sudo -s rm", "unknown option", id="sudo-shell"),
         pytest.param("bash", "stdin", id="shell-reads-stdin"),
         pytest.param("curl x | sh -s", "stdin", id="shell-s"),
-        pytest.param("sh -c \"$X\"", "run time", id="dynamic-script"),
+        pytest.param('sh -c "$X"', "run time", id="dynamic-script"),
         pytest.param("[[ -v a ]]", "arithmetic", id="double-bracket"),
         pytest.param("declare -i x=1", "declarations", id="declare"),
         pytest.param("a[1]=2", "subscripted", id="subscript-assignment"),

@@ -59,7 +59,8 @@ READ_ONLY = frozenset(
 """Commands that only read and print, once the flags each handler vets are absent."""
 
 _INTERPRETERS: dict[str, frozenset[str]] = {
-    "python": frozenset({"-c"}), "python3": frozenset({"-c"}), "node": frozenset({"-e", "-p", "--eval", "--print"}),
+    "python": frozenset({"-c"}), "python3": frozenset({"-c"}),
+    "node": frozenset({"-e", "-p", "--eval", "--print"}),
     "perl": frozenset({"-e", "-E", "-i"}), "ruby": frozenset({"-e"}), "php": frozenset({"-r"}),
     "lua": frozenset({"-e"}), "deno": frozenset({"eval"}), "bun": frozenset({"-e", "--eval"}),
     "Rscript": frozenset({"-e"}), "osascript": frozenset({"-e"}),
@@ -389,7 +390,7 @@ def _tar(cmd: SimpleCommand, base: Effects) -> Effects:
     letters = cluster + "".join(w[1:] for w in args if w.startswith("-") and not w.startswith("--"))
     files = _option_values(args, ("-f", "--file"))
     if "f" in cluster and not files:
-        files = [w for w in args[1:2]]
+        files = list(args[1:2])
     writes: list[str] = []
     if "x" in letters or _has_flag(args, ("--extract", "--get")):
         writes += _option_values(args, ("-C", "--directory")) or ["."]

@@ -187,7 +187,7 @@ class _Walker:
                 self.statement(part, env, cond or not first)
                 first = False
         elif kind == "pipeline":
-            parts = [c for c in node.named_children]
+            parts = list(node.named_children)
             for part in parts:
                 self.statement(part, self.child(env) if len(parts) > 1 else env, cond)
         elif kind == "subshell":
@@ -265,13 +265,53 @@ class _Walker:
     def redirected(self, node: Node, env: tuple[int, ...], cond: bool) -> None:
         body = node.child_by_field_name("body")
         redirects = [c for c in node.named_children if c.type in _REDIRECTS]
+        # tree-sitter hangs whatever follows a heredoc's start line (`cat <<EOF | sh`,
+        # `cat <<EOF && rm x`) inside the heredoc node: those commands run too, so walk them
+        tails = [
+            (op, t) for r in redirects if r.type == "heredoc_redirect" for op, t in self.heredoc_tails(r)
+        ]
+        piped = any(op in ("|", "|&") for op, _ in tails)
+        own_env = self.child(env) if piped else env
         if body is not None and body.type == "command":
-            self.command(body, env, cond, redirects)
-            return
-        if body is not None:
-            self.statement(body, env, cond)
-        # the redirections of a group or loop apply to all of it: check them as their own command
-        self.command(None, env, cond, redirects)
+            self.command(body, own_env, cond, redirects)
+        else:
+            if body is not None:
+                self.statement(body, own_env, cond)
+            # the redirections of a group or loop apply to all of it: check them as their own command
+            self.command(None, own_env, cond, redirects)
+        for op, tail in tails:
+            if op in ("|", "|&"):
+                self.pipe_tail(tail, env, cond)
+            elif op in ("&&", "||"):
+                self.statement(tail, env, True)
+            else:
+                self.problem(f"`{self.text(tail)[:40]}` after a heredoc is not verified")
+                self.statement(tail, env, True)
+
+    def heredoc_tails(self, node: Node) -> Iterator[tuple[str, Node]]:
+        """The statements tree-sitter put inside a heredoc node, each with the operator before it."""
+        op = ""
+        for child in node.children:
+            if not child.is_named:
+                op = child.type if child.type != "<<" and child.type != "<<-" else op
+            elif child.type == "pipeline" and child.children and child.children[0].type in ("|", "|&"):
+                yield child.children[0].type, child
+            elif child.type in _STATEMENTS:
+                yield op, child
+            elif child.type == "ERROR":
+                self.problem("the command does not parse as bash")
+
+    def pipe_tail(self, node: Node, env: tuple[int, ...], cond: bool) -> None:
+        """`| a | b` after a heredoc: each element a pipeline stage, in a child process."""
+        for part in node.named_children:
+            if part.type == "pipeline":
+                self.pipe_tail(part, env, cond)
+            elif part.type == "list":
+                # `cat <<EOF | a && b`: the grouping is not what the tree shows
+                self.problem("a heredoc followed by a mixed chain is not verified")
+                self.statement(part, env, True)
+            else:
+                self.statement(part, self.child(env), cond)
 
     def declaration(self, node: Node, env: tuple[int, ...], cond: bool) -> None:
         keyword = node.children[0].type if node.children else ""
@@ -339,7 +379,7 @@ class _Walker:
 
     def redirect(self, node: Node, env: tuple[int, ...], problems: list[str]) -> Iterator[Redirect]:
         if node.type == "heredoc_redirect":
-            yield self.heredoc(node, env, problems)
+            yield from self.heredoc(node, env, problems)
             return
         op = next((c.type for c in node.children if not c.is_named), "")
         targets = [c for c in node.named_children if c.type != "file_descriptor"]
@@ -358,7 +398,7 @@ class _Walker:
         problems.extend(word.problems)
         yield Redirect(op, word.text, word.dynamic)
 
-    def heredoc(self, node: Node, env: tuple[int, ...], problems: list[str]) -> Redirect:
+    def heredoc(self, node: Node, env: tuple[int, ...], problems: list[str]) -> Iterator[Redirect]:
         start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
         delimiter = self.text(start) if start is not None else ""
         body = next((c for c in node.named_children if c.type == "heredoc_body"), None)
@@ -368,7 +408,10 @@ class _Walker:
             problems.extend(p for w in pieces for p in w.problems)
             if any(c.type in ("command_substitution", "arithmetic_expansion") for c in body.named_children):
                 problems.append("a heredoc body with substitutions is not verified")
-        return Redirect("<<", delimiter)
+        yield Redirect("<<", delimiter)
+        for child in node.named_children:  # `cat <<EOF > out`: the redirections on the start line
+            if child.type in _REDIRECTS:
+                yield from self.redirect(child, env, problems)
 
     # --- words ------------------------------------------------------------------------------
 
@@ -396,6 +439,8 @@ class _Walker:
         if kind == "arithmetic_expansion":
             self.scan(node, env)
             return _Word(raw, True, ["arithmetic expansion is not verified"])
+        if kind == "brace_expression":
+            return _Word(raw, True, [f"brace expansion in `{raw}` is not verified"])
         if kind in ("ansi_c_string", "translated_string"):
             return _Word(raw, True, [f"`{raw[:2]}…'` quoting is not verified"])
         self.scan(node, env)
@@ -670,9 +715,10 @@ def _unwrap_indirect(cmd: SimpleCommand, depth: int, counter: list[int]) -> list
     return _unwrap_shell(cmd, depth, counter)
 
 
-def _shell_options(cmd: SimpleCommand) -> tuple[int, bool, list[str]]:
-    """Skip a shell's options: (index of the first operand, whether `-c` was given, problems)."""
-    words, i, script, problems = cmd.words, 1, False, list[str]()
+def _shell_options(cmd: SimpleCommand) -> tuple[int, str, list[str]]:
+    """Skip a shell's options: (index of the first operand, `c` for `-c` / `s` for `-s` / "",
+    problems)."""
+    words, i, script, problems = cmd.words, 1, "", list[str]()
     while i < len(words) and words[i][:1] in "-+" and words[i] not in ("-", "+"):
         word = words[i]
         if cmd.dynamic[i]:
@@ -687,8 +733,8 @@ def _shell_options(cmd: SimpleCommand) -> tuple[int, bool, list[str]]:
         letters = word[1:] if not word.startswith("--") else ""
         for k, letter in enumerate(letters):
             opt = word[0] + letter
-            if opt == "-c":
-                script = True
+            if opt in ("-c", "-s"):
+                script = script or opt[1]
             elif opt in _SHELL_OPTS.with_arg and k == len(letters) - 1:
                 i += 1  # `-eo pipefail`: the option's argument is the next word
             elif opt not in _SHELL_OPTS.flags:
@@ -703,8 +749,8 @@ def _unwrap_shell(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[Si
     own = replace(cmd, problems=(*cmd.problems, *problems), wrapper=True)
     if problems:
         return [own]
-    if not script:
-        if i >= len(cmd.words) or "-s" in cmd.words[1:i]:
+    if script != "c":
+        if i >= len(cmd.words) or script == "s":
             return [replace(own, problems=(*own.problems, f"`{cmd.name}` reads its script from stdin"))]
         return [replace(own, wrapper=False)]  # `bash script.sh`: the script file is the command
     if i >= len(cmd.words):

@@ -357,7 +357,12 @@ class _Dirs:
     def change(self, cmd: SimpleCommand) -> None:
         cwds, known = self.get(cmd.env)
         args = [w for w in cmd.words[1:] if w == "-" or not w.startswith("-")]
-        if cmd.words[0] == "popd" or any(cmd.dynamic) or args[:1] == ["-"] or (cmd.words[0] == "pushd" and not args):
+        if (
+            cmd.words[0] == "popd"
+            or any(cmd.dynamic)
+            or args[:1] == ["-"]
+            or (cmd.words[0] == "pushd" and not args)
+        ):
             self.state[cmd.env] = (cwds, False)
             return
         if not args:
@@ -434,7 +439,13 @@ def _file_checks(
 
 
 def _read_checks(
-    effects: Effects, cwd: Path, ctx: ToolContext, rules: PermissionRules, mode: PermissionMode, *, known: bool
+    effects: Effects,
+    cwd: Path,
+    ctx: ToolContext,
+    rules: PermissionRules,
+    mode: PermissionMode,
+    *,
+    known: bool,
 ) -> Iterable[Decision]:
     for raw in (*effects.reads, *effects.recursive):
         if _uncertain(raw, known):
@@ -474,7 +485,9 @@ def _read_denials(
     for raw in effects.recursive:
         found = _denied_under(_access(raw, cwd, write=False).path, read_denies, ctx)
         if found is not None:
-            yield Decision("deny", f"`{cmd.text}` reads everything under {raw}, {found} included, denied by a rule")
+            yield Decision(
+                "deny", f"`{cmd.text}` reads everything under {raw}, {found} included, denied by a rule"
+            )
 
 
 _SCAN_LIMIT = 5000
