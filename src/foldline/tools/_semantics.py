@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from foldline.tools._shell import SimpleCommand
 
-__all__ = ["READ_ONLY", "Effects", "effects"]
+__all__ = ["NO_FILE_OPERANDS", "READ_ONLY", "Effects", "effects"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ _WRITE_ALL = frozenset(
     {"touch", "mkdir", "rm", "rmdir", "truncate", "shred", "unlink", "mkfifo", "mknod", "tee"}
 )
 _WRITE_AFTER_FIRST = frozenset({"chmod", "chown", "chgrp"})
-_NO_FILE_OPERANDS = frozenset(
+NO_FILE_OPERANDS = frozenset(
     {"echo", "printf", "pwd", "true", "false", "which", "whoami", "id", "uname", "date", "basename",
      "dirname", "seq", "sleep", "type", "hostname", "export", "unset", "local", "readonly", "cd",
      "pushd", "popd", "command", "printenv", "set", "exec", "test", "["}
@@ -119,6 +119,19 @@ def _has_flag(words: Iterable[str], flags: Iterable[str]) -> bool:
     return False
 
 
+_VARIABLE_BUILTINS = frozenset(
+    {"unset", "export", "readonly", "local", "declare", "typeset", "test", "[", "read", "wait", "mapfile",
+     "readarray", "printf"}
+)  # fmt: skip
+"""Builtins that take variable names; `name[expr]` there evaluates `expr`, `$(…)` included."""
+
+
+def _subscripted(cmd: SimpleCommand) -> bool:
+    if cmd.name in ("test", "[", "printf", "wait") and not {"-v", "-p"}.intersection(cmd.words[1:]):
+        return False
+    return any("[" in w for w in cmd.words[1:])
+
+
 def _reads(cmd: SimpleCommand) -> tuple[str, ...]:
     args = cmd.words[1:]
     values = [w.split("=", 1)[1] for w in args if w.startswith("-") and "=" in w]
@@ -134,7 +147,9 @@ def effects(cmd: SimpleCommand) -> Effects:
     handler = _HANDLERS.get(name)
     # `/tmp/evil/git` is not git: only a bare name found on PATH is the listed command
     listed = name in READ_ONLY and "/" not in cmd.words[0]
-    base = Effects(reads=() if name in _NO_FILE_OPERANDS else _reads(cmd), read_only=listed)
+    base = Effects(reads=() if name in NO_FILE_OPERANDS else _reads(cmd), read_only=listed)
+    if name in _VARIABLE_BUILTINS and _subscripted(cmd):
+        return _with(base, runs=("an array subscript in a variable name is evaluated as arithmetic",))
     if handler is not None:
         out = handler(cmd, base)
         return replace(out, read_only=out.read_only and listed)
@@ -381,22 +396,52 @@ def _git_config_file(rest: list[str]) -> str:
 
 _TAR_RUNS = ("--to-command", "--use-compress-program", "-I", "--checkpoint-action", "--rsh-command",
              "--info-script", "-F", "--new-volume-script", "--rmt-command")  # fmt: skip
+_TAR_WITH_ARG = frozenset("fCbFIHKLNTVgX")
+"""Short tar options that take an argument (`-f FILE`, `-C DIR`, `-T LIST`, ...)."""
+
+
+def _tar_words(args: tuple[str, ...]) -> tuple[str, dict[str, list[str]], list[str]]:
+    """tar's short letters, their arguments by letter, and its operands; the first word may be an
+    old-style cluster without a dash (`tar cf a.tar .`), whose arguments follow in letter order."""
+    letters, values, operands = "", dict[str, list[str]](), list[str]()
+    rest = list(args)
+    if rest and not rest[0].startswith("-"):
+        cluster = rest.pop(0)
+        letters += cluster
+        for letter in cluster:
+            if letter in _TAR_WITH_ARG and rest:
+                values.setdefault(letter, []).append(rest.pop(0))
+    while rest:
+        word = rest.pop(0)
+        if word.startswith("--") or word == "-":
+            if word != "-":
+                continue
+        if word.startswith("-") and word != "-":
+            for j, letter in enumerate(word[1:], 1):
+                letters += letter
+                if letter in _TAR_WITH_ARG:
+                    attached = word[j + 1 :]
+                    values.setdefault(letter, []).append(attached or (rest.pop(0) if rest else ""))
+                    break
+        else:
+            operands.append(word)
+    return letters, values, operands
 
 
 def _tar(cmd: SimpleCommand, base: Effects) -> Effects:
     args = cmd.words[1:]
     runs = ("tar can run programs (`--to-command`, `-I`, ...)",) if _has_flag(args, _TAR_RUNS) else ()
-    cluster = args[0] if args and not args[0].startswith("-") else ""
-    letters = cluster + "".join(w[1:] for w in args if w.startswith("-") and not w.startswith("--"))
-    files = _option_values(args, ("-f", "--file"))
-    if "f" in cluster and not files:
-        files = list(args[1:2])
+    letters, values, operands = _tar_words(args)
+    files = [*values.get("f", []), *_option_values(args, ("--file",))]
     writes: list[str] = []
+    recursive: list[str] = []
     if "x" in letters or _has_flag(args, ("--extract", "--get")):
-        writes += _option_values(args, ("-C", "--directory")) or ["."]
+        # an archive can hold any path: everything under the target directory may change
+        writes += [*values.get("C", []), *_option_values(args, ("--directory",))] or ["."]
     if any(m in letters for m in "cru") or _has_flag(args, ("--create", "--append", "--update")):
-        writes += files
-    return _with(base, writes=tuple(writes), runs=runs, read_only=False)
+        writes += files or ["."]
+        recursive += operands
+    return _with(base, writes=tuple(writes), runs=runs, recursive=tuple(recursive), read_only=False)
 
 
 def _fetch(cmd: SimpleCommand, base: Effects) -> Effects:

@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from foldline.errors import UserError
 from foldline.tools._glob import glob_escape, glob_regex, literal_prefix
-from foldline.tools._semantics import Effects
+from foldline.tools._semantics import NO_FILE_OPERANDS, Effects
 from foldline.tools._semantics import effects as command_effects
 from foldline.tools._shell import SimpleCommand, parse_command
 from foldline.tools.base import Tool, ToolContext
@@ -460,7 +460,7 @@ def _expand_known(raw: str, cwd: Path) -> list[str]:
     text = re.sub(r"\$\{?PWD\}?", lambda _: str(cwd), text)
     if any(ch in text for ch in "*?["):
         pattern = os.path.join(cwd, os.path.expanduser(text))
-        return [text, *sorted(glob.glob(pattern, include_hidden=True))[:200]]
+        return [text, *sorted(glob.glob(pattern, include_hidden=False))[:200]]
     return [text]
 
 
@@ -472,7 +472,9 @@ def _read_denials(
     read_denies = [r for r in rules.deny if r.names(READ_TOOLS) and r.specifier is not None]
     if not read_denies:
         return
-    words = [*(w for w in cmd.words[1:] if w and not w.startswith("-")), *effects.reads]
+    # any word of a command not known to take only strings may name a file it reads
+    takes_files = bool(cmd.words) and (cmd.name not in NO_FILE_OPERANDS or "/" in cmd.words[0])
+    words = [*(w for w in cmd.words[1:] if w and not w.startswith("-") and takes_files), *effects.reads]
     words += [r.target for r in cmd.redirects if r.reads]
     for word in dict.fromkeys(words):
         for raw in _expand_known(word, cwd):
