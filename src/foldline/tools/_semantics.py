@@ -41,6 +41,8 @@ class Effects:
     """Words that may name files it reads (operands and `--opt=FILE` values)."""
     recursive: tuple[str, ...] = ()
     """Directories it reads everything under (`rg`, `grep -r`, `cp -r`)."""
+    skips_hidden: bool = False
+    """Its walk of `recursive` skips dot files and dot directories (`rg` without `--hidden`)."""
     runs: tuple[str, ...] = ()
     """Why it runs code the checker cannot see (a sed `e` command, `git -c`, `python -c`, ...)."""
     read_only: bool = False
@@ -271,7 +273,11 @@ def _rg(cmd: SimpleCommand, base: Effects) -> Effects:
         elif not word.startswith("-"):
             operands.append(word)
     paths = operands[1:] if not ("-e" in args or "-f" in args or "--files" in args) else operands
-    return _with(base, runs=tuple(runs), recursive=tuple(paths or ["."]))
+    # rg skips dot entries unless told otherwise (`--hidden`, `-.`, `-uu` and more)
+    unrestricted = sum(w.count("u") for w in args if re.fullmatch(r"-u+", w))
+    hidden = _has_flag(args, ("--hidden", "-.")) or unrestricted >= 2
+    out = _with(base, runs=tuple(runs), recursive=tuple(paths or ["."]))
+    return replace(out, skips_hidden=not hidden)
 
 
 def _grep(cmd: SimpleCommand, base: Effects) -> Effects:

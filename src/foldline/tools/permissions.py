@@ -485,7 +485,7 @@ def _read_denials(
                 if _path_matches(rule, access, ctx, for_allow=False):
                     yield Decision("deny", f"`{cmd.text}` reads {access.path}, denied by a rule", str(rule))
     for raw in effects.recursive:
-        found = _denied_under(_access(raw, cwd, write=False).path, read_denies, ctx)
+        found = _denied_under(_access(raw, cwd, write=False).path, read_denies, ctx, effects.skips_hidden)
         if found is not None:
             yield Decision(
                 "deny", f"`{cmd.text}` reads everything under {raw}, {found} included, denied by a rule"
@@ -495,13 +495,16 @@ def _read_denials(
 _SCAN_LIMIT = 5000
 
 
-def _denied_under(root: Path, denies: list[Rule], ctx: ToolContext) -> Path | None:
+def _denied_under(root: Path, denies: list[Rule], ctx: ToolContext, skip_hidden: bool) -> Path | None:
     """The first file under directory `root` a deny rule covers (or `root` itself when the tree is
     too large to scan: fail closed)."""
     if not root.is_dir():
         return None
     seen = 0
     for dirpath, dirnames, filenames in os.walk(root):
+        if skip_hidden:
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            filenames = [f for f in filenames if not f.startswith(".")]
         for name in (*dirnames, *filenames):
             seen += 1
             if seen > _SCAN_LIMIT:
