@@ -131,7 +131,7 @@ S1 = [
     bash("S1-cr-lf", "npm test\r\nrm -rf x", "deny"),
     bash("S1-case", "case x in x) rm -rf y;; esac", "deny"),
     bash("S1-function", "f() { rm -rf y; }; f", "deny"),
-    bash("S1-coproc", "coproc rm -rf y", "ask"),
+    bash("S1-coproc", "coproc rm -rf y", "deny"),
 ]
 
 
@@ -189,7 +189,10 @@ S2 = [
     bash("S2-tilde-minus", "cat ~-/x", "ask"),
     bash("S2-tilde-plus", "cat ~+/.env", "deny"),
     bash("S2-tilde-user", "cat ~root/.ssh/id_rsa", "ask"),
-    bash("S2-backslash-newline-in-word", "r\\\nm -rf x", "ask"),
+    bash("S2-backslash-newline-in-word", "r\\\nm -rf x", "deny"),
+    bash("S2-heredoc-backticks", "cat <<EOF\n`rm -rf x`\nEOF", "deny"),
+    bash("S2-heredoc-tab-stripped", "cat <<-EOF\n\t$(rm -rf x)\n\tEOF", "deny"),
+    bash("S2-heredoc-backticks-unknown", "cat <<EOF\n`python x.py`\nEOF", "ask"),
     bash("S2-backslash-newline-arg", "git log --out\\\nput=x", "ask"),
     bash("S2-printf-v", "printf -v 'a[$(id)]' x", "ask"),
     bash("S2-test-v", "test -v 'a[$(id)]'", "ask"),
