@@ -135,3 +135,22 @@ def test_a_refused_api_key_points_at_the_option(tmp_path: Path) -> None:
         line = _failing_chat(tmp_path, "--base-url", url, "--api-key", "wrong")
     assert "refused the API key (HTTP 401" in line
     assert "--api-key" in line
+
+
+def test_chat_reads_the_settings_files(
+    server: tuple[str, ScriptedBackend], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    settings = tmp_path / "ws" / ".foldline" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{"permissions": {"deny": ["Bash("]}}')
+    line = _failing_chat(tmp_path, "--base-url", server[0])
+    assert str(settings) in line
+    assert "not a permission rule" in line
+    settings.write_text('{"permissions": {"defaultMode": "bypassPermissions"}}')
+    result = CliRunner().invoke(
+        cli, ["chat", "--base-url", server[0], "--api-key", "k", "--workspace", str(tmp_path / "ws"),
+              "--sessions-dir", str(tmp_path / "s"), "-p", "hi"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "may not set bypassPermissions" in result.output

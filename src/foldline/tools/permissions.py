@@ -65,6 +65,7 @@ __all__ = [
     "is_protected_path",
     "permission_gate",
     "read_denied_filter",
+    "suggest_rules",
 ]
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
@@ -631,3 +632,49 @@ def permission_gate(
         return None if decision.behavior == "allow" else decision.reason
 
     return gate
+
+
+def _candidate_rules(tool_name: str, tool_input: Mapping[str, Any], ctx: ToolContext, rules: PermissionRules,
+                     mode: PermissionMode) -> list[str]:  # fmt: skip
+    if tool_name == "Bash":
+        command = tool_input.get("command")
+        if not isinstance(command, str):
+            return []
+        commands = [c for c in parse_command(command).commands if c.words and not c.wrapper]
+        asking = [c for c in commands if _check_simple(c, command_effects(c), rules, mode).behavior == "ask"]
+        texts = list(dict.fromkeys(c.text for c in asking))
+        # a `*` in a saved rule would be a wildcard, allowing more than was approved
+        return [] if any("*" in t for t in texts) else [f"Bash({t})" for t in texts]
+    if tool_name in READ_TOOLS or tool_name in EDIT_TOOLS:
+        try:
+            path = _file_access(tool_name, tool_input, ctx).path
+        except UserError:
+            return []
+        kind = "Edit" if tool_name in EDIT_TOOLS else "Read"
+        inside = path.is_relative_to(ctx.workspace)
+        spec = f"/{path.relative_to(ctx.workspace)}" if inside else f"/{path}"
+        return [f"{kind}({glob_escape(spec)})"]
+    return [tool_name]
+
+
+def suggest_rules(
+    tool_name: str,
+    tool_input: Mapping[str, Any],
+    ctx: ToolContext,
+    rules: PermissionRules | None = None,
+    mode: PermissionMode = "default",
+) -> tuple[str, ...]:
+    """The allow rules that would let this exact call run without asking, or `()` when no rule can.
+
+    For the "yes, always" answer. Every suggestion is checked: the call is decided again with the
+    rules added, and only an `allow` counts. So nothing is offered where an ask or deny rule, a
+    protected path or syntax that cannot be verified is the reason for asking.
+    """
+    rules = rules or PermissionRules()
+    candidates = _candidate_rules(tool_name, tool_input, ctx, rules, mode)
+    if not candidates:
+        return ()
+    extended = PermissionRules((*rules.allow, *(Rule.parse(c) for c in candidates)), rules.ask, rules.deny)
+    if check_permission(tool_name, tool_input, ctx, extended, mode).behavior != "allow":
+        return ()
+    return tuple(candidates)
