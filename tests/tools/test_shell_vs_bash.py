@@ -34,11 +34,14 @@ line=$(printf '%s\\037' "${0##*/}" "$@")
 printf '%s\\036' "$line" >> "$FOLDLINE_TRACE"
 """
 
+# a process substitution runs in the background: `wait $!` makes bash wait for it before exiting,
+# and `{ qa; } > >(qc)` puts the redirection in this shell, where `$!` can see it
 CASES = [
     "qa; qb", "qa && qb 1", "qfail || qb", "qa | qb", "qa |& qb", "qa & qb; wait", "qa\nqb x",
     "qa \\\n x; qb", "(qa; (qb))", "{ qa; qb; }", "! qa", "qa 'a;b' \"c && d\" e\\;f", "qa # qb",
-    "qa $(qb x)", "qa `qb y`", "qa \"x $(qb 'z w') y\"", "qa $(qb $(qc))", "qa <(qb)",
-    "qa > >(qc)", "x=$(qa) qb", "X=1 qa", "qa $((1 + 2))", "echo $(qa # )\nqb)", "qa \"$(qb)\" $(qc)",
+    "qa $(qb x)", "qa `qb y`", "qa \"x $(qb 'z w') y\"", "qa $(qb $(qc))", "qa <(qb); wait $!",
+    "{ qa; } > >(qc); wait $!",
+    "x=$(qa) qb", "X=1 qa", "qa $((1 + 2))", "echo $(qa # )\nqb)", "qa \"$(qb)\" $(qc)",
     "sh -c 'qa; qb 1'", "bash -c 'qa && qb'", "bash -ec 'qa'", "sh -c -- 'qa x'", "bash -o errexit -c qa",
     "sh -c \"bash -c 'qa 2'\"", "eval 'qa 1; qb 2'", "eval qa 'x y'", "trap 'qa' EXIT",
     "trap 'qb t' EXIT; qa",
