@@ -214,3 +214,22 @@ def test_resume_says_what_it_skipped(server: tuple[str, ScriptedBackend], tmp_pa
     assert "warning:" in out
     assert str(path) in out.replace("\n", "")
     assert "You said: second" in out
+
+
+def test_chat_reads_the_settings_files(
+    server: tuple[str, ScriptedBackend], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    settings = tmp_path / "ws" / ".foldline" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{"permissions": {"deny": ["Bash("]}}')
+    line = _failing_chat(tmp_path, "--base-url", server[0])
+    assert str(settings) in line
+    assert "not a permission rule" in line
+    settings.write_text('{"permissions": {"defaultMode": "bypassPermissions"}}')
+    result = CliRunner().invoke(
+        cli, ["chat", "--base-url", server[0], "--api-key", "k", "--workspace", str(tmp_path / "ws"),
+              "--sessions-dir", str(tmp_path / "s"), "-p", "hi"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "may not set bypassPermissions" in result.output

@@ -12,6 +12,7 @@ its exact semantics: `raw_decode` (salvaging records from a damaged transcript l
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -60,10 +61,15 @@ def decode_json(data: bytes | str) -> Any:
     return _any_decoder.decode(data)
 
 
-def dumps(obj: object, *, sort_keys: bool = False, indent: bool = False) -> bytes:
-    """Serialize a wire body (request/response JSON): compact, or indented by 2 with `indent`."""
+def dumps(
+    obj: object, *, sort_keys: bool = False, indent: bool = False, default: Callable[[Any], Any] | None = None
+) -> bytes:
+    """Serialize a wire body (request/response JSON): compact, or indented by 2 with `indent`.
+
+    `default` turns a value JSON cannot express into one it can (e.g. `str`), as in `json.dumps`.
+    """
     option = (orjson.OPT_SORT_KEYS if sort_keys else 0) | (orjson.OPT_INDENT_2 if indent else 0)
-    return orjson.dumps(obj, option=option)
+    return orjson.dumps(obj, option=option, default=default)
 
 
 def dumps_readable(obj: object) -> str:

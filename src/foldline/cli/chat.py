@@ -12,7 +12,7 @@ import asyncio
 import signal
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from rich.table import Table
 
 from foldline.cli import cli
 from foldline.cli._errors import explain
+from foldline.cli._prompt import make_asker
 from foldline.config import Config, TranscriptConfig
 from foldline.errors import FoldlineError
 from foldline.events import RecordEvent, RetryEvent, TextDeltaEvent, UIEvent
@@ -33,9 +34,10 @@ from foldline.sessions import (
     find_session,
     import_claude_code_session,
 )
+from foldline.settings import load_settings
 from foldline.timeline import AssistantEntry, SystemEntry, UserEntry
 from foldline.tokens import estimate_blocks, estimate_text
-from foldline.tools import Decision, default_tools
+from foldline.tools import default_tools
 from foldline.tools.permissions import PermissionMode
 from foldline.transcript import list_session_files, session_path
 from foldline.usage import cache_breaks, usage_of
@@ -118,14 +120,6 @@ def _printer(console: Console) -> Callable[[UIEvent], None]:
                     console.print(f"  [{style}]⎿ {first[0][:100] if first else '(no output)'}[/{style}]")
 
     return show
-
-
-def _asker(console: Console) -> Callable[[str, Mapping[str, Any], Decision], Awaitable[bool]]:
-    async def ask(tool_name: str, tool_input: Mapping[str, Any], decision: Decision) -> bool:
-        question = f"\nAllow {tool_name} {dict(tool_input)}? ({decision.reason})"
-        return bool(await asyncio.to_thread(click.confirm, question, default=False))
-
-    return ask
 
 
 async def _turn(session: Session, prompt: str) -> None:
@@ -230,7 +224,9 @@ async def _repl(session: Session, console: Console, make: Callable[[], Session])
 @click.option("--model", help="Model name (default: the configured one).")
 @click.option("--base-url", envvar="ANTHROPIC_BASE_URL", help="Another server that speaks the API.")
 @click.option("--api-key", envvar="ANTHROPIC_API_KEY", help="API key (default: $ANTHROPIC_API_KEY).")
-@click.option("--permission-mode", type=click.Choice(MODES), default="default", show_default=True)
+@click.option(
+    "--permission-mode", type=click.Choice(MODES), help="Default: the settings' defaultMode, else default."
+)
 @click.option("--workspace", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path.cwd)
 @click.option(
     "--max-turns",
@@ -247,15 +243,22 @@ def chat(**options: Any) -> None:
     sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
     model = {"model": options["model"]} if options["model"] else {}
     config = Config(max_turns=options["max_turns"], **model)
-    mode: PermissionMode = options["permission_mode"]
+    try:
+        settings = load_settings(workspace)
+    except FoldlineError as e:
+        raise click.ClickException(explain(e)) from e
+    for warning in settings.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    mode: PermissionMode = options["permission_mode"] or settings.mode or "default"
     interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
     kwargs: dict[str, Any] = {
         "base_url": options["base_url"],
         "api_key": options["api_key"],
         "config": config,
         "tools": default_tools(),
+        "rules": settings.rules,
         "permission_mode": mode,
-        "ask": _asker(console) if interactive else None,
+        "ask": make_asker(settings, workspace, mode) if interactive else None,
     }
     try:
         session = _start(

@@ -36,17 +36,20 @@ Invariants:
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shlex
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from foldline.errors import UserError
 from foldline.tools._glob import glob_escape, glob_regex, literal_prefix
-from foldline.tools._shell import ShellParseError, SimpleCommand, split_command
+from foldline.tools._semantics import NO_FILE_OPERANDS, Effects
+from foldline.tools._semantics import effects as command_effects
+from foldline.tools._shell import SimpleCommand, parse_command
 from foldline.tools.base import Tool, ToolContext
 
 __all__ = [
@@ -62,6 +65,7 @@ __all__ = [
     "is_protected_path",
     "permission_gate",
     "read_denied_filter",
+    "suggest_rules",
 ]
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
@@ -74,10 +78,11 @@ SESSION_TOOLS = frozenset({"Snip"})
 """Tools that act only on the conversation, never on files or processes."""
 _BASH = frozenset({"Bash"})
 
-_PROTECTED_DIRS = frozenset({".git", ".foldline", ".claude", ".ssh", ".gnupg"})
+_PROTECTED_DIRS = frozenset({".git", ".foldline", ".claude", ".ssh", ".gnupg", ".aws", ".kube", ".docker"})
 _SHELL_RC = frozenset(
     {".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
-     ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".cshrc", ".tcshrc", ".inputrc", "config.fish"}
+     ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".cshrc", ".tcshrc", ".inputrc", "config.fish",
+     ".gitconfig", ".netrc", ".npmrc", ".pypirc", ".git-credentials"}
 )  # fmt: skip
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _RISKY_VARIABLES = frozenset(
@@ -167,8 +172,11 @@ def _access(raw: str, base: Path, *, write: bool) -> _Access:
 
 
 def is_protected_path(path: Path) -> bool:
-    """Whether writing `path` always needs the user's say-so: VCS, agent config, keys, shell startup."""
-    return bool(_PROTECTED_DIRS.intersection(path.parts)) or path.name in _SHELL_RC
+    """Whether writing `path` always needs the user's say-so: VCS, agent config and transcripts,
+    keys and credentials, shell startup. Names are compared case-folded, so `.GIT/config` on a
+    case-insensitive filesystem is still `.git`."""
+    parts = {p.casefold() for p in path.parts}
+    return bool(_PROTECTED_DIRS.intersection(parts)) or path.name.casefold() in _SHELL_RC
 
 
 def _anchor(spec: str, ctx: ToolContext, *, for_allow: bool) -> str:
@@ -284,51 +292,88 @@ def _first_bash_rule(rules: tuple[Rule, ...], cmd: SimpleCommand) -> Rule | None
     )
 
 
-def _check_simple(cmd: SimpleCommand, rules: PermissionRules, mode: PermissionMode) -> Decision:
+def _harmless_dynamic(cmd: SimpleCommand, index: int) -> bool:
+    """A word only known at run time that still cannot change what runs or what is written: any
+    argument of `echo`/`printf` (not `printf -v`), a `git commit -m` message."""
+    if cmd.name in ("echo", "printf") and "/" not in cmd.words[0]:
+        return cmd.words[1:2] != ("-v",)
+    return cmd.name == "git" and cmd.words[index - 1] in ("-m", "--message")
+
+
+def _check_simple(
+    cmd: SimpleCommand, effects: Effects, rules: PermissionRules, mode: PermissionMode
+) -> Decision:
+    """The verdict on the command itself (its files are checked separately), deny > ask > allow."""
     label = cmd.text or "(assignment)"
     if (rule := _first_bash_rule(rules.deny, cmd)) is not None:
         return Decision("deny", f"`{label}` is denied by a permission rule", str(rule))
     if (rule := _first_bash_rule(rules.ask, cmd)) is not None:
         return Decision("ask", f"a rule asks before running `{label}`", str(rule))
+    if cmd.problems:
+        return Decision("ask", f"cannot verify `{label}`: {cmd.problems[0]}; it needs approval")
     risky = _RISKY_VARIABLES.intersection(cmd.assignments)
     if risky:
         return Decision("ask", f"`{label}` sets {', '.join(sorted(risky))}, which changes what runs")
     if not cmd.words:
-        return Decision("allow", "variable assignment")
+        return Decision("allow", "variable assignment or redirection only")
     if cmd.dynamic[0]:
         return Decision("ask", f"the command name in `{label}` is only known at run time")
+    if mode == "bypassPermissions":
+        return Decision("allow", "bypassPermissions mode")
+    if effects.runs:
+        # an allow rule for `sed` or `git` is not an allow for the program they would start
+        return Decision("ask", f"`{label}`: {effects.runs[0]}; it needs approval")
+    dynamic = [w for i, w in enumerate(cmd.words) if cmd.dynamic[i] and not _harmless_dynamic(cmd, i)]
+    if dynamic:
+        return Decision("ask", f"`{dynamic[0]}` in `{label}` is only known at run time")
+    if cmd.wrapper:
+        return Decision("allow", f"`{cmd.name}` only runs the command it wraps, checked on its own")
     # allow rules see the command exactly as written: `/tmp/x/git` is not `git`
     bash_allows = (r for r in rules.allow if r.names(_BASH))
     if (rule := next((r for r in bash_allows if bash_rule_matches(r.specifier, cmd.text)), None)) is not None:
         return Decision("allow", f"allowed by {rule}", str(rule))
-    if mode == "bypassPermissions":
-        return Decision("allow", "bypassPermissions mode")
+    if effects.read_only:
+        return Decision("allow", f"`{cmd.name}` only reads")
     return Decision("ask", f"no rule allows `{label}`")
 
 
-def _file_arguments(cmd: SimpleCommand) -> Iterable[tuple[str, bool]]:
-    """(path, writes) for each file the command itself names as an output (`tee`, `dd of=`)."""
-    name = os.path.basename(cmd.words[0]) if cmd.words else ""
-    if name == "tee":
-        yield from ((w, True) for w in cmd.words[1:] if not w.startswith("-"))
-    elif name == "dd":
-        yield from ((w[3:], True) for w in cmd.words[1:] if w.startswith("of="))
+@dataclass
+class _Dirs:
+    """Where each shell process of a line stands, as far as the checker can tell.
 
+    A process starts where its parent stood when it was started; a `cd` moves only its own
+    process. `candidates` holds every directory it may be in (a `cd` that may fail keeps the old
+    one too); `known` turns False after `cd -`, `cd "$X"` or `popd`, where even that is lost.
+    """
 
-def _changes_dir(cmd: SimpleCommand) -> bool:
-    return bool(cmd.words) and cmd.words[0] in ("cd", "pushd", "popd")
+    start: Path
+    state: dict[tuple[int, ...], tuple[tuple[Path, ...], bool]] = field(default_factory=dict)
 
+    def get(self, env: tuple[int, ...]) -> tuple[tuple[Path, ...], bool]:
+        if env not in self.state:
+            parent = next((env[:k] for k in range(len(env) - 1, -1, -1) if env[:k] in self.state), None)
+            self.state[env] = self.state[parent] if parent is not None else ((self.start,), True)
+        return self.state[env]
 
-def _cd_target(cmd: SimpleCommand, cwd: Path, known: bool) -> tuple[Path, bool]:
-    """Where `cd DIR` / `pushd DIR` (no expansions) leaves the shell, and whether that is certain:
-    not after `cd -` ($OLDPWD), `pushd` alone (a stack swap), or a relative DIR from an uncertain cwd."""
-    args = [w for w in cmd.words[1:] if w == "-" or not w.startswith("-")]
-    if not args:
-        return (Path.home(), True) if cmd.words[0] == "cd" else (cwd, False)
-    if args[0] == "-":
-        return cwd, False
-    target = os.path.expanduser(args[0])
-    return Path(os.path.realpath(cwd / target)), known or os.path.isabs(target)
+    def change(self, cmd: SimpleCommand) -> None:
+        cwds, known = self.get(cmd.env)
+        args = [w for w in cmd.words[1:] if w == "-" or not w.startswith("-")]
+        if (
+            cmd.words[0] == "popd"
+            or any(cmd.dynamic)
+            or args[:1] == ["-"]
+            or (cmd.words[0] == "pushd" and not args)
+        ):
+            self.state[cmd.env] = (cwds, False)
+            return
+        if not args:
+            targets: tuple[Path, ...] = (Path(os.path.realpath(Path.home())),)
+        else:
+            raw = os.path.expanduser(args[0])
+            targets = tuple(Path(os.path.realpath(c / raw)) for c in cwds)
+        # a cd that may not run, or may fail, leaves the shell where it was too
+        uncertain = cmd.conditional or not all(t.is_dir() for t in targets)
+        self.state[cmd.env] = (tuple(dict.fromkeys((*targets, *(cwds if uncertain else ())))), known)
 
 
 def _uncertain(raw: str, known: bool) -> bool:
@@ -336,44 +381,45 @@ def _uncertain(raw: str, known: bool) -> bool:
     return not known and not os.path.isabs(os.path.expanduser(raw))
 
 
+def _changes_dir(cmd: SimpleCommand) -> bool:
+    return bool(cmd.words) and cmd.words[0] in ("cd", "pushd", "popd") and not cmd.problems
+
+
 def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: PermissionMode) -> Decision:
     if mode == "plan":
         return Decision("deny", "plan mode is read-only; Bash is not available")
-    try:
-        commands = split_command(command)
-    except ShellParseError as exc:
-        bare = next((r for r in rules.deny if r.names(_BASH) and r.specifier is None), None)
-        if bare is not None:
-            return Decision("deny", "Bash is denied by a permission rule", str(bare))
-        return Decision("ask", f"cannot verify this command ({exc}); it needs approval")
-    if len(commands) > MAX_SUBCOMMANDS:
+    parsed = parse_command(command)
+    count = sum(1 for c in parsed.commands if c.words)
+    if count > MAX_SUBCOMMANDS:
         return Decision(
             "deny",
-            f"the command has {len(commands)} subcommands, over the limit of {MAX_SUBCOMMANDS}; split it up",
+            f"the command has {count} subcommands, over the limit of {MAX_SUBCOMMANDS}; split it up",
         )
-    return _strictest(_bash_checks(commands, ctx, rules, mode))
+    return _strictest(_bash_checks(parsed.commands, ctx, rules, mode))
 
 
 def _bash_checks(
-    commands: list[SimpleCommand], ctx: ToolContext, rules: PermissionRules, mode: PermissionMode
+    commands: Iterable[SimpleCommand], ctx: ToolContext, rules: PermissionRules, mode: PermissionMode
 ) -> Iterable[Decision]:
-    # `known` turns False once a `cd "$X"`, `cd -` or `popd` moves the shell somewhere only the run
-    # time knows; relative paths then ask, and are still checked against the last known cwd
-    cwd, known = ctx.current_dir, True
+    dirs = _Dirs(ctx.current_dir)
     for cmd in commands:
-        if _changes_dir(cmd) and cmd.words[0] != "popd" and not any(cmd.dynamic):
-            # later paths resolve there, as the shell would (CVE-2026-25722)
-            cwd, known = _cd_target(cmd, cwd, known)
-            continue
-        yield _check_simple(cmd, rules, mode)
-        yield from _file_checks(cmd, cwd, ctx, rules, mode, known=known)
-        yield from _read_denials(cmd, cwd, ctx, rules, known=known)
+        effects = command_effects(cmd)
+        verdict = _check_simple(cmd, effects, rules, mode)
+        yield verdict
+        cwds, known = dirs.get(cmd.env)
+        for cwd in cwds:
+            yield from _file_checks(cmd, effects, cwd, ctx, rules, mode, known=known)
+            yield from _read_denials(cmd, effects, cwd, ctx, rules, known=known)
+            if effects.read_only and verdict.rule is None and mode != "bypassPermissions" and not cmd.wrapper:
+                # allowed for being read-only, not by a rule: what it reads must be readable
+                yield from _read_checks(effects, cwd, ctx, rules, mode, known=known)
         if _changes_dir(cmd):
-            known = False
+            dirs.change(cmd)
 
 
 def _file_checks(
     cmd: SimpleCommand,
+    effects: Effects,
     cwd: Path,
     ctx: ToolContext,
     rules: PermissionRules,
@@ -381,15 +427,9 @@ def _file_checks(
     *,
     known: bool,
 ) -> Iterable[Decision]:
-    """The files `cmd` opens through redirections and `tee`/`dd` arguments."""
-    # heredoc and herestring targets are data, and `2>&1`-style duplications name descriptors;
-    # only `>&file` (which `writes`) among them touches a file
-    files = [
-        (r.target, r.writes, r.dynamic)
-        for r in cmd.redirects
-        if r.op not in ("<<", "<<<", ">&", "<&") or r.writes
-    ]
-    files += [(path, writes, False) for path, writes in _file_arguments(cmd)]
+    """The files `cmd` opens through redirections and writes by its own semantics (`cp`, `sed -i`, ...)."""
+    files = [(r.target, r.writes, r.dynamic) for r in cmd.redirects if r.writes or r.reads]
+    files += [(path, True, False) for path in effects.writes]
     for raw, writes, dynamic in files:
         if dynamic:
             yield Decision("ask", f"redirection target `{raw}` is only known at run time")
@@ -399,23 +439,82 @@ def _file_checks(
             yield _check_access(_access(raw, cwd, write=writes), "Bash", ctx, rules, mode)
 
 
-def _read_denials(
-    cmd: SimpleCommand, cwd: Path, ctx: ToolContext, rules: PermissionRules, *, known: bool
+def _read_checks(
+    effects: Effects,
+    cwd: Path,
+    ctx: ToolContext,
+    rules: PermissionRules,
+    mode: PermissionMode,
+    *,
+    known: bool,
 ) -> Iterable[Decision]:
-    """Read deny rules also cover files a command names (`cat .env` under `Read(**/.env)`)."""
-    read_denies = [r for r in rules.deny if r.tool == "Read" and r.specifier is not None]
+    for raw in (*effects.reads, *effects.recursive):
+        if _uncertain(raw, known):
+            yield Decision("ask", f"`{raw}` is relative to a directory only known at run time")
+        yield _check_access(_access(raw, cwd, write=False), "Bash", ctx, rules, mode)
+
+
+def _expand_known(raw: str, cwd: Path) -> list[str]:
+    """`raw` with `$HOME`/`$PWD` (and `~`) filled in and globs expanded, for the Read-deny scan only."""
+    home = str(Path.home())
+    text = re.sub(r"\$\{?HOME\}?", lambda _: home, raw)
+    text = re.sub(r"\$\{?PWD\}?", lambda _: str(cwd), text)
+    if any(ch in text for ch in "*?["):
+        pattern = os.path.join(cwd, os.path.expanduser(text))
+        return [text, *sorted(glob.glob(pattern, include_hidden=False))[:200]]
+    return [text]
+
+
+def _read_denials(
+    cmd: SimpleCommand, effects: Effects, cwd: Path, ctx: ToolContext, rules: PermissionRules, *, known: bool
+) -> Iterable[Decision]:
+    """Read deny rules also cover files a command names (`cat .env` under `Read(**/.env)`), through
+    `$HOME`, globs, `--opt=FILE` and directories read recursively (`grep -r`, `rg`)."""
+    read_denies = [r for r in rules.deny if r.names(READ_TOOLS) and r.specifier is not None]
     if not read_denies:
         return
-    for word, dynamic in zip(cmd.words[1:], cmd.dynamic[1:], strict=True):
-        if dynamic or word.startswith("-") or not word:
-            continue
-        raw = word.split("=", 1)[-1]
-        if _uncertain(raw, known):
-            yield Decision("ask", f"`{cmd.text}` names {raw} in a directory only known at run time")
-        access = _access(raw, cwd, write=False)
-        for rule in read_denies:
-            if _path_matches(rule, access, ctx, for_allow=False):
-                yield Decision("deny", f"`{cmd.text}` reads {access.path}, denied by a rule", str(rule))
+    # any word of a command not known to take only strings may name a file it reads
+    takes_files = bool(cmd.words) and (cmd.name not in NO_FILE_OPERANDS or "/" in cmd.words[0])
+    words = [*(w for w in cmd.words[1:] if w and not w.startswith("-") and takes_files), *effects.reads]
+    words += [r.target for r in cmd.redirects if r.reads]
+    for word in dict.fromkeys(words):
+        for raw in _expand_known(word, cwd):
+            if _uncertain(raw, known):
+                yield Decision("ask", f"`{cmd.text}` names {raw} in a directory only known at run time")
+            access = _access(raw, cwd, write=False)
+            for rule in read_denies:
+                if _path_matches(rule, access, ctx, for_allow=False):
+                    yield Decision("deny", f"`{cmd.text}` reads {access.path}, denied by a rule", str(rule))
+    for raw in effects.recursive:
+        found = _denied_under(_access(raw, cwd, write=False).path, read_denies, ctx, effects.skips_hidden)
+        if found is not None:
+            yield Decision(
+                "deny", f"`{cmd.text}` reads everything under {raw}, {found} included, denied by a rule"
+            )
+
+
+_SCAN_LIMIT = 5000
+
+
+def _denied_under(root: Path, denies: list[Rule], ctx: ToolContext, skip_hidden: bool) -> Path | None:
+    """The first file under directory `root` a deny rule covers (or `root` itself when the tree is
+    too large to scan: fail closed)."""
+    if not root.is_dir():
+        return None
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        if skip_hidden:
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            filenames = [f for f in filenames if not f.startswith(".")]
+        for name in (*dirnames, *filenames):
+            seen += 1
+            if seen > _SCAN_LIMIT:
+                return root
+            path = Path(dirpath, name)
+            access = _Access(False, Path(os.path.realpath(path)), path)
+            if any(_path_matches(rule, access, ctx, for_allow=False) for rule in denies):
+                return path
+    return None
 
 
 # --- entry points -----------------------------------------------------------------------------
@@ -533,3 +632,49 @@ def permission_gate(
         return None if decision.behavior == "allow" else decision.reason
 
     return gate
+
+
+def _candidate_rules(tool_name: str, tool_input: Mapping[str, Any], ctx: ToolContext, rules: PermissionRules,
+                     mode: PermissionMode) -> list[str]:  # fmt: skip
+    if tool_name == "Bash":
+        command = tool_input.get("command")
+        if not isinstance(command, str):
+            return []
+        commands = [c for c in parse_command(command).commands if c.words and not c.wrapper]
+        asking = [c for c in commands if _check_simple(c, command_effects(c), rules, mode).behavior == "ask"]
+        texts = list(dict.fromkeys(c.text for c in asking))
+        # a `*` in a saved rule would be a wildcard, allowing more than was approved
+        return [] if any("*" in t for t in texts) else [f"Bash({t})" for t in texts]
+    if tool_name in READ_TOOLS or tool_name in EDIT_TOOLS:
+        try:
+            path = _file_access(tool_name, tool_input, ctx).path
+        except UserError:
+            return []
+        kind = "Edit" if tool_name in EDIT_TOOLS else "Read"
+        inside = path.is_relative_to(ctx.workspace)
+        spec = f"/{path.relative_to(ctx.workspace)}" if inside else f"/{path}"
+        return [f"{kind}({glob_escape(spec)})"]
+    return [tool_name]
+
+
+def suggest_rules(
+    tool_name: str,
+    tool_input: Mapping[str, Any],
+    ctx: ToolContext,
+    rules: PermissionRules | None = None,
+    mode: PermissionMode = "default",
+) -> tuple[str, ...]:
+    """The allow rules that would let this exact call run without asking, or `()` when no rule can.
+
+    For the "yes, always" answer. Every suggestion is checked: the call is decided again with the
+    rules added, and only an `allow` counts. So nothing is offered where an ask or deny rule, a
+    protected path or syntax that cannot be verified is the reason for asking.
+    """
+    rules = rules or PermissionRules()
+    candidates = _candidate_rules(tool_name, tool_input, ctx, rules, mode)
+    if not candidates:
+        return ()
+    extended = PermissionRules((*rules.allow, *(Rule.parse(c) for c in candidates)), rules.ask, rules.deny)
+    if check_permission(tool_name, tool_input, ctx, extended, mode).behavior != "allow":
+        return ()
+    return tuple(candidates)

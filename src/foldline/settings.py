@@ -1,0 +1,192 @@
+"""Permission settings files: where rules and the default mode come from (R9.2).
+
+The files are those Claude Code uses, under foldline's own directory name, read in this order:
+
+| scope   | file                                      | shared?                     |
+|---------|-------------------------------------------|-----------------------------|
+| user    | `~/.foldline/settings.json`               | every project of this user  |
+| project | `<workspace>/.foldline/settings.json`     | checked in with the project |
+| local   | `<workspace>/.foldline/settings.local.json` | this checkout only        |
+
+Each scope also reads `.claude/settings.json` / `.claude/settings.local.json` beside the foldline
+file, so a project set up for Claude Code keeps its rules. A file holds
+`{"permissions": {"allow": [...], "ask": [...], "deny": [...], "defaultMode": "..."}}`
+(a top-level `defaultMode` is read too).
+
+Invariants:
+- Rules from every file are merged, never overridden: the checker evaluates deny before ask before
+  allow, so a project `allow` can never cancel a user `deny`.
+- `defaultMode` is taken from the most specific scope that sets it (local, then project, then
+  user), except that a checked-in project file may not turn on `bypassPermissions`: cloning a
+  repository must not switch every prompt off. That case is reported in `Settings.warnings`.
+- "Yes, always" answers are saved by `save_rule` to the local foldline file only.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+from foldline._json import JSONDecodeError, dumps, loads
+from foldline.errors import UserError
+from foldline.tools.permissions import Behavior, PermissionMode, PermissionRules, Rule
+
+__all__ = ["Scope", "Settings", "SettingsSource", "load_settings", "local_settings_path", "save_rule"]
+
+Scope = Literal["user", "project", "local"]
+_LISTS: tuple[Behavior, ...] = ("allow", "ask", "deny")
+
+
+@dataclass(frozen=True)
+class SettingsSource:
+    """Where one rule or the mode came from."""
+
+    scope: Scope
+    path: Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The merged permission settings of one workspace."""
+
+    rules: PermissionRules = field(default_factory=PermissionRules)
+    mode: PermissionMode | None = None
+    """The `defaultMode` in force, or None when no file sets one."""
+    rule_sources: Mapping[tuple[Behavior, str], SettingsSource] = field(default_factory=dict)
+    """`(list, rule text)` -> the first file that holds it."""
+    mode_source: SettingsSource | None = None
+    files: tuple[SettingsSource, ...] = ()
+    """Every settings file that was read, in reading order."""
+    warnings: tuple[str, ...] = ()
+    """Settings that were ignored, and why."""
+
+
+def _files(workspace: Path, home: Path) -> list[SettingsSource]:
+    return [
+        SettingsSource("user", home / ".foldline" / "settings.json"),
+        SettingsSource("user", home / ".claude" / "settings.json"),
+        SettingsSource("project", workspace / ".foldline" / "settings.json"),
+        SettingsSource("project", workspace / ".claude" / "settings.json"),
+        SettingsSource("local", workspace / ".claude" / "settings.local.json"),
+        SettingsSource("local", workspace / ".foldline" / "settings.local.json"),
+    ]
+
+
+def local_settings_path(workspace: Path) -> Path:
+    """The file `save_rule` writes: `<workspace>/.foldline/settings.local.json`."""
+    return workspace / ".foldline" / "settings.local.json"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = loads(path.read_bytes())
+    except JSONDecodeError as e:
+        raise UserError(
+            f"{path}: line {e.lineno}: not valid JSON ({e.msg}); fix or remove the settings file"
+        ) from e
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the settings file ({e.strerror})") from e
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a settings file holds a JSON object, not {type(data).__name__}")
+    return data
+
+
+def _rules_of(data: Mapping[str, Any], path: Path) -> dict[Behavior, list[str]]:
+    permissions = data.get("permissions", {})
+    if not isinstance(permissions, dict):
+        raise UserError(f"{path}: `permissions` must be an object with allow / ask / deny lists")
+    out: dict[Behavior, list[str]] = {}
+    for name in _LISTS:
+        items = permissions.get(name, [])
+        if not isinstance(items, list) or not all(isinstance(r, str) for r in items):
+            raise UserError(f"{path}: `permissions.{name}` must be a list of rule strings")
+        for text in items:
+            try:
+                Rule.parse(text)
+            except UserError as e:
+                raise UserError(f"{path}: permissions.{name}: {e}") from e
+        out[name] = items
+    return out
+
+
+def _mode_of(data: Mapping[str, Any], path: Path) -> PermissionMode | None:
+    permissions = data.get("permissions", {})
+    mode = permissions.get("defaultMode") if isinstance(permissions, dict) else None
+    mode = mode if mode is not None else data.get("defaultMode")
+    if mode is None:
+        return None
+    modes = get_args(PermissionMode)
+    if mode not in modes:
+        raise UserError(f"{path}: defaultMode {mode!r} is not one of {', '.join(modes)}")
+    return cast(PermissionMode, mode)
+
+
+def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
+    """Read and merge the settings files of `workspace` (see the module docstring).
+
+    Raises:
+        UserError: a settings file exists but is not valid JSON, or holds a malformed rule or mode;
+            the message names the file.
+    """
+    home = Path.home() if home is None else home
+    lists: dict[Behavior, list[str]] = {name: [] for name in _LISTS}
+    sources: dict[tuple[Behavior, str], SettingsSource] = {}
+    mode: PermissionMode | None = None
+    mode_source: SettingsSource | None = None
+    read: list[SettingsSource] = []
+    warnings: list[str] = []
+    for source in _files(workspace, home):
+        if not source.path.is_file():
+            continue
+        read.append(source)
+        data = _read(source.path)
+        for name, items in _rules_of(data, source.path).items():
+            for text in items:
+                if (name, text) not in sources:
+                    sources[(name, text)] = source
+                    lists[name].append(text)
+        found = _mode_of(data, source.path)
+        if found == "bypassPermissions" and source.scope == "project":
+            warnings.append(
+                f"{source.path}: a checked-in project file may not set bypassPermissions; ignored"
+            )
+        elif found is not None:
+            mode, mode_source = found, source
+    return Settings(
+        PermissionRules.from_lists(allow=lists["allow"], ask=lists["ask"], deny=lists["deny"]),
+        mode,
+        sources,
+        mode_source,
+        tuple(read),
+        tuple(warnings),
+    )
+
+
+def save_rule(workspace: Path, rule: str, behavior: Behavior = "allow") -> Path:
+    """Add `rule` to a list of the local settings file (created if missing), keeping the rest of the
+    file as it was; a rule already there is not added twice. Returns the file's path.
+
+    Raises:
+        UserError: `rule` is not a rule, or the existing file is not valid settings JSON.
+    """
+    Rule.parse(rule)
+    path = local_settings_path(workspace)
+    data = _read(path) if path.exists() else {}
+    permissions = data.setdefault("permissions", {})
+    if not isinstance(permissions, dict):
+        raise UserError(f"{path}: `permissions` must be an object with allow / ask / deny lists")
+    items = permissions.setdefault(behavior, [])
+    if not isinstance(items, list):
+        raise UserError(f"{path}: `permissions.{behavior}` must be a list of rule strings")
+    if rule not in items:
+        items.append(rule)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".settings.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(dumps(data, indent=True).decode() + "\n")
+    os.replace(tmp, path)  # readers see the old file or the new one, never half of it
+    return path
