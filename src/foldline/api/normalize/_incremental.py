@@ -1,0 +1,165 @@
+"""Incremental normalization: `IncrementalNormalizer`, the engine's per-turn path.
+
+Gives the same messages as `normalize_messages_for_api` for a timeline that grows by appending,
+redoing only the open tail each turn. `IncrementalNormalizer.messages(entries)` equals
+`normalize_messages_for_api(entries)`, errors included; whenever it cannot prove the frozen head
+unaffected it normalizes from scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from foldline._incremental import GrowthCursor
+from foldline.api.normalize._base import (
+    MessageParam,
+    NormalizeOptions,
+    _Msg,
+)
+from foldline.api.normalize._final import (
+    STEPS,
+    _finish,
+    _wire,
+)
+from foldline.api.normalize._lift import _lift
+from foldline.api.normalize._s6_edges import (
+    _safe_tool_id,
+)
+from foldline.api.normalize._s7_media import (
+    _as_sent,
+    _check_media,
+    _MediaTotals,
+)
+from foldline.errors import UserError
+from foldline.timeline import (
+    AssistantEntry,
+    AttachmentEntry,
+    Entry,
+    UserEntry,
+)
+
+_PRE_FINAL = tuple(step for step in STEPS if step.name not in ("S7", "final"))
+
+
+class _Dependent(Exception):
+    """The open tail reaches back into the frozen head: normalize from scratch instead."""
+
+
+@dataclass
+class _Head:
+    """The frozen messages of a growing session, and what the tail must not refer back to."""
+
+    wire: list[MessageParam] = field(default_factory=list)
+    tool_ids: set[str] = field(default_factory=set)
+    """tool_use and tool_result ids (as S6.h maps them) in the head."""
+    msg_ids: set[str] = field(default_factory=set)
+    media: _MediaTotals = field(default_factory=_MediaTotals)
+
+
+def _refs(entries: Sequence[Entry]) -> tuple[set[str], set[str], set[str]]:
+    """(tool ids, assistant message ids, attachment targets) that entries mention."""
+    tool_ids: set[str] = set()
+    msg_ids: set[str] = set()
+    targets: set[str] = set()
+    for e in entries:
+        if isinstance(e, AttachmentEntry) and e.tool_use_id:
+            targets.add(e.tool_use_id)
+        if not isinstance(e, UserEntry | AssistantEntry):
+            continue
+        if isinstance(e, AssistantEntry):
+            msg_ids.add(e.message.id)
+        for b in e.message.content if isinstance(e.message.content, list) else ():
+            kind = b.get("type")
+            if kind in ("tool_use", "tool_result"):
+                tool_ids.add(_safe_tool_id(b.get("id") if kind == "tool_use" else b.get("tool_use_id")))
+    return tool_ids, msg_ids, targets
+
+
+class IncrementalNormalizer:
+    """`normalize_messages_for_api` for a timeline that grows by appending, redoing only the open tail.
+
+    The messages before the latest assistant reply are frozen once normalized (their wire dicts are
+    reused, same objects, on every later call); each call normalizes only the entries from that
+    reply on. The result is always equal to `normalize_messages_for_api(entries, ...)`: whenever the
+    tail could change the frozen part (it answers, repeats or attaches to something in it, or a media
+    limit depends on the total) or `entries` is not an extension of the previous call's, it starts
+    over from scratch.
+    """
+
+    def __init__(self, options: NormalizeOptions | None = None) -> None:
+        self.options = options or NormalizeOptions()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the frozen head: the next call normalizes from scratch (after a snip or compaction)."""
+        self._lifted: dict[int, tuple[Entry, _Msg]] = {}
+        self._head = _Head()
+        self._tail_start = 0
+        self._cursor: GrowthCursor[Entry] = GrowthCursor()
+
+    def messages(self, entries: Sequence[Entry]) -> list[MessageParam]:
+        """The normalized messages for `entries` (the whole projected timeline, oldest first).
+
+        Raises:
+            UserError: as `normalize_messages_for_api`.
+        """
+        if self._cursor.advance(entries) is None:
+            self.reset()
+            self._cursor.advance(entries)
+        if self._tail_start:
+            try:
+                return self._assemble(entries)
+            except _Dependent:
+                self._head, self._tail_start = _Head(), 0
+        return self._assemble(entries)
+
+    def _assemble(self, entries: Sequence[Entry]) -> list[MessageParam]:
+        tail = entries[self._tail_start :]
+        head = self._head
+        at_start = not head.wire
+        if not at_start:
+            tool_ids, msg_ids, targets = _refs(tail)
+            if tool_ids & head.tool_ids or msg_ids & head.msg_ids or targets & head.tool_ids:
+                raise _Dependent
+        lifted = self._lifted
+        msgs = [hit[1] if (hit := lifted.get(id(e))) and hit[0] is e else _lift(e) for e in tail]
+        self._lifted = {id(e): (e, m) for e, m in zip(tail, msgs, strict=True)}
+        for step in _PRE_FINAL:
+            msgs = step.run(msgs, self.options)
+        if not at_start and (not msgs or msgs[0].role != "assistant"):
+            raise _Dependent
+        try:
+            _check_media(_as_sent(msgs) if at_start else msgs, self.options.media, head.media)
+        except UserError:
+            if at_start:
+                raise
+            raise _Dependent from None
+        final = _finish(msgs, self.options, at_start=at_start)
+        wire = _wire(final)
+        out = head.wire + wire
+        self._advance(tail, final, wire)
+        return out
+
+    def _advance(self, tail: Sequence[Entry], final: list[_Msg], wire: list[MessageParam]) -> None:
+        """Freeze the messages before the latest assistant reply, if they map onto a prefix of `tail`."""
+        cut = next((j for j in range(len(final) - 1, 0, -1) if final[j].role == "assistant"), 0)
+        if cut == 0 or not final[cut].uuids:
+            return
+        position = {e.uuid: i for i, e in reversed(list(enumerate(tail)))}
+        split = position.get(final[cut].uuids[0])
+        if split is None:
+            return
+        before = {e.uuid for e in tail[:split]}
+        after = {e.uuid for e in tail[split:]}
+        if any(u in before for m in final[cut:] for u in m.uuids) or any(
+            u in after for m in final[:cut] for u in m.uuids
+        ):
+            return  # S1 moved an attachment across the cut: keep the tail whole
+        tool_ids, msg_ids, _ = _refs(tail[:split])
+        head = self._head
+        head.media = _check_media(final[:cut], self.options.media, head.media)
+        head.wire = head.wire + wire[:cut]
+        head.tool_ids |= tool_ids
+        head.msg_ids |= msg_ids
+        self._tail_start += split

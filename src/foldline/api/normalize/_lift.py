@@ -1,0 +1,89 @@
+"""Lifting entries into messages: every entry as a `_Msg`, before any filtering (S0 decides what is sent).
+
+Blocks lose CC/foldline-only fields here; blocks that need no change are passed through as the same
+objects, so thinking blocks and signatures reach the wire byte-exact (A21, A22).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from foldline._types import Block
+from foldline.api.normalize._base import (
+    _REMINDER_PREFIX,
+    _THINKING,
+    Role,
+    _Msg,
+)
+from foldline.errors import UserError
+from foldline.timeline import (
+    AssistantEntry,
+    AttachmentEntry,
+    Entry,
+    ProgressEntry,
+    SystemEntry,
+    UserEntry,
+)
+
+_STRIP_KEYS = frozenset({"caller", "cache_control", "cache_reference"})
+"""Fields that are ours or Claude Code's, not the API's: breakpoints are re-placed by `api.cache`."""
+
+
+def _clean_block(block: Block) -> Block:
+    """The block without CC/foldline-only fields or, in a tool_result, non-block items (thinking: as is)."""
+    kind = block.get("type")
+    if kind in _THINKING:
+        return block
+    content = block.get("content")
+    if kind == "tool_result" and isinstance(content, list):
+        cleaned = [_clean_block(b) for b in content if isinstance(b, dict)]  # as `_blocks` does one level up
+        changed = len(cleaned) != len(content) or any(
+            c is not b for c, b in zip(cleaned, content, strict=True)
+        )
+        if changed or _STRIP_KEYS & block.keys():
+            return {k: v for k, v in block.items() if k not in _STRIP_KEYS} | {"content": cleaned}
+    if _STRIP_KEYS & block.keys():
+        return {k: v for k, v in block.items() if k not in _STRIP_KEYS}
+    return block
+
+
+def _blocks(content: str | Sequence[Block]) -> list[Block]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [_clean_block(b) for b in content if isinstance(b, dict)]
+
+
+def _reminder(content: str | Sequence[Block]) -> list[Block]:
+    """Attachment text as the model sees it: wrapped in `<system-reminder>` like Claude Code does."""
+    if isinstance(content, str):
+        if not content.strip() or content.startswith(_REMINDER_PREFIX):
+            return _blocks(content)
+        return [{"type": "text", "text": f"{_REMINDER_PREFIX}\n{content}\n</system-reminder>"}]
+    return _blocks(content)
+
+
+def _error_text(entry: AssistantEntry) -> str:
+    texts = [b.get("text", "") for b in entry.message.content if b.get("type") == "text"]
+    if entry.api_error is not None:
+        texts += [entry.api_error.message, entry.api_error.error_type, str(entry.api_error.status or "")]
+    return "\n".join(t for t in texts if isinstance(t, str))
+
+
+def _lift(entry: Entry) -> _Msg:
+    """Every entry as a message, before any filtering (S0 decides what is sent)."""
+    uuids = (entry.uuid,)
+    if isinstance(entry, UserEntry):
+        typed = not entry.is_meta and not entry.is_compact_summary
+        return _Msg("user", _blocks(entry.message.content), uuids, is_meta=not typed, entry=entry)
+    if isinstance(entry, AssistantEntry):
+        content = _blocks(entry.message.content)
+        error = _error_text(entry) if entry.is_api_error_message else ""
+        return _Msg("assistant", content, uuids, msg_id=entry.message.id, entry=entry, error_text=error)
+    if isinstance(entry, AttachmentEntry):
+        return _Msg("user", _reminder(entry.content), uuids, entry=entry, attach_to=entry.tool_use_id)
+    if isinstance(entry, SystemEntry):
+        role: Role = "user" if entry.subtype == "local_command" else "system"
+        return _Msg(role, _blocks(entry.content), uuids, entry=entry)
+    if isinstance(entry, ProgressEntry):
+        return _Msg("system", _blocks(entry.text), uuids, entry=entry)
+    raise UserError(f"entry {getattr(entry, 'uuid', '?')}: not a timeline entry: {type(entry).__name__}")

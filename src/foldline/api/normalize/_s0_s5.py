@@ -1,0 +1,198 @@
+"""Steps S0 .. S5 of design.md §4.1: filter, attachments, failed media, merge ids, merge users, snip tags.
+
+```
+S0 filter -> S1 attachments -> S2 media -> S3 merge ids -> S4 merge users -> S5 snip tags
+```
+
+Each step is a pure function of the messages and `NormalizeOptions`; text the user typed is never
+dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from foldline._types import Block
+from foldline.api.normalize._base import (
+    NormalizeOptions,
+    _Msg,
+)
+from foldline.compact.snip import short_id
+from foldline.timeline import (
+    AssistantEntry,
+    is_api_visible,
+)
+
+_USERS = frozenset({"user"})
+
+
+def s0_filter(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S0: drop virtual, progress, non-`local_command` system and sidechain entries (R1.5).
+
+    Synthetic API-error entries are turned into `error` markers that S2 reads and removes.
+    """
+    out: list[_Msg] = []
+    for m in msgs:
+        if m.entry is None or is_api_visible(m.entry):
+            out.append(m)
+        elif isinstance(m.entry, AssistantEntry) and m.entry.is_api_error_message and not m.entry.is_virtual:
+            out.append(_Msg("error", [], m.uuids, entry=m.entry, error_text=m.error_text))
+    return out
+
+
+def s1_reorder_attachments(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S1: move each hook attachment right after the message holding its tool call's result."""
+    result_at: dict[str, int] = {}
+    for i, m in enumerate(msgs):
+        if m.role == "user":
+            for b in m.content:
+                if b.get("type") == "tool_result":
+                    result_at.setdefault(str(b.get("tool_use_id")), i)
+    moved: dict[int, list[_Msg]] = {}
+    keep: list[tuple[int, _Msg]] = []
+    for i, m in enumerate(msgs):
+        target = result_at.get(m.attach_to) if m.attach_to else None
+        if target is not None and target != i:
+            moved.setdefault(target, []).append(m)
+        else:
+            keep.append((i, m))
+    if not moved:
+        return msgs
+    out: list[_Msg] = []
+    for i, m in keep:
+        out.append(m)
+        out.extend(moved.pop(i, ()))
+    return out
+
+
+_MEDIA_ERRORS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
+    (re.compile(r"request[ _]too[ _]large|exceeds the maximum (allowed number of bytes|size)|\b413\b", re.I),
+     frozenset({"document", "image"})),
+    (re.compile(r"too (many images|much media)", re.I), frozenset({"document", "image"})),
+    (re.compile(r"pdf", re.I), frozenset({"document"})),
+    (re.compile(r"image", re.I), frozenset({"image"})),
+)  # fmt: skip
+"""API error texts (A29-A33, A41) -> the block types to strip; first match wins."""
+
+
+def media_types_to_strip(error_text: str) -> frozenset[str]:
+    """The block types an API error about media asks us to strip (empty when it is not about media)."""
+    for pattern, kinds in _MEDIA_ERRORS:
+        if pattern.search(error_text):
+            return kinds
+    return frozenset()
+
+
+def _strip_media(blocks: list[Block], kinds: frozenset[str]) -> list[Block]:
+    out: list[Block] = []
+    for b in blocks:
+        if b.get("type") in kinds:
+            continue
+        inner = b.get("content")
+        if b.get("type") == "tool_result" and isinstance(inner, list):
+            kept = _strip_media(inner, kinds)
+            if len(kept) != len(inner):
+                b = b | {"content": kept}
+        out.append(b)
+    return out
+
+
+def s2_strip_failed_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S2: after the API rejected media, strip it from the nearest injected (`is_meta`) user message.
+
+    The walk back from each error marker stops at an assistant message or at a user message with
+    typed text: the user's own input is never touched. A message left with nothing is dropped.
+    """
+    out = list(msgs)
+    emptied: set[int] = set()
+    for i, m in enumerate(msgs):
+        kinds = media_types_to_strip(m.error_text) if m.role == "error" else frozenset()
+        if not kinds:
+            continue
+        for j in range(i - 1, -1, -1):
+            prev = out[j]
+            if prev.role == "error":
+                continue
+            if prev.role != "user" or not prev.is_meta:
+                break
+            stripped = _strip_media(prev.content, kinds)
+            if stripped != prev.content:
+                out[j] = prev.with_content(stripped)
+                if not stripped:
+                    emptied.add(j)
+                break
+    return [m for i, m in enumerate(out) if m.role != "error" and i not in emptied]
+
+
+def _merge(a: _Msg, b: _Msg) -> _Msg:
+    return replace(
+        a,
+        content=[*a.content, *b.content],
+        uuids=a.uuids + b.uuids,
+        is_meta=a.is_meta and b.is_meta,
+        entry=None,
+    )
+
+
+def _identity(block: Block) -> tuple[str, str] | None:
+    """What makes a block the same block when a piece is written twice (tool id, signature)."""
+    kind = block.get("type")
+    key = {"tool_use": "id", "thinking": "signature", "redacted_thinking": "data"}.get(str(kind))
+    return (str(kind), str(block.get(key))) if key else None
+
+
+def _without_known_blocks(piece: _Msg, merged: list[Block]) -> _Msg:
+    known = {_identity(b) for b in merged} - {None}
+    kept = [b for b in piece.content if _identity(b) not in known]
+    return piece if len(kept) == len(piece.content) else piece.with_content(kept)
+
+
+def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S3: one streamed reply written as several entries (one per block) becomes one message.
+
+    Pieces merge across interleaved user messages (streaming tool execution writes each tool_result
+    between two tool_use pieces); those user messages then follow the merged reply, where S4 joins
+    them. A piece already merged (a replayed line, same uuid or not) is not added twice.
+    """
+    out: list[_Msg] = []
+    open_at: int | None = None
+    for m in msgs:
+        if m.role != "assistant":
+            out.append(m)
+            continue
+        if open_at is not None and m.msg_id and out[open_at].msg_id == m.msg_id:
+            if not set(m.uuids) <= set(out[open_at].uuids):
+                out[open_at] = _merge(out[open_at], _without_known_blocks(m, out[open_at].content))
+            continue
+        out.append(m)
+        open_at = len(out) - 1
+    return out
+
+
+def _merge_adjacent(msgs: list[_Msg], roles: frozenset[str]) -> list[_Msg]:
+    out: list[_Msg] = []
+    for m in msgs:
+        if out and out[-1].role == m.role and m.role in roles:
+            out[-1] = _merge(out[-1], m)
+        else:
+            out.append(m)
+    return out
+
+
+def s4_merge_users(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S4: join adjacent user messages (Bedrock rejects consecutive user turns, A3)."""
+    return _merge_adjacent(msgs, _USERS)
+
+
+def s5_snip_tags(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S5: append `[id:<short>]` for each entry of every user message, as one final text block (R3.1.1)."""
+    if not opts.snip_enabled:
+        return msgs
+    out: list[_Msg] = []
+    for m in msgs:
+        if m.role == "user" and m.uuids:
+            tag = " ".join(f"[id:{short_id(u)}]" for u in m.uuids)
+            m = m.with_content([*m.content, {"type": "text", "text": tag}])
+        out.append(m)
+    return out

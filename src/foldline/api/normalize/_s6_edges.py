@@ -1,0 +1,290 @@
+"""Step S6 of design.md §4.1, edge cleanup: S6.a .. S6.g, then S6.h tool pairing.
+
+After it, no assistant message ends with thinking or is empty, there is no whitespace-only text,
+and every `tool_use` is paired with a `tool_result` at the start of the next message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from foldline._types import Block
+from foldline.api.normalize._base import (
+    _BOTH_ROLES,
+    _REMINDER_PREFIX,
+    _THINKING,
+    EMPTY_ASSISTANT_TEXT,
+    EMPTY_ERROR_TEXT,
+    INTERRUPTED_RESULT_TEXT,
+    NormalizeOptions,
+    _Msg,
+)
+from foldline.api.normalize._s0_s5 import (
+    _merge_adjacent,
+)
+
+_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def _is_thinking(b: Block) -> bool:
+    return b.get("type") in _THINKING
+
+
+def _is_blank_text(b: Block) -> bool:
+    text = b.get("text")
+    return b.get("type") == "text" and (not isinstance(text, str) or not text.strip())
+
+
+def s6a_drop_orphan_thinking(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.a: drop thinking-only assistant messages whose reply has no other content anywhere.
+
+    Two passes: first the ids that have any non-thinking content, then the drop. These are streams
+    interrupted right after thinking (A24).
+    """
+    has_content = {
+        m.msg_id for m in msgs if m.role == "assistant" and any(not _is_thinking(b) for b in m.content)
+    }
+    return [
+        m
+        for m in msgs
+        if not (
+            m.role == "assistant"
+            and m.content
+            and all(_is_thinking(b) for b in m.content)
+            and m.msg_id not in has_content
+        )
+    ]
+
+
+def s6b_strip_trailing_thinking(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.b: an assistant message may not end with a thinking block (A24).
+
+    The rule bites on the final assistant message; any other one ending in thinking is a fragment
+    of the same kind (an interrupted stream), so it is treated alike.
+    """
+    out: list[_Msg] = []
+    for m in msgs:
+        if m.role == "assistant" and m.content and _is_thinking(m.content[-1]):
+            content = list(m.content)
+            while content and _is_thinking(content[-1]):
+                content.pop()
+            m = m.with_content(content)
+        out.append(m)
+    return out
+
+
+def s6c_drop_whitespace(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.c: drop assistant messages made only of whitespace text, and whitespace-only text blocks.
+
+    Runs after S6.b so "thinking + whitespace" is caught. Whitespace-only text is rejected anywhere
+    (A6, A7); a user message left empty by it (or empty already) had nothing typed in it.
+    """
+    out: list[_Msg] = []
+    for m in msgs:
+        blank = [b for b in m.content if _is_blank_text(b)]
+        if not blank:
+            if m.content or m.role == "assistant":
+                out.append(m)
+            continue
+        content = [b for b in m.content if not _is_blank_text(b)]
+        if m.role == "assistant":
+            while content and _is_thinking(content[-1]):
+                content.pop()  # the removed text may have hidden a trailing thinking block (S6.b)
+            if not content:
+                continue
+        if content:
+            out.append(m.with_content(content))
+    return out
+
+
+def s6d_fill_empty_assistant(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.d: give an empty non-final assistant message placeholder text (A5)."""
+    last = len(msgs) - 1
+    return [
+        m.with_content([{"type": "text", "text": EMPTY_ASSISTANT_TEXT}])
+        if m.role == "assistant" and not m.content and i != last
+        else m
+        for i, m in enumerate(msgs)
+    ]
+
+
+def s6e_merge_adjacent(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.e: merge adjacent same-role messages again; the filters above may have made them adjacent."""
+    return _merge_adjacent(msgs, _BOTH_ROLES)
+
+
+def _fold_into(result: Block, texts: list[Block]) -> Block:
+    content = result.get("content")
+    base: list[Block]
+    if isinstance(content, list):
+        base = list(content)
+    else:
+        base = [{"type": "text", "text": content}] if isinstance(content, str) and content.strip() else []
+    return result | {"content": [*base, *texts]}
+
+
+def _is_reminder(b: Block) -> bool:
+    return b.get("type") == "text" and str(b.get("text", "")).lstrip().startswith(_REMINDER_PREFIX)
+
+
+def s6f_fold_reminders(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.f: fold `<system-reminder>` text beside tool_results into the nearest preceding result.
+
+    A reminder before the first result goes into the first one. Text among results would otherwise
+    sit where the API wants only results (A11).
+    """
+    out: list[_Msg] = []
+    for m in msgs:
+        results = [i for i, b in enumerate(m.content) if b.get("type") == "tool_result"]
+        if m.role != "user" or not results or not any(_is_reminder(b) for b in m.content):
+            out.append(m)
+            continue
+        folds: dict[int, list[Block]] = {}
+        for i, b in enumerate(m.content):
+            if _is_reminder(b):
+                target = max((r for r in results if r < i), default=results[0])
+                folds.setdefault(target, []).append(b)
+        content = [
+            _fold_into(b, folds[i]) if i in folds else b
+            for i, b in enumerate(m.content)
+            if not _is_reminder(b)
+        ]
+        out.append(m.with_content(content))
+    return out
+
+
+def _clean_result(block: Block) -> Block:
+    content = block.get("content")
+    is_error = block.get("is_error") is True
+    if isinstance(content, list):
+        kept = [b for b in content if b.get("text") != "" and (not is_error or b.get("type") == "text")]
+        if len(kept) != len(content):
+            block = block | {"content": kept}
+            content = kept
+    if is_error and not (content.strip() if isinstance(content, str) else content):
+        block = block | {"content": EMPTY_ERROR_TEXT}
+    return block
+
+
+def s6g_text_only_errors(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.g: `is_error` results keep only text (A16) and are never empty (A17).
+
+    Empty text inside any result's content goes too (A6; whitespace-only output is legal there).
+    """
+    out: list[_Msg] = []
+    for m in msgs:
+        if m.role == "user" and any(b.get("type") == "tool_result" for b in m.content):
+            m = m.with_content([_clean_result(b) if b.get("type") == "tool_result" else b for b in m.content])
+        out.append(m)
+    return out
+
+
+def _thinking_first(content: list[Block]) -> list[Block]:
+    """Move the first run of thinking blocks to the front, unchanged and in order (A20)."""
+    if not content or _is_thinking(content[0]) or not any(_is_thinking(b) for b in content):
+        return content
+    start = next(i for i, b in enumerate(content) if _is_thinking(b))
+    end = start
+    while end < len(content) and _is_thinking(content[end]):
+        end += 1
+    return [*content[start:end], *content[:start], *content[end:]]
+
+
+def _safe_tool_id(raw: object) -> str:
+    """A tool id the API accepts (A14); a bad one maps to a stable derived id."""
+    text = raw if isinstance(raw, str) else ""
+    if _TOOL_ID.match(text):
+        return text
+    return "toolu_fl" + hashlib.sha256(repr(raw).encode()).hexdigest()[:24]
+
+
+def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]]]:
+    """Assistant content with thinking first, unique well-formed tool_use ids; the ids per message."""
+    seen: set[str] = set()
+    out: list[_Msg] = []
+    uses: list[list[str]] = []
+    for m in msgs:
+        ids: list[str] = []
+        if m.role == "assistant":
+            content: list[Block] = []
+            for b in _thinking_first(m.content):
+                kind = b.get("type")
+                if kind == "tool_result":
+                    continue
+                if kind == "tool_use":
+                    tid = _safe_tool_id(b.get("id"))
+                    if tid in seen:
+                        continue
+                    seen.add(tid)
+                    ids.append(tid)
+                    b = b if tid == b.get("id") else b | {"id": tid}
+                content.append(b)
+            while content and _is_thinking(content[-1]):
+                content.pop()  # a dropped duplicate may have been all that followed the thinking
+            if not content and m.content:
+                continue  # only replayed tool calls: the originals are already sent
+            if content != m.content:
+                m = m.with_content(content)
+        out.append(m)
+        uses.append(ids)
+    return out, uses
+
+
+def _claim_results(msgs: list[_Msg], uses: list[list[str]]) -> dict[str, Block]:
+    """The first result recorded after each tool_use, by id; orphans and duplicates are not claimed."""
+    declared: set[str] = set()
+    claimed: dict[str, Block] = {}
+    for m, ids in zip(msgs, uses, strict=True):
+        declared.update(ids)
+        if m.role != "user":
+            continue
+        for b in m.content:
+            if b.get("type") == "tool_result":
+                tid = _safe_tool_id(b.get("tool_use_id"))
+                if tid in declared and tid not in claimed:
+                    claimed[tid] = b if tid == b.get("tool_use_id") else b | {"tool_use_id": tid}
+    return claimed
+
+
+def _interrupted(tool_use_id: str) -> Block:
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "is_error": True,
+        "content": INTERRUPTED_RESULT_TEXT,
+    }
+
+
+def s6h_pair_tools(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
+    """S6.h: every tool_use is answered at the start of the next user message, in tool_use order.
+
+    Missing results are synthesized as `is_error` "interrupted" results; results with no tool_use
+    before them are dropped; tool_use ids are made unique; thinking comes first in its message
+    (A10-A14, A20). A user message left empty by moving results away is dropped.
+    """
+    msgs, uses = _dedupe_tool_uses(msgs)
+    claimed = _claim_results(msgs, uses)
+    out: list[_Msg] = []
+    pending: list[str] = []
+    for m, ids in zip(msgs, uses, strict=True):
+        rest = (
+            [b for b in m.content if b.get("type") not in ("tool_result", "tool_use")]
+            if m.role == "user"
+            else None
+        )
+        if pending:
+            answers = [claimed.get(t) or _interrupted(t) for t in pending]
+            if m.role == "user":
+                out.append(m.with_content([*answers, *(rest or [])]))
+                pending = ids
+                continue
+            out.append(_Msg("user", answers, ()))
+        if rest is not None and len(rest) != len(m.content):
+            m = m.with_content(rest)
+        if m.content or m.role != "user":
+            out.append(m)
+        pending = ids
+    if pending:
+        out.append(_Msg("user", [claimed.get(t) or _interrupted(t) for t in pending], ()))
+    return out
