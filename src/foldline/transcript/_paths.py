@@ -9,9 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from foldline.config import FsyncPolicy
-from foldline.errors import (
-    UserError,
-)
+from foldline.errors import UserError
 from foldline.timeline import Timeline
 from foldline.transcript._write import TranscriptWriter
 

@@ -20,9 +20,7 @@ from pathlib import Path
 import msgspec
 
 from foldline._json import decode_json, decode_record, raw_decode
-from foldline.errors import (
-    TranscriptFormatError,
-)
+from foldline.errors import TranscriptFormatError
 from foldline.timeline import AnyRecord, Record, UnknownRecord
 from foldline.transcript._format import FORMAT_VERSION, LoadResult, LoadWarning, TranscriptHeader
 

@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, TypedDict
 
 from foldline._types import Block
-from foldline.timeline import (
-    Entry,
-)
+from foldline.timeline import Entry
 
 INTERRUPTED_RESULT_TEXT = "[Tool call interrupted: no result was recorded]"
 """The `is_error` result synthesized for a `tool_use` whose result never reached the timeline."""

@@ -45,9 +45,7 @@ from foldline.api.normalize._s7_media import (
     s7_check_media,
 )
 from foldline.errors import UserError
-from foldline.timeline import (
-    Entry,
-)
+from foldline.timeline import Entry
 
 
 def _rstrip_last_text(content: list[Block]) -> list[Block]:

@@ -23,9 +23,7 @@ from foldline.api.normalize._final import (
     _wire,
 )
 from foldline.api.normalize._lift import _lift
-from foldline.api.normalize._s6_edges import (
-    _safe_tool_id,
-)
+from foldline.api.normalize._s6_edges import _safe_tool_id
 from foldline.api.normalize._s7_media import (
     _as_sent,
     _check_media,

@@ -20,9 +20,7 @@ from foldline.api.normalize._base import (
     NormalizeOptions,
     _Msg,
 )
-from foldline.api.normalize._s0_s5 import (
-    _merge_adjacent,
-)
+from foldline.api.normalize._s0_s5 import _merge_adjacent
 
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 

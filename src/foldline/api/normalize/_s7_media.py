@@ -17,9 +17,7 @@ from foldline.api.normalize._base import (
     NormalizeOptions,
     _Msg,
 )
-from foldline.api.normalize._s0_s5 import (
-    _merge_adjacent,
-)
+from foldline.api.normalize._s0_s5 import _merge_adjacent
 from foldline.errors import UserError
 from foldline.media import decode_base64, image_size, pdf_pages
 

@@ -1,0 +1,56 @@
+"""Locations and error construction: where an element sits (`_Loc`), and the errors that name it.
+
+`RequestValidationError.message` is the text the API sends, with the API's prefix (its pydantic
+location carries discriminator tags: `messages.1.content.1.tool_use.id`); `.path` is the plain JSON
+path of the offending element (`messages.1.content.1.id`), `""` when the whole body is at fault.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from foldline.errors import RequestValidationError
+
+
+class _Tag(str):
+    """A discriminator tag in a location: part of the API's wording, not of the JSON path."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Loc:
+    """Where an element sits, as path segments; both renderings are built only for an error.
+
+    `json` is the plain JSON path (`messages.1.content.0.id`); `api` is the API's location, which
+    also names each discriminated-union member (`messages.1.content.0.tool_use.id`).
+    """
+
+    parts: tuple[str | int, ...] = ()
+
+    def at(self, key: str | int) -> _Loc:
+        return _Loc((*self.parts, key))
+
+    def tag(self, name: str) -> _Loc:
+        return _Loc((*self.parts, _Tag(name)))
+
+    @property
+    def json(self) -> str:
+        return ".".join(str(part) for part in self.parts if not isinstance(part, _Tag))
+
+    @property
+    def api(self) -> str:
+        return ".".join(str(part) for part in self.parts)
+
+
+_ROOT = _Loc()
+
+
+def _error(loc: _Loc, text: str) -> RequestValidationError:
+    """An error prefixed with the API's location, as the API's schema layer words it."""
+    return RequestValidationError(f"{loc.api}: {text}" if loc.api else text, path=loc.json)
+
+
+def _bare(text: str, loc: _Loc) -> RequestValidationError:
+    """An error whose API text carries its own (or no) prefix; `loc` only sets the path."""
+    return RequestValidationError(text, path=loc.json)
