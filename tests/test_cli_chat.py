@@ -233,3 +233,18 @@ def test_chat_reads_the_settings_files(
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "may not set bypassPermissions" in result.output
+
+
+def test_a_resume_notice_is_printed_as_text_not_markup(
+    server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    url, _ = server
+    base = tmp_path / "we[bold]ird"  # rich markup in the path, as a user's folder name may have
+    base.mkdir()
+    _chat(url, base, "-p", "first")
+    [path] = list_session_files(base / "sessions")
+    with path.open("ab") as f:
+        f.write(b"{damaged}\n")
+    out = _chat(url, base, "--continue", "-p", "second")
+    assert "we[bold]ird" in out.replace("\n", "")
+    assert "You said: second" in out

@@ -39,6 +39,7 @@ __all__ = [
     "detect_format",
     "find_session",
     "import_claude_code_session",
+    "is_session_id",
     "is_typed_prompt",
     "last_activity",
     "list_sessions",
@@ -131,6 +132,11 @@ def claude_code_projects_dir() -> Path:
     return (Path(home) if home else Path.home() / ".claude") / "projects"
 
 
+def is_session_id(ref: str) -> bool:
+    """Whether `ref` can be a session id: no glob, path or drive characters (so never a path)."""
+    return _PLAIN_ID.fullmatch(ref) is not None
+
+
 def find_session(ref: str, roots: Sequence[Path]) -> Path | None:
     """The session file `ref` names: an existing file path, else a session id under `roots`.
 
@@ -141,7 +147,7 @@ def find_session(ref: str, roots: Sequence[Path]) -> Path | None:
     path = Path(ref)
     if path.is_file():
         return path
-    if _PLAIN_ID.fullmatch(ref) is None:
+    if not is_session_id(ref):
         return None
     for root in roots:
         matches = sorted(root.glob(f"*/{ref}.jsonl")) if root.is_dir() else []

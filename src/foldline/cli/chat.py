@@ -33,6 +33,7 @@ from foldline.sessions import (
     detect_format,
     find_session,
     import_claude_code_session,
+    is_session_id,
 )
 from foldline.settings import load_settings
 from foldline.timeline import AssistantEntry, SystemEntry, UserEntry
@@ -58,7 +59,7 @@ def _open(workspace: Path, sessions_dir: Path, resume: str | None, latest: bool)
     if resume:
         found = find_session(resume, [sessions_dir, claude_code_projects_dir()])
         if found is None:
-            where = session_path(sessions_dir, str(workspace), resume) if _plain(resume) else resume
+            where = session_path(sessions_dir, str(workspace), resume) if is_session_id(resume) else resume
             raise click.ClickException(
                 f"no session {resume!r} for {workspace} (looked for {where}); "
                 "`foldline sessions` lists them, or pass a transcript path"
@@ -70,10 +71,6 @@ def _open(workspace: Path, sessions_dir: Path, resume: str | None, latest: bool)
             raise click.ClickException(f"no earlier session for {workspace} under {sessions_dir}")
         return newest[0]
     return session_path(sessions_dir, str(workspace), str(uuid.uuid4()))
-
-
-def _plain(ref: str) -> bool:
-    return "/" not in ref and not ref.endswith(".jsonl")
 
 
 def _imported(source: Path, workspace: Path, sessions_dir: Path) -> Path:
@@ -96,7 +93,7 @@ def _start(path: Path, workspace: Path, options: dict[str, Any], console: Consol
         provider=AnthropicProvider(base_url=options["base_url"], api_key=options["api_key"]),
         workspace=workspace,
         on_event=_printer(console),
-        on_notice=lambda text: console.print(f"[yellow]warning: {text}[/yellow]", markup=True),
+        on_notice=lambda text: console.print(f"warning: {text}", style="yellow", markup=False),
         **{k: v for k, v in options.items() if k not in ("base_url", "api_key")},
     )
 
