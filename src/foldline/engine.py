@@ -16,7 +16,7 @@ Invariants:
   it to the transcript; nothing is edited.
 - Write-ahead: the assistant message is fsynced before any tool with side effects starts, and
   tool results before the next API call. A kill at any moment resumes into a valid request and no
-  tool runs twice (`QueryEngine.resume` answers dangling tool calls, it never re-runs them).
+  tool runs twice (`answer_dangling_tool_calls` answers them on resume, it never re-runs them).
 - Cancellation (Ctrl-C) records what happened before it propagates: streamed text, real results of
   finished tools, "interrupted" results for the rest, and a marker the model sees.
 """
@@ -218,10 +218,10 @@ class QueryEngine:
             self.config,
             self.tools,
             self.workspace,
-            self.rules,
-            self.permission_mode,
-            self.ask,
-            results_dir,
+            rules=self.rules,
+            permission_mode=self.permission_mode,
+            ask=self.ask,
+            results_dir=results_dir,
         )
         if self.build_request is None:
             self.build_request = request_builder(
@@ -356,7 +356,8 @@ class QueryEngine:
         except ModelHTTPError as e:
             turn.accumulator = turn.executor = None
             return Failure(e)
-        self._watch_cache(turn.accumulator.usage if turn.accumulator else Usage())
+        assert turn.accumulator is not None, "a successful attempt leaves its reply"
+        self._watch_cache(turn.accumulator.usage)
         return reply
 
     def _plan(self, turn: _Turn) -> RequestPlan:
