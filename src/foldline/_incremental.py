@@ -28,7 +28,3 @@ class GrowthCursor(Generic[T]):
         appended = items[self._seen :] if extends else None
         self._seen, self._last = len(items), (items[-1] if items else None)
         return appended
-
-    def reset(self) -> None:
-        """Forget what was seen: the next `advance` returns None."""
-        self._seen, self._last = 0, None

@@ -87,6 +87,7 @@ class IncrementalNormalizer:
 
     def __init__(self, options: NormalizeOptions | None = None) -> None:
         self.options = options or NormalizeOptions()
+        self._cursor: GrowthCursor[Entry] = GrowthCursor()
         self.reset()
 
     def reset(self) -> None:
@@ -94,7 +95,6 @@ class IncrementalNormalizer:
         self._lifted: dict[int, tuple[Entry, _Msg]] = {}
         self._head = _Head()
         self._tail_start = 0
-        self._cursor: GrowthCursor[Entry] = GrowthCursor()
 
     def messages(self, entries: Sequence[Entry]) -> list[MessageParam]:
         """The normalized messages for `entries` (the whole projected timeline, oldest first).
@@ -104,7 +104,6 @@ class IncrementalNormalizer:
         """
         if self._cursor.advance(entries) is None:
             self.reset()
-            self._cursor.advance(entries)
         if self._tail_start:
             try:
                 return self._assemble(entries)
