@@ -48,7 +48,7 @@ from foldline.providers.anthropic import map_event
 from foldline.providers.base import Capabilities
 from foldline.providers.base import http_error as typed_http_error
 from foldline.server.backend import BackendRequest, Reply
-from foldline.server.caching import flatten, total_tokens
+from foldline.server.caching import CacheUsage, flatten, total_tokens
 from foldline.server.envelope import FAULT_MESSAGES, error_body
 from foldline.server.sse import message_events
 from foldline.stream import StreamEvent
@@ -331,13 +331,7 @@ class _FakeProvider:
             request_key=hashlib.sha256(dumps(body)).hexdigest(),
         )
         rendered = parsed.render(request)
-        estimate = {
-            "input_tokens": total_tokens(flatten(body)),
-            "output_tokens": rendered.output_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
-        }
+        estimate = CacheUsage(input_tokens=total_tokens(flatten(body))).as_usage(rendered.output_tokens)
         call.message = rendered.message(request, {**estimate, **(usage or {})})
         for _name, data in message_events(call.message, chunk_tokens=self.chunk_tokens):
             yield data

@@ -4,6 +4,7 @@
 every item must be used); `harness(replies, faults=..., **config)` starts the real local server
 (uvicorn on loopback) and talks to it through the official SDK. Use `harness` only where HTTP or the
 server is the subject: status codes counted at the server, headers, its prompt cache, end to end.
+`model` is each of the two in turn, for a test whose body must hold both in-process and over HTTP.
 """
 
 from __future__ import annotations
@@ -153,12 +154,15 @@ async def harness(tmp_path: Path) -> AsyncIterator[Callable[..., Harness]]:
             replies: Sequence[Reply | dict[str, Any]] = (),
             *,
             faults: str = "",
-            server: ServerConfig | None = None,
+            server_context_window: int | None = None,
             server_clock: Callable[[], float] = time.monotonic,
             **config: Any,
         ) -> Harness:
             backend = ScriptedBackend(replies=replies, select="sequence", strict=True)  # never echo
             plan = parse_faults(faults) if faults else None
+            server: ServerConfig | None = None
+            if server_context_window is not None:
+                server = ServerConfig(context_window=server_context_window)
             app = create_app(server, backend=backend, faults=plan, clock=server_clock)
             url = stack.enter_context(run_server(app))
             h = Harness(
@@ -175,6 +179,16 @@ async def harness(tmp_path: Path) -> AsyncIterator[Callable[..., Harness]]:
         yield start
         for h in started:
             await h.close()
+
+
+@pytest.fixture(params=["scripted", "harness"])
+def model(request: pytest.FixtureRequest) -> Callable[..., Harness]:
+    """`scripted`, then `harness`: the same test body in-process and over real HTTP.
+
+    Both take `(replies, server_context_window=None, **config)`.
+    """
+    start: Callable[..., Harness] = request.getfixturevalue(request.param)
+    return start
 
 
 def assert_valid_next_request(h: Harness, engine: QueryEngine) -> None:

@@ -51,8 +51,8 @@ class _SnipFirstExchange:
 
 
 @pytest.mark.anyio
-async def test_prompt_too_long_runs_the_recovery_chain_and_retries(scripted: Callable[..., Harness]) -> None:
-    h = scripted(
+async def test_prompt_too_long_runs_the_recovery_chain_and_retries(model: Callable[..., Harness]) -> None:
+    h = model(
         [{"text": "one"}, {"text": "two"}],
         server_context_window=4_000,
         snip_enabled=False,

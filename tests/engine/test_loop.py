@@ -1,4 +1,7 @@
-"""The tool loop on an in-process scripted model: parallel reads, serial writes, bash, resume."""
+"""The tool loop on an in-process scripted model: parallel reads, serial writes, bash, resume.
+
+The headline loop and the sixty-round turn also run end to end over real HTTP (`model`).
+"""
 
 from __future__ import annotations
 
@@ -24,9 +27,9 @@ def _tool(name: str, **tool_input: object) -> dict[str, object]:
 
 @pytest.mark.anyio
 async def test_multi_turn_tool_loop_writes_a_transcript_that_resumes_and_continues(
-    scripted: Callable[..., Harness],
+    model: Callable[..., Harness],
 ) -> None:
-    h = scripted(
+    h = model(
         [
             {
                 "text": "Reading both.",
@@ -190,10 +193,8 @@ async def test_oversized_tool_output_is_recorded_as_a_preview_once(scripted: Cal
 
 
 @pytest.mark.anyio
-async def test_a_turn_of_sixty_tool_rounds_completes(scripted: Callable[..., Harness]) -> None:
-    h = scripted(
-        [{"tool_calls": [_tool("Bash", command=f"echo {i}")]} for i in range(60)] + [{"text": "done"}]
-    )
+async def test_a_turn_of_sixty_tool_rounds_completes(model: Callable[..., Harness]) -> None:
+    h = model([{"tool_calls": [_tool("Bash", command=f"echo {i}")]} for i in range(60)] + [{"text": "done"}])
     engine = await h.engine()
     result = await engine.submit_message("work")
     assert (result.stop_reason, result.text, len(h.requests()), result.attempts) == (
