@@ -21,15 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from tests._mutants import Mutant, mutants
 from tests.conftest import claude_code_files, requires_claude_code_data
 
-from foldline._json import encode_line
 from foldline.api.validate import find_errors
 from foldline.cli import cli
 from foldline.errors import FoldlineError
 from foldline.server.app import create_app
 from foldline.server.backend import ScriptedBackend
 from foldline.server.testing import run_server
-from foldline.sessions import load_session
-from foldline.transcript import TranscriptHeader
+from foldline.sessions import import_claude_code_session
 
 pytestmark = requires_claude_code_data
 
@@ -92,14 +90,12 @@ def server() -> Iterator[tuple[str, ScriptedBackend]]:
 
 
 def _imported(path: Path) -> Path | None:
-    """The session as a foldline transcript beside it (what resuming an import continues), if it loads."""
+    """The session imported into a foldline transcript beside it, as `chat --resume` imports it."""
+    target = path.with_name("imported.jsonl")
     try:
-        loaded = load_session(path)
+        import_claude_code_session(path, target, cwd=str(path.parent))
     except FoldlineError:
         return None
-    header = TranscriptHeader(session_id="imported", created_at="2026-01-01T00:00:00.000Z")
-    target = path.with_name("imported.jsonl")
-    target.write_bytes(b"".join(encode_line(r) for r in (header, *loaded.records)))
     return target
 
 
