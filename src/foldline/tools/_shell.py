@@ -176,9 +176,9 @@ class _Walker:
             background = i + 1 < len(items) and items[i + 1].type == "&"
             self.statement(node, self.child(env) if background else env, cond)
 
-    def statement(self, node: Node, env: tuple[int, ...], cond: bool) -> None:  # noqa: C901
+    def statement(self, node: Node, env: tuple[int, ...], cond: bool) -> None:
         kind = node.type
-        if kind in _SEQUENCES:
+        if kind in _SEQUENCES or kind == "negated_command":
             self.sequence(node.children, env, cond)
         elif kind == "list":
             first = True
@@ -197,16 +197,12 @@ class _Walker:
                 self.scan(node, env)
             else:
                 self.sequence(node.children, env, cond)
-        elif kind == "negated_command":
-            self.sequence(node.children, env, cond)
         elif kind == "redirected_statement":
             self.redirected(node, env, cond)
-        elif kind in ("command", "variable_assignment", "variable_assignments"):
+        elif kind in ("command", "variable_assignment", "variable_assignments", "unset_command"):
             self.command(node, env, cond, ())
         elif kind == "declaration_command":
             self.declaration(node, env, cond)
-        elif kind == "unset_command":
-            self.command(node, env, cond, ())
         elif kind == "test_command":
             self.test(node, env, cond)
         elif kind in ("if_statement", "while_statement", "for_statement"):
