@@ -71,7 +71,7 @@ def _files(workspace: Path, home: Path) -> list[SettingsSource]:
         SettingsSource("project", workspace / ".foldline" / "settings.json"),
         SettingsSource("project", workspace / ".claude" / "settings.json"),
         SettingsSource("local", workspace / ".claude" / "settings.local.json"),
-        SettingsSource("local", workspace / ".foldline" / "settings.local.json"),
+        SettingsSource("local", local_settings_path(workspace)),  # the file save_rule writes
     ]
 
 
