@@ -475,12 +475,17 @@ def _expand_known(raw: str, cwd: Path) -> list[str]:
     return [text]
 
 
+def _read_deny_rules(rules: PermissionRules) -> list[Rule]:
+    """The deny rules about reading particular paths: what Bash readers, Grep and Glob must avoid."""
+    return [r for r in rules.deny if r.names(READ_TOOLS) and r.specifier is not None]
+
+
 def _read_denials(
     cmd: SimpleCommand, effects: Effects, cwd: Path, ctx: ToolContext, rules: PermissionRules, *, known: bool
 ) -> Iterable[Decision]:
     """Read deny rules also cover files a command names (`cat .env` under `Read(**/.env)`), through
     `$HOME`, globs, `--opt=FILE` and directories read recursively (`grep -r`, `rg`)."""
-    read_denies = [r for r in rules.deny if r.names(READ_TOOLS) and r.specifier is not None]
+    read_denies = _read_deny_rules(rules)
     if not read_denies:
         return
     # any word of a command not known to take only strings may name a file it reads
@@ -538,7 +543,7 @@ def read_denied_filter(rules: PermissionRules, workspace: Path) -> Callable[[Pat
     Grep and Glob use it to skip such files, so a `Read(**/.env)` deny cannot be sidestepped by
     searching the directory that holds `.env`.
     """
-    denies = [r for r in rules.deny if r.names(READ_TOOLS) and r.specifier is not None]
+    denies = _read_deny_rules(rules)
     anchor_ctx = ToolContext(workspace=workspace)
 
     def denied(path: Path) -> bool:
