@@ -155,8 +155,3 @@ async def test_always_is_not_offered_where_a_rule_cannot_allow(tmp_path: Path) -
     assert not await ask("Bash", {"command": "git push"}, ASK)
     assert "always" not in term.shown[0]
     assert not local_settings_path(tmp_path).exists()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.tools.conftest import fill
 
 from foldline.tools import PermissionMode, PermissionRules, ToolContext, check_permission
 
@@ -65,26 +66,14 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return {"ws": str(ws), "home": str(home), "out": str(outside), "tmp": str(tmp_path)}
 
 
-def _fill(value: Any, layout: Mapping[str, str]) -> Any:
-    if isinstance(value, str):
-        for key, path in layout.items():
-            value = value.replace("{" + key + "}", path)
-        return value
-    if isinstance(value, Mapping):
-        return {k: _fill(v, layout) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(_fill(v, layout) for v in value)
-    return value
-
-
 def decide(attempt: Attempt, layout: Mapping[str, str]) -> str:
     rules = PermissionRules.from_lists(
-        allow=_fill(attempt.allow, layout), ask=_fill(attempt.ask, layout), deny=_fill(attempt.deny, layout)
+        allow=fill(attempt.allow, layout), ask=fill(attempt.ask, layout), deny=fill(attempt.deny, layout)
     )
-    cwd = Path(_fill(attempt.cwd, layout)) if attempt.cwd else None
+    cwd = Path(fill(attempt.cwd, layout)) if attempt.cwd else None
     ctx = ToolContext(workspace=Path(layout["ws"]), cwd=cwd)
     tool_input = dict(attempt.tool_input) or {"command": attempt.command}
-    return check_permission(attempt.tool, _fill(tool_input, layout), ctx, rules, attempt.mode).behavior
+    return check_permission(attempt.tool, fill(tool_input, layout), ctx, rules, attempt.mode).behavior
 
 
 def bash(id: str, command: str, expected: str, **kw: Any) -> Attempt:

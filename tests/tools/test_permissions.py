@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.tools.conftest import fill
 
 from foldline.errors import UserError
 from foldline.tools import (
@@ -50,25 +51,13 @@ def layout(tmp_path: Path) -> dict[str, str]:
     return {"ws": str(app), "ws2": str(app2), "out": str(outside), "tmp": str(tmp_path)}
 
 
-def _fill(value: Any, layout: Mapping[str, str]) -> Any:
-    if isinstance(value, str):
-        for key, path in layout.items():
-            value = value.replace("{" + key + "}", path)
-        return value
-    if isinstance(value, dict):
-        return {k: _fill(v, layout) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(_fill(v, layout) for v in value)
-    return value
-
-
 def _decide(case: Case, layout: Mapping[str, str]) -> Decision:
     rules = PermissionRules.from_lists(
-        allow=_fill(case.allow, layout), ask=_fill(case.ask, layout), deny=_fill(case.deny, layout)
+        allow=fill(case.allow, layout), ask=fill(case.ask, layout), deny=fill(case.deny, layout)
     )
     cwd = case.extra.get("cwd")
-    ctx = ToolContext(workspace=Path(layout["ws"]), cwd=Path(_fill(cwd, layout)) if cwd else None)
-    return check_permission(case.tool, _fill(case.tool_input, layout), ctx, rules, case.mode)
+    ctx = ToolContext(workspace=Path(layout["ws"]), cwd=Path(fill(cwd, layout)) if cwd else None)
+    return check_permission(case.tool, fill(case.tool_input, layout), ctx, rules, case.mode)
 
 
 def bash(id: str, command: str, expected: str, **kw: Any) -> Case:

@@ -155,7 +155,7 @@ def effects(cmd: SimpleCommand) -> Effects:
     if handler is not None:
         out = handler(cmd, base)
         return replace(out, read_only=out.read_only and listed)
-    if name in _INTERPRETERS and _has_flag(cmd.words[1:2] + cmd.words[1:], _INTERPRETERS[name]):
+    if name in _INTERPRETERS and _has_flag(cmd.words[1:], _INTERPRETERS[name]):
         return _with(base, runs=(f"`{name}` runs inline code",))
     if name in _INTERPRETERS and (len(cmd.words) == 1 or "-" in cmd.words[1:]):
         return _with(base, runs=(f"`{name}` runs code from stdin",))

@@ -160,8 +160,7 @@ class _Walker:
     counter: list[int] = field(default_factory=lambda: [0])
 
     def child(self, env: tuple[int, ...]) -> tuple[int, ...]:
-        self.counter[0] += 1
-        return (*env, self.counter[0])
+        return _child_env(env, self.counter)
 
     def text(self, node: Node) -> str:
         return self.src[node.start_byte : node.end_byte].decode("utf-8", "replace")
@@ -177,9 +176,9 @@ class _Walker:
             background = i + 1 < len(items) and items[i + 1].type == "&"
             self.statement(node, self.child(env) if background else env, cond)
 
-    def statement(self, node: Node, env: tuple[int, ...], cond: bool) -> None:  # noqa: C901
+    def statement(self, node: Node, env: tuple[int, ...], cond: bool) -> None:
         kind = node.type
-        if kind in _SEQUENCES:
+        if kind in _SEQUENCES or kind == "negated_command":
             self.sequence(node.children, env, cond)
         elif kind == "list":
             first = True
@@ -198,16 +197,12 @@ class _Walker:
                 self.scan(node, env)
             else:
                 self.sequence(node.children, env, cond)
-        elif kind == "negated_command":
-            self.sequence(node.children, env, cond)
         elif kind == "redirected_statement":
             self.redirected(node, env, cond)
-        elif kind in ("command", "variable_assignment", "variable_assignments"):
+        elif kind in ("command", "variable_assignment", "variable_assignments", "unset_command"):
             self.command(node, env, cond, ())
         elif kind == "declaration_command":
             self.declaration(node, env, cond)
-        elif kind == "unset_command":
-            self.command(node, env, cond, ())
         elif kind == "test_command":
             self.test(node, env, cond)
         elif kind in ("if_statement", "while_statement", "for_statement"):
@@ -707,9 +702,10 @@ def unwrap(cmd: SimpleCommand, depth: int, counter: list[int] | None = None) -> 
     return [cmd]
 
 
-def _child_env(cmd: SimpleCommand, counter: list[int]) -> tuple[int, ...]:
+def _child_env(env: tuple[int, ...], counter: list[int]) -> tuple[int, ...]:
+    """A new child process of `env`; `counter` is shared by a whole parse, so every id is fresh."""
     counter[0] += 1
-    return (*cmd.env, counter[0])
+    return (*env, counter[0])
 
 
 def _unwrap_wrapper(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[SimpleCommand]:
@@ -730,7 +726,7 @@ def _unwrap_wrapper(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[
         if name == "xargs":  # bare xargs runs echo
             return [own, replace(cmd, words=("echo", "…"), dynamic=(False, True), redirects=())]
         return [own]
-    env = cmd.env if name in _SAME_SHELL else _child_env(cmd, counter)
+    env = cmd.env if name in _SAME_SHELL else _child_env(cmd.env, counter)
     if name == "watch" and "-x" not in cmd.words[1:i] and "--exec" not in cmd.words[1:i]:
         return [own, *_script(" ".join(cmd.words[i:]), cmd, env, depth, counter, any(cmd.dynamic[i:]))]
     inner = replace(
@@ -751,7 +747,9 @@ def _unwrap_indirect(cmd: SimpleCommand, depth: int, counter: list[int]) -> list
     if name == "busybox":
         if not args:
             return [cmd]
-        inner = replace(cmd, words=args, dynamic=cmd.dynamic[1:], env=_child_env(cmd, counter), redirects=())
+        inner = replace(
+            cmd, words=args, dynamic=cmd.dynamic[1:], env=_child_env(cmd.env, counter), redirects=()
+        )
         return [replace(cmd, wrapper=True), *unwrap(inner, depth + 1, counter)]
     if name == "eval":
         return [
@@ -806,7 +804,7 @@ def _unwrap_shell(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[Si
         return [replace(own, wrapper=False)]  # `bash script.sh`: the script file is the command
     if i >= len(cmd.words):
         return [replace(own, problems=(*own.problems, f"`{cmd.name} -c` has no script"))]
-    return [own, *_script(cmd.words[i], cmd, _child_env(cmd, counter), depth, counter, cmd.dynamic[i])]
+    return [own, *_script(cmd.words[i], cmd, _child_env(cmd.env, counter), depth, counter, cmd.dynamic[i])]
 
 
 def _unwrap_find(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[SimpleCommand]:
@@ -822,7 +820,7 @@ def _unwrap_find(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[Sim
             argv = words[i + 1 : end]
             # `{}` becomes each file found: a path only known at run time
             dyn = tuple(cmd.dynamic[k] or "{}" in words[k] for k in range(i + 1, end))
-            env = _child_env(cmd, counter)
+            env = _child_env(cmd.env, counter)
             inner.extend(unwrap(SimpleCommand(argv, (), dyn, (), env), depth + 1, counter))
             i = end + 1
         else:

@@ -203,11 +203,21 @@ def _anchor(spec: str, ctx: ToolContext, *, for_allow: bool) -> str:
 
 
 def _path_matches(rule: Rule, access: _Access, ctx: ToolContext, *, for_allow: bool) -> bool:
+    return _pattern_matches(_rule_pattern(rule, ctx, for_allow=for_allow), access, for_allow=for_allow)
+
+
+def _rule_pattern(rule: Rule, ctx: ToolContext, *, for_allow: bool) -> re.Pattern[str] | None:
+    """The anchored path pattern of a rule's specifier; None (every path) when it has none."""
     if rule.specifier is None:
+        return None
+    return glob_regex(_anchor(rule.specifier, ctx, for_allow=for_allow))
+
+
+def _pattern_matches(pattern: re.Pattern[str] | None, access: _Access, *, for_allow: bool) -> bool:
+    if pattern is None:
         return True
-    regex = glob_regex(_anchor(rule.specifier, ctx, for_allow=for_allow))
     candidates = (access.path,) if for_allow else (access.path, access.literal)
-    return any(regex.fullmatch(str(p)) for c in candidates for p in (c, *c.parents))
+    return any(pattern.fullmatch(str(p)) for c in candidates for p in (c, *c.parents))
 
 
 def _check_access(
@@ -465,12 +475,17 @@ def _expand_known(raw: str, cwd: Path) -> list[str]:
     return [text]
 
 
+def _read_deny_rules(rules: PermissionRules) -> list[Rule]:
+    """The deny rules about reading particular paths: what Bash readers, Grep and Glob must avoid."""
+    return [r for r in rules.deny if r.names(READ_TOOLS) and r.specifier is not None]
+
+
 def _read_denials(
     cmd: SimpleCommand, effects: Effects, cwd: Path, ctx: ToolContext, rules: PermissionRules, *, known: bool
 ) -> Iterable[Decision]:
     """Read deny rules also cover files a command names (`cat .env` under `Read(**/.env)`), through
     `$HOME`, globs, `--opt=FILE` and directories read recursively (`grep -r`, `rg`)."""
-    read_denies = [r for r in rules.deny if r.names(READ_TOOLS) and r.specifier is not None]
+    read_denies = _read_deny_rules(rules)
     if not read_denies:
         return
     # any word of a command not known to take only strings may name a file it reads
@@ -501,6 +516,8 @@ def _denied_under(root: Path, denies: list[Rule], ctx: ToolContext, skip_hidden:
     too large to scan: fail closed)."""
     if not root.is_dir():
         return None
+    # anchored once per walk, not once per file: anchoring resolves the pattern's fixed prefix
+    patterns = [_rule_pattern(rule, ctx, for_allow=False) for rule in denies]
     seen = 0
     for dirpath, dirnames, filenames in os.walk(root):
         if skip_hidden:
@@ -512,7 +529,7 @@ def _denied_under(root: Path, denies: list[Rule], ctx: ToolContext, skip_hidden:
                 return root
             path = Path(dirpath, name)
             access = _Access(False, Path(os.path.realpath(path)), path)
-            if any(_path_matches(rule, access, ctx, for_allow=False) for rule in denies):
+            if any(_pattern_matches(pattern, access, for_allow=False) for pattern in patterns):
                 return path
     return None
 
@@ -526,7 +543,7 @@ def read_denied_filter(rules: PermissionRules, workspace: Path) -> Callable[[Pat
     Grep and Glob use it to skip such files, so a `Read(**/.env)` deny cannot be sidestepped by
     searching the directory that holds `.env`.
     """
-    denies = [r for r in rules.deny if r.names(READ_TOOLS) and r.specifier is not None]
+    denies = _read_deny_rules(rules)
     anchor_ctx = ToolContext(workspace=workspace)
 
     def denied(path: Path) -> bool:
