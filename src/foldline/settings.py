@@ -24,6 +24,8 @@ Invariants:
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +33,6 @@ from typing import Any, Literal, cast, get_args
 
 from foldline._json import JSONDecodeError, dumps, loads
 from foldline.errors import UserError
-from foldline.tools.files import _atomic_write
 from foldline.tools.permissions import Behavior, PermissionMode, PermissionRules, Rule
 
 __all__ = ["Scope", "Settings", "SettingsSource", "load_settings", "local_settings_path", "save_rule"]
@@ -183,6 +184,9 @@ def save_rule(workspace: Path, rule: str, behavior: Behavior = "allow") -> Path:
         raise UserError(f"{path}: `permissions.{behavior}` must be a list of rule strings")
     if rule not in items:
         items.append(rule)
-    # readers see the old file or the new one, never half of it
-    _atomic_write(path, dumps(data, indent=True).decode() + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".settings.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(dumps(data, indent=True).decode() + "\n")
+    os.replace(tmp, path)  # readers see the old file or the new one, never half of it
     return path
