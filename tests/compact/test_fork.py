@@ -46,6 +46,8 @@ async def test_the_fork_keeps_the_prefix_and_ends_with_the_instruction() -> None
     assert sent["messages"][:2] == body["messages"][:2]
     assert sent["messages"][0]["content"][0]["text"] == "the staging port is 6543"
     last = sent["messages"][-1]
-    assert last["role"] == "user" and last["content"][0]["text"] == "Summarize."
-    assert sent["tools"][0]["name"] == "Read" and sent["max_tokens"] == 500
+    assert last["role"] == "user"
+    assert last["content"][0]["text"] == "Summarize."
+    assert sent["tools"][0]["name"] == "Read"
+    assert sent["max_tokens"] == 500
     assert len(records) == 2

@@ -96,4 +96,4 @@ async def ask_forked(
     )
     message = done.message()
     text = "".join(str(b.get("text", "")) for b in message.content if b.get("type") == "text")
-    return ForkedReply(text=text, usage=message.usage, stop_reason=message.stop_reason)
+    return ForkedReply(text=text, usage=message.usage or Usage(), stop_reason=message.stop_reason)
