@@ -17,7 +17,9 @@ __all__ = [
     "CollapseConfig",
     "Config",
     "MicrocompactConfig",
+    "ModelLimits",
     "RetryConfig",
+    "SessionMemoryConfig",
     "ToolsConfig",
     "TranscriptConfig",
     "default_sessions_dir",
@@ -65,6 +67,22 @@ class CollapseConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SessionMemoryConfig:
+    """The session-memory file AutoCompact uses instead of a summary request (R3.4.2, R3.4.10)."""
+
+    enabled: bool = True
+    init_tokens: int = 10_000
+    """First written once the session's context passes this."""
+    update_tokens: int = 5_000
+    update_tool_calls: int = 3
+    """Refreshed once both this many tokens and this many tool calls came after what it covers."""
+    keep_min_tokens: int = 10_000
+    keep_max_tokens: int = 40_000
+    keep_min_text_messages: int = 5
+    """The compaction that uses it keeps the latest 10,000-40,000 tokens, at least 5 text messages."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class AutoCompactConfig:
     """Level 4 (design.md §3.4)."""
 
@@ -79,6 +97,31 @@ class AutoCompactConfig:
     reattach_files: int = 5
     reattach_tokens_per_file: int = 5_000
     reattach_tokens_total: int = 50_000
+    ptl_drop_fraction: float = 0.2
+    """Share of API rounds dropped from a too-long summary request when the gap is unknown (R3.4.5)."""
+    keep_prompt_max_tokens: int = 10_000
+    """A full compaction keeps the pending user prompt verbatim after the summary up to this size."""
+    memory: SessionMemoryConfig = field(default_factory=SessionMemoryConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelLimits:
+    """One model family's window and output limit (R3.4.1: thresholds scale with them)."""
+
+    window: int = 200_000
+    long_context_window: int | None = None
+    """The window with the long-context beta; None: the model has no such beta."""
+    max_output: int = 64_000
+
+
+MODEL_LIMITS: tuple[tuple[str, ModelLimits], ...] = (
+    ("claude-sonnet-4", ModelLimits(long_context_window=1_000_000)),
+    ("claude-opus-4", ModelLimits(max_output=32_000)),
+    ("claude-haiku-4", ModelLimits()),
+    ("claude-3-5-haiku", ModelLimits(max_output=8_192)),
+    ("claude-3-7-sonnet", ModelLimits()),
+)
+"""Model-name prefix -> limits; the first prefix that matches wins, others get `ModelLimits()`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,8 +183,14 @@ class Config:
     """The whole pipeline's configuration (docs/design.md's defaults)."""
 
     model: str = "claude-sonnet-4-5"
-    context_window: int = 200_000
-    output_reserve: int = 20_000
+    context_window: int | None = None
+    """The model's window; None: from `model_limits` (and `long_context`)."""
+    long_context: bool = False
+    """Use the model's long-context window (1M) and send `long_context_beta` with every request."""
+    long_context_beta: str = "context-1m-2025-08-07"
+    model_limits: tuple[tuple[str, ModelLimits], ...] = MODEL_LIMITS
+    output_reserve: int | None = None
+    """Room kept for the reply; None: min(model max output, the summary reserve) (R3.4.9: 20K)."""
     max_output_tokens: int = 8_192
     escalated_max_output_tokens: int = 64_000
     max_output_recoveries: int = 3
@@ -160,9 +209,33 @@ class Config:
     tools: ToolsConfig = field(default_factory=ToolsConfig)
 
     @property
+    def limits(self) -> ModelLimits:
+        """The configured model's limits (`ModelLimits()` for a model not in the table)."""
+        return next(
+            (lim for prefix, lim in self.model_limits if self.model.startswith(prefix)), ModelLimits()
+        )
+
+    @property
+    def window(self) -> int:
+        """The context window in use: the explicit one, else the model's (long-context when asked)."""
+        if self.context_window is not None:
+            return self.context_window
+        limits = self.limits
+        if self.long_context and limits.long_context_window is not None:
+            return limits.long_context_window
+        return limits.window
+
+    @property
+    def reserve(self) -> int:
+        """Output tokens kept free: the explicit reserve, else min(model max output, 20,000)."""
+        if self.output_reserve is not None:
+            return self.output_reserve
+        return min(self.limits.max_output, self.autocompact.summary_max_tokens)
+
+    @property
     def effective_window(self) -> int:
         """Context window minus the output reserve (R3.4.1: 200K -> 180K)."""
-        return self.context_window - self.output_reserve
+        return self.window - self.reserve
 
     @property
     def autocompact_threshold(self) -> int:

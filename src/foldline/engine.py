@@ -37,6 +37,7 @@ from foldline.api.params import RequestAssembler, RequestPlan
 from foldline.cachebreak import CacheBreakDetector
 from foldline.compact.pipeline import (
     CompactionContext,
+    ManualCompactor,
     PreCompactHook,
     Stage,
     recover_prompt_too_long,
@@ -48,6 +49,7 @@ from foldline.errors import (
     ModelConnectionError,
     ModelHTTPError,
     PromptTooLongError,
+    UserError,
 )
 from foldline.events import (
     EventBus,
@@ -435,6 +437,31 @@ class QueryEngine:
         ctx = self._compaction_context()
         if ctx.tokens > self.config.blocking_limit:
             await self._recover_prompt_too_long(None, gap=ctx.tokens - self.config.blocking_limit)
+            over = self._compaction_context().tokens - self.config.blocking_limit
+            if over > 0:  # nothing is ever sent over the blocking limit
+                raise PromptTooLongError(
+                    f"the conversation is still {over:,} tokens over the blocking limit "
+                    f"({self.config.blocking_limit:,}) after compaction: run /compact"
+                )
+
+    async def compact(self, instructions: str = "") -> list[AnyRecord]:
+        """Compact now (`/compact [instructions]`), through the installed level's own code path.
+
+        Returns the records the compaction appended (empty when it failed; its receipt says why).
+
+        Raises:
+            UserError: no level that compacts on request is installed.
+        """
+        compactor = next((s for s in self.stages if isinstance(s, ManualCompactor)), None)
+        if compactor is None:
+            raise UserError("no compaction level is installed on this engine")
+        result = await compactor.compact(self._compaction_context(), instructions)
+        for record in result.records:
+            self.log.append(record)
+        if result.records:
+            self._cache_watch.reset_baseline()  # R7.4
+        self.log.sync()
+        return list(result.records)
 
     async def _recover_prompt_too_long(self, error: ModelHTTPError | None, gap: int | None) -> None:
         """R5.4: ask the levels (drain collapse, reactive compact); else tell the user to compact."""

@@ -107,8 +107,26 @@ def project_view(records: Sequence[AnyRecord], state: ProjectionState | None = N
     state = state or rebuild_state(records)
     start = 0 if state.boundary_index is None else state.boundary_index + 1
     entries = [r for r in records[start:] if isinstance(r, ENTRY_TYPES)]
+    if state.boundary_index is not None:
+        entries = _with_preserved(records, state.boundary_index, entries)
     entries = apply_snip_removals(entries, set(state.removed))
     return _apply_collapses(entries, state.collapses)
+
+
+def _with_preserved(records: Sequence[AnyRecord], index: int, after: list[Entry]) -> list[Entry]:
+    """The entries after a boundary with the ones it preserved placed right after its summary.
+
+    The preserved entries are taken from the view as it stood before the boundary, so earlier
+    boundaries, snips and folds hold for them too.
+    """
+    boundary = records[index]
+    assert isinstance(boundary, CompactBoundary)
+    if not boundary.preserved_uuids:
+        return after
+    wanted = set(boundary.preserved_uuids)
+    kept = [e for e in project_view(records[:index]) if e.uuid in wanted]
+    cut = next((i + 1 for i, e in enumerate(after) if isinstance(e, UserEntry) and e.is_compact_summary), 0)
+    return [*after[:cut], *kept, *after[cut:]]
 
 
 REPROJECTING = (SnipBoundary, CollapseCommit, CompactBoundary)

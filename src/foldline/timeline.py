@@ -207,6 +207,8 @@ class CompactBoundary(_ControlBase, frozen=True, kw_only=True, tag="compact_boun
     """The last entry before the boundary: the UI can still walk back through it."""
     pre_tokens: int = 0
     post_tokens: int | None = None
+    preserved_uuids: tuple[str, ...] = ()
+    """Entries from before the boundary kept verbatim, in the view right after the summary (R3.4.10)."""
 
 
 class CachePin(_ControlBase, frozen=True, kw_only=True, tag="cache_pin"):

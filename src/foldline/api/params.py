@@ -308,6 +308,8 @@ class RequestAssembler:
             memo=self._memo,
         )
         wanted = list(requested_betas)
+        if self.config.long_context:
+            wanted.append(self.config.long_context_beta)  # R3.4.1: the 1M window needs its beta
         if caps.supports_cache_edits and caps.cache_edits_beta:
             wanted.append(caps.cache_edits_beta)
         betas, latched = latch_betas(tuple(self._betas), wanted)

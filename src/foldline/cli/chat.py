@@ -152,7 +152,7 @@ def _context_table(session: Session) -> Table:
         for block in message["content"]:
             kind = f"{message['role']} {block.get('type')}"
             counts[kind] = counts.get(kind, 0) + estimate_blocks([block])
-    table = Table(title=f"context: ~{sum(counts.values()):,} of {engine.config.context_window:,} tokens")
+    table = Table(title=f"context: ~{sum(counts.values()):,} of {engine.config.window:,} tokens")
     table.add_column("category")
     table.add_column("tokens (est.)", justify="right")
     for kind, tokens in sorted(counts.items(), key=lambda kv: -kv[1]):

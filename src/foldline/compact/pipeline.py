@@ -11,14 +11,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, runtime_checkable
 
 from foldline.config import Config
+from foldline.projection import context_tokens_of
 from foldline.providers.base import Capabilities
 from foldline.timeline import AnyRecord
 
 __all__ = [
     "CompactionContext",
+    "ManualCompactor",
     "PreCompactHook",
     "Stage",
     "StageResult",
@@ -86,9 +88,31 @@ async def run_compaction(stages: Sequence[Stage], ctx: CompactionContext) -> lis
 async def recover_prompt_too_long(
     stages: Sequence[Stage], ctx: CompactionContext, gap_tokens: int | None
 ) -> list[AnyRecord]:
-    """The R5.4 chain: ask each level in order until one frees something; [] if none could."""
+    """The R5.4 chain: ask each level in order until the gap is covered; [] if none freed anything.
+
+    With a known gap, a level that frees less than it (Collapse draining its staged folds) passes
+    the rest on to the next (AutoCompact's reactive compaction); with an unknown gap the first level
+    that frees anything ends the chain.
+    """
+    added: list[AnyRecord] = []
     for stage in stages:
         result = await stage.on_prompt_too_long(ctx, gap_tokens)
-        if result.records:
-            return list(result.records)
-    return []
+        if not result.records:
+            continue
+        added.extend(result.records)
+        after = ctx.records + result.records
+        freed = max(result.tokens_freed, ctx.tokens - context_tokens_of(after))
+        ctx = dataclasses.replace(ctx, records=after, tokens=max(0, ctx.tokens - freed))
+        if gap_tokens is None or freed >= gap_tokens:
+            break
+        gap_tokens -= freed
+    return added
+
+
+@runtime_checkable
+class ManualCompactor(Protocol):
+    """A level that can compact on request (`/compact [instructions]`, `QueryEngine.compact`)."""
+
+    async def compact(self, ctx: CompactionContext, instructions: str = "") -> StageResult:
+        """Compact now, whatever the thresholds and the circuit breaker say (R3.4.6)."""
+        ...

@@ -1,0 +1,493 @@
+"""Level 4, AutoCompact: the conversation replaced by a summary when the context fills (design.md §3.4).
+
+```
+run(ctx) ── tokens < threshold, stopped, or Collapse on ──> nothing
+   │
+   ├─ thrash? (refilled within 3 rounds, 3 times running) ──> stop, receipt (R3.4.7)
+   └─ compact ─┬─ session memory current? ──> boundary + memory + recent tail kept (no API call)
+               └─ PreCompact hooks, forked summary request ──┬─ ok ──> boundary + summary + re-attached files
+                    (prompt too long: drop oldest rounds,    └─ failed ──> receipt; 3 in a row: breaker
+                     at most 3 times)
+on_prompt_too_long(ctx, gap) ─> the same compaction, trigger "reactive" (R5.4)
+compact(ctx, instructions)   ─> the same compaction, trigger "manual": ignores breaker and thrash stop
+```
+
+The summary request is a fork (`ask_forked`): the main request's system prompt, tools, model and
+messages with the instruction appended last, so the server reads the whole prefix from cache and
+writes only the instruction. The result is a `CompactBoundary` (the API view restarts there), the
+project instruction files and recently read files re-attached (R3.4.8), the summary as an
+`is_compact_summary` user entry, and entries the boundary keeps verbatim (`preserved_uuids`: the
+session-memory path's recent tail, or a full compaction's pending prompt).
+
+Every outcome is said out loud (R3.0.1): `_receipt` builds a `system` entry of subtype
+`compaction` with the numbers and the reason, and emits it as an event.
+
+Invariants:
+- A failed summary (an API error, still too long after 3 retries, an empty or malformed reply) is
+  never committed; 3 failed automatic attempts in a row stop automatic attempts (R3.4.6).
+- A cut made for a too-long summary request falls between API rounds (`compact.rounds`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from foldline._types import Block, JSONObject
+from foldline.compact.fork import ask_forked
+from foldline.compact.pipeline import CompactionContext, Stage, StageResult
+from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_prompt
+from foldline.compact.rounds import drop_oldest_rounds, recent_tail_start
+from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
+from foldline.config import Config
+from foldline.errors import ModelAPIError, PromptTooLongAPIError
+from foldline.events import EventBus, NoticeEvent
+from foldline.projection import context_tokens_of, project_view
+from foldline.providers.base import Provider
+from foldline.session_log import SessionLog
+from foldline.timeline import (
+    AnyRecord,
+    AssistantEntry,
+    AttachmentEntry,
+    CompactBoundary,
+    Entry,
+    SystemEntry,
+    Usage,
+    UserEntry,
+    UserMessage,
+    api_filter,
+    new_uuid,
+    now_iso,
+)
+from foldline.tokens import CHARS_PER_TOKEN, estimate_entry, estimate_text
+from foldline.tools.base import Tool, tool_specs
+from foldline.tools.instructions import load_instruction_files
+
+__all__ = ["SUMMARY_LEAD", "AutoCompactStage", "CompactionFailed", "install_autocompact"]
+
+SUMMARY_LEAD = (
+    "This session continues an earlier conversation that was compacted to fit the context window. "
+    "The summary below stands in for the earlier part; continue the work from where it left off "
+    "without asking the user to repeat anything.\n\n"
+)
+"""Opens the summary message the model sees after a boundary."""
+
+Trigger = Literal["auto", "manual", "reactive"]
+
+
+class CompactionFailed(Exception):
+    """A summary could not be had; the message is the reason the receipt gives."""
+
+
+@dataclass(frozen=True)
+class _Summary:
+    text: str
+    requests: int
+    dropped_rounds: int
+    usage: Usage | None
+    preserved: tuple[str, ...]
+    source: Literal["summary request", "session memory"]
+
+
+@dataclass
+class AutoCompactStage:
+    """The AutoCompact level, a `Stage` and a `ManualCompactor` (design.md §3.4).
+
+    Args:
+        provider, system, tools: The main conversation's, so the summary fork shares its cache.
+        memory: The session-memory file, when session memory is on (R3.4.2).
+        workspace: Where instruction files and relative read paths are found (R3.4.8).
+        collapse_enabled: With Context Collapse on, only prompt-too-long recovery and manual
+            compaction run (R3.3.4).
+        events: Receives each receipt as a `NoticeEvent` and a `compaction` telemetry event.
+        notify: Records a receipt that is not part of a result (failures, stops): the engine's
+            `log.append`. Receipts are also kept in `receipts`.
+    """
+
+    provider: Provider
+    system: str | Sequence[str | Block]
+    tools: Sequence[Mapping[str, Any]]
+    memory: SessionMemory | None = None
+    workspace: Path | None = None
+    collapse_enabled: bool = False
+    events: EventBus | None = None
+    notify: Callable[[SystemEntry], None] | None = None
+    name: str = "autocompact"
+    failures: int = 0
+    """Consecutive failed compactions (R3.4.6); a success resets it."""
+    stopped: str | None = None
+    """Why automatic compaction is off (breaker or thrash), None while it is on."""
+    requests: int = 0
+    """Summary requests sent (retries included)."""
+    receipts: list[SystemEntry] = field(default_factory=list)
+    _rounds_since: int | None = field(default=None, init=False)
+    _refills: int = field(default=0, init=False)
+
+    # --- the Stage interface ------------------------------------------------------------------
+
+    async def run(self, ctx: CompactionContext) -> StageResult:
+        """Compact when the context passed the threshold (R3.4.1), unless stopped or Collapse is on."""
+        if self._rounds_since is not None:
+            self._rounds_since += 1
+        if self.collapse_enabled or ctx.tokens < ctx.config.autocompact_threshold or self.stopped:
+            return StageResult()
+        cfg = ctx.config.autocompact
+        if self._rounds_since is not None and self._rounds_since <= cfg.thrash_turns:
+            self._refills += 1
+            if self._refills >= cfg.thrash_repeats:
+                return self._stop(
+                    ctx,
+                    "thrash",
+                    f"automatic compaction stopped: the context refilled to the threshold "
+                    f"({ctx.config.autocompact_threshold:,} tokens) within {cfg.thrash_turns} rounds of "
+                    f"each of the last {cfg.thrash_repeats} compactions. Compacting again would only "
+                    "repeat that; shorten what each round adds, or run /compact to compact by hand",
+                )
+        else:
+            self._refills = 0
+        return await self._compact(ctx, "auto")
+
+    async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
+        """Reactive compaction (R5.4): the same compaction, unless the breaker stopped automatic ones."""
+        if self.stopped:
+            return StageResult()
+        return await self._compact(ctx, "reactive")
+
+    async def compact(self, ctx: CompactionContext, instructions: str = "") -> StageResult:
+        """Manual compaction (`/compact [instructions]`): runs whatever the breaker says (R3.4.6)."""
+        return await self._compact(ctx, "manual", instructions)
+
+    # --- one compaction -------------------------------------------------------------------------
+
+    async def _compact(self, ctx: CompactionContext, trigger: Trigger, instructions: str = "") -> StageResult:
+        view = api_filter(project_view(ctx.records))
+        try:
+            if not view:
+                raise CompactionFailed("there is nothing to compact")
+            summary = None if instructions else self._from_memory(ctx, view)
+            if summary is not None:
+                result = self._commit(ctx, trigger, view, summary)
+                if result is not None:
+                    return result
+            await ctx.run_pre_compact_hooks()
+            summary = await self._summarize(ctx, view, instructions)
+            result = self._commit(ctx, trigger, view, summary)
+            if result is None:
+                raise CompactionFailed("the summary left nothing to free")
+            return result
+        except (CompactionFailed, ModelAPIError) as e:
+            return self._failed(ctx, trigger, str(e))
+
+    def _from_memory(self, ctx: CompactionContext, view: list[Entry]) -> _Summary | None:
+        """The session-memory summary and the recent tail to keep, when the memory is current."""
+        state = self.memory.load() if self.memory is not None else None
+        if state is None:
+            return None
+        index = next((i for i, e in enumerate(view) if e.uuid == state.covered_uuid), None)
+        if index is None:
+            return None  # the memory covers a conversation this view no longer shows
+        cfg = ctx.config.autocompact.memory
+        start = recent_tail_start(
+            view,
+            index + 1,
+            min_tokens=cfg.keep_min_tokens,
+            max_tokens=cfg.keep_max_tokens,
+            min_text_messages=cfg.keep_min_text_messages,
+        )
+        if start is None:
+            return None
+        kept = tuple(e.uuid for e in view[start:])
+        return _Summary(state.text, 0, 0, None, kept, "session memory")
+
+    async def _summarize(self, ctx: CompactionContext, view: list[Entry], instructions: str) -> _Summary:
+        """The forked summary request, retried with the oldest rounds dropped while too long (R3.4.5)."""
+        cfg = ctx.config.autocompact
+        records: Sequence[AnyRecord] = ctx.records
+        entries, dropped = view, 0
+        for attempt in range(cfg.ptl_max_retries + 1):
+            self.requests += 1
+            try:
+                reply = await ask_forked(
+                    self.provider,
+                    records,
+                    summary_prompt(instructions),
+                    config=ctx.config,
+                    system=self.system,
+                    tools=self.tools,
+                    max_tokens=min(ctx.config.limits.max_output, cfg.summary_max_tokens),
+                )
+            except PromptTooLongAPIError as e:
+                if attempt == cfg.ptl_max_retries:
+                    raise CompactionFailed(
+                        f"the summary request was still too long after {cfg.ptl_max_retries} retries "
+                        f"({dropped} oldest rounds dropped): {e.message}"
+                    ) from e
+                entries, count = drop_oldest_rounds(entries, e.gap, cfg.ptl_drop_fraction)
+                if count == 0:
+                    raise CompactionFailed(f"the summary request is too long: {e.message}") from e
+                records, dropped = entries, dropped + count
+                continue
+            if parse_sections(reply.text, SUMMARY_SECTIONS) is None:
+                what = "empty" if not reply.text.strip() else "malformed (not the 9 sections asked for)"
+                raise CompactionFailed(f"the summary was {what}; nothing was committed")
+            preserved = _pending_prompt(view, cfg.keep_prompt_max_tokens)
+            return _Summary(
+                reply.text.strip(), attempt + 1, dropped, reply.usage, preserved, "summary request"
+            )
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def _commit(
+        self, ctx: CompactionContext, trigger: Trigger, view: list[Entry], summary: _Summary
+    ) -> StageResult | None:
+        """The records of a successful compaction, or None when it would not bring the context down."""
+        last = view[-1]
+        boundary = CompactBoundary(
+            uuid=new_uuid(),
+            timestamp=now_iso(),
+            trigger=trigger,
+            logical_parent_uuid=last.uuid,
+            pre_tokens=ctx.tokens,
+            preserved_uuids=summary.preserved,
+        )
+        preserved = set(summary.preserved)
+        attachments = self._reattach(ctx.config, view, preserved, last.session_id)
+        summary_entry = UserEntry(
+            uuid=new_uuid(),
+            timestamp=now_iso(),
+            session_id=last.session_id,
+            is_compact_summary=True,
+            message=UserMessage(content=SUMMARY_LEAD + summary.text),
+        )
+        added: tuple[AnyRecord, ...] = (boundary, *attachments, summary_entry)
+        post = context_tokens_of(ctx.records + added)
+        if post >= ctx.tokens or (
+            trigger == "auto"
+            and summary.source == "session memory"
+            and (post >= ctx.config.autocompact_threshold)
+        ):
+            return None
+        boundary = msgspec.structs.replace(boundary, post_tokens=post)
+        self.failures = 0
+        self._rounds_since = 0
+        if trigger == "manual":
+            self.stopped, self._refills = None, 0
+        files = [a for a in attachments if a.attachment_type == "file"]
+        data: JSONObject = {
+            "outcome": "compacted",
+            "trigger": trigger,
+            "source": summary.source,
+            "pre_tokens": ctx.tokens,
+            "post_tokens": post,
+            "requests": summary.requests,
+            "dropped_rounds": summary.dropped_rounds,
+            "kept_entries": len(summary.preserved),
+            "reattached_files": len(files),
+            "cache_read": summary.usage.cache_read_input_tokens if summary.usage else 0,
+            "cache_write": summary.usage.cache_creation_input_tokens if summary.usage else 0,
+        }
+        how = (
+            "from session memory, no API call"
+            if summary.source == "session memory"
+            else f"{summary.requests} summary request(s)"
+            + (f", {summary.dropped_rounds} oldest rounds left out" if summary.dropped_rounds else "")
+        )
+        text = (
+            f"compacted the conversation ({trigger}, {how}): {ctx.tokens:,} -> {post:,} tokens; "
+            f"kept {len(summary.preserved)} recent entries verbatim, re-attached {len(files)} files"
+        )
+        receipt = self._receipt(last.session_id, text, "info", data)
+        records: tuple[AnyRecord, ...] = (boundary, *attachments, summary_entry, receipt)
+        return StageResult(records, tokens_freed=ctx.tokens - post)
+
+    def _reattach(
+        self, config: Config, view: list[Entry], preserved: set[str], session_id: str
+    ) -> list[AttachmentEntry]:
+        """Instruction files and the most recently read files, within their budgets (R3.4.8)."""
+        out: list[AttachmentEntry] = []
+        if self.workspace is not None:
+            out += [
+                msgspec.structs.replace(a, session_id=session_id)
+                for a in load_instruction_files(self.workspace, session_id=session_id)
+            ]
+        cfg = config.autocompact
+        total = 0
+        for path in _recently_read(view, preserved, self.workspace)[: cfg.reattach_files]:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue  # gone or unreadable since: the model can Read it again if it needs it
+            limit = min(cfg.reattach_tokens_per_file, cfg.reattach_tokens_total - total)
+            if limit <= 0:
+                break
+            if estimate_text(text) > limit:
+                text = text[: limit * CHARS_PER_TOKEN] + f"\n[... truncated; Read {path} for the rest]"
+            total += estimate_text(text)
+            content = f"Contents of {path} (read earlier in this session, as it is now):\n\n{text}"
+            out.append(
+                AttachmentEntry(
+                    uuid=new_uuid(),
+                    timestamp=now_iso(),
+                    session_id=session_id,
+                    attachment_type="file",
+                    content=content,
+                    path=str(path),
+                )
+            )
+        return out
+
+    # --- failures, stops, receipts -------------------------------------------------------------
+
+    def _failed(self, ctx: CompactionContext, trigger: Trigger, reason: str) -> StageResult:
+        cfg = ctx.config.autocompact
+        if trigger != "manual":
+            self.failures += 1
+        text = f"compaction failed ({trigger}): {reason}"
+        data: JSONObject = {
+            "outcome": "failed",
+            "trigger": trigger,
+            "reason": reason,
+            "failures": self.failures,
+        }
+        self._announce(ctx, text, "warning", data)
+        if trigger != "manual" and self.failures >= cfg.max_consecutive_failures and not self.stopped:
+            self._stop(
+                ctx,
+                "circuit_breaker",
+                f"automatic compaction stopped after {self.failures} failed attempts in a row "
+                "(the circuit breaker); /compact still works",
+            )
+        return StageResult()
+
+    def _stop(self, ctx: CompactionContext, why: str, text: str) -> StageResult:
+        self.stopped = why
+        self._announce(ctx, text, "error", {"outcome": "stopped", "reason": why, "tokens": ctx.tokens})
+        return StageResult()
+
+    def _announce(
+        self, ctx: CompactionContext, text: str, level: Literal["warning", "error"], data: JSONObject
+    ) -> None:
+        last = next((r for r in reversed(ctx.records) if isinstance(r, AssistantEntry | UserEntry)), None)
+        receipt = self._receipt(last.session_id if last else "", text, level, data)
+        if self.notify is not None:
+            self.notify(receipt)
+
+    def _receipt(
+        self, session_id: str, text: str, level: Literal["info", "warning", "error"], data: JSONObject
+    ) -> SystemEntry:
+        """The visible receipt of one outcome (R3.0.1): a `compaction` system entry plus events.
+
+        Kept in one place so it can give way to the pipeline's shared receipt helper.
+        """
+        entry = SystemEntry(
+            uuid=new_uuid(),
+            timestamp=now_iso(),
+            session_id=session_id,
+            subtype="compaction",
+            content=text,
+            level=level,
+            data=data,
+        )
+        self.receipts.append(entry)
+        if self.events is not None:
+            self.events.emit(NoticeEvent(text, level))
+            self.events.telemetry("compaction", **data)
+        return entry
+
+
+def _pending_prompt(view: list[Entry], max_tokens: int) -> tuple[str, ...]:
+    """The user's prompt typed after the last reply, when small: kept verbatim after the summary."""
+    last_reply = max((i for i, e in enumerate(view) if isinstance(e, AssistantEntry)), default=-1)
+    tail = view[last_reply + 1 :]
+    if not tail or last_reply < 0:
+        return ()
+    for entry in tail:
+        content = entry.message.content if isinstance(entry, UserEntry) else None
+        if isinstance(content, list) and any(b.get("type") == "tool_result" for b in content):
+            return ()  # results without their call would be orphans: the summary covers them
+    if sum(estimate_entry(e) for e in tail) > max_tokens:
+        return ()
+    return tuple(e.uuid for e in tail if isinstance(e, UserEntry) and not e.is_meta)
+
+
+def _recently_read(view: list[Entry], preserved: set[str], workspace: Path | None) -> list[Path]:
+    """Files the Read tool read, most recent first, once each; reads the kept tail shows are skipped."""
+    seen: dict[Path, None] = {}
+    for entry in reversed(view):
+        if not isinstance(entry, AssistantEntry) or entry.uuid in preserved:
+            continue
+        for block in reversed(entry.message.content):
+            if block.get("type") != "tool_use" or block.get("name") != "Read":
+                continue
+            raw = block.get("input", {}).get("file_path") if isinstance(block.get("input"), dict) else None
+            if not isinstance(raw, str) or not raw:
+                continue
+            path = Path(raw)
+            if not path.is_absolute():
+                if workspace is None:
+                    continue
+                path = workspace / path
+            if path.is_file():
+                seen.setdefault(path, None)
+    return list(seen)
+
+
+class _Engine(Protocol):
+    """What `install_autocompact` reads from the engine (a `QueryEngine`)."""
+
+    @property
+    def provider(self) -> Provider: ...
+    @property
+    def config(self) -> Config: ...
+    @property
+    def system(self) -> str: ...
+    @property
+    def tools(self) -> Sequence[Tool]: ...
+    @property
+    def workspace(self) -> Path: ...
+    @property
+    def session_dir(self) -> Path | None: ...
+    @property
+    def events(self) -> EventBus: ...
+
+    @property
+    def log(self) -> SessionLog: ...
+
+    stages: Sequence[Stage]
+    tail_hooks: Sequence[Callable[[Any], Any]]
+
+
+def install_autocompact(
+    engine: _Engine, *, collapse_enabled: bool = False, memory_path: Path | None = None
+) -> AutoCompactStage:
+    """Add AutoCompact (last) to `engine`'s levels, and its session-memory extraction to the tail.
+
+    Args:
+        engine: A `QueryEngine`.
+        collapse_enabled: Context Collapse is on: AutoCompact runs only as prompt-too-long recovery
+            and on `/compact` (R3.3.4).
+        memory_path: The session-memory file; default `<session dir>/session-memory.md`. Without
+            either (no session directory), session memory is off.
+    """
+    specs = tool_specs(list(engine.tools))
+    path = memory_path or (engine.session_dir / MEMORY_FILE if engine.session_dir else None)
+    memory = None
+    if path is not None and engine.config.autocompact.memory.enabled:
+        memory = SessionMemory(path, engine.provider, engine.system, specs, engine.config, engine.events)
+    stage = AutoCompactStage(
+        engine.provider,
+        engine.system,
+        specs,
+        memory=memory,
+        workspace=engine.workspace,
+        collapse_enabled=collapse_enabled,
+        events=engine.events,
+        notify=engine.log.append,
+    )
+    engine.stages = [*engine.stages, stage]
+    if memory is not None:
+        engine.tail_hooks = [*engine.tail_hooks, memory.extract_memories]
+    return stage

@@ -1,0 +1,137 @@
+"""API rounds: where a conversation can be cut without separating a tool call from its result.
+
+An API round is one assistant reply (every streamed piece sharing its message id) plus the user turn
+that follows it: the reply's tool results, and any prompt typed after them. Entries before the first
+reply form round 0. A tool result always follows its call inside one round, so any cut between rounds
+keeps every pair whole (design.md F9).
+
+Two cuts are made here, both pure functions of the entries:
+- `drop_oldest_rounds`: the prompt-too-long retry of a summary request (R3.4.5) drops the oldest
+  rounds covering the gap the API named, else a share of them (at least one, never all).
+- `recent_tail_start`: the session-memory compaction (R3.4.10) keeps the latest rounds verbatim,
+  between a minimum and a maximum of tokens and with at least a few text messages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from foldline.timeline import AssistantEntry, Entry, UserEntry, UserMessage, new_uuid, now_iso
+from foldline.tokens import estimate_entry
+
+__all__ = [
+    "PTL_MARKER",
+    "api_rounds",
+    "drop_oldest_rounds",
+    "recent_tail_start",
+    "round_starts",
+    "rounds_to_drop",
+]
+
+PTL_MARKER = "[Earlier messages were left out so that this summary request fits the context window]"
+"""The user message that opens a summary request whose oldest rounds were dropped (the API wants a
+user message first)."""
+
+
+def round_starts(entries: Sequence[Entry]) -> list[int]:
+    """Indices where a round starts: 0, and each assistant entry with a new message id."""
+    starts = [0] if entries else []
+    previous: str | None = None
+    for i, entry in enumerate(entries):
+        if isinstance(entry, AssistantEntry):
+            if entry.message.id != previous and i > 0:
+                starts.append(i)
+            previous = entry.message.id
+    return starts
+
+
+def api_rounds(entries: Sequence[Entry]) -> list[list[Entry]]:
+    """The entries split into API rounds, oldest first."""
+    starts = round_starts(entries)
+    ends = [*starts[1:], len(entries)]
+    return [list(entries[a:b]) for a, b in zip(starts, ends, strict=True)]
+
+
+def rounds_to_drop(sizes: Sequence[int], gap: int | None, fraction: float) -> int:
+    """How many of the oldest rounds to drop: enough to cover `gap`, else `fraction` of them (>= 1).
+
+    Never all of them: at most `len(sizes) - 1`, so 0 when there is a single round (nothing to drop).
+    """
+    if len(sizes) < 2:
+        return 0
+    if gap is None or gap <= 0:
+        count = max(1, math.floor(fraction * len(sizes)))
+    else:
+        covered, count = 0, 0
+        for size in sizes:
+            covered += size
+            count += 1
+            if covered >= gap:
+                break
+    return min(count, len(sizes) - 1)
+
+
+def drop_oldest_rounds(entries: Sequence[Entry], gap: int | None, fraction: float) -> tuple[list[Entry], int]:
+    """`entries` without their oldest rounds (R3.4.5), and how many rounds went (0: nothing to drop).
+
+    Round sizes are the entries' token estimates. When the first kept entry is a reply, a short user
+    message (`PTL_MARKER`) opens the result, as the API requires.
+    """
+    rounds = api_rounds(entries)
+    count = rounds_to_drop([sum(estimate_entry(e) for e in r) for r in rounds], gap, fraction)
+    if count == 0:
+        return list(entries), 0
+    kept = [e for r in rounds[count:] for e in r]
+    if kept and isinstance(kept[0], AssistantEntry):
+        marker = UserEntry(
+            uuid=new_uuid(),
+            timestamp=now_iso(),
+            session_id=kept[0].session_id,
+            is_meta=True,
+            message=UserMessage(content=PTL_MARKER),
+        )
+        kept.insert(0, marker)
+    return kept, count
+
+
+def _is_text_message(entry: Entry) -> bool:
+    if not isinstance(entry, UserEntry | AssistantEntry):
+        return False
+    content = entry.message.content
+    if isinstance(content, str):
+        return bool(content.strip())
+    return any(b.get("type") == "text" and str(b.get("text", "")).strip() for b in content)
+
+
+def recent_tail_start(
+    entries: Sequence[Entry],
+    first_unsummarized: int,
+    *,
+    min_tokens: int,
+    max_tokens: int,
+    min_text_messages: int,
+) -> int | None:
+    """Where the verbatim tail kept after a session-memory summary starts (R3.4.10), or None.
+
+    The tail starts at a round boundary at or before `first_unsummarized` (so what the memory does
+    not cover is always kept), then grows by whole older rounds until it holds `min_tokens` and
+    `min_text_messages`, without passing `max_tokens`. None when the uncovered part alone is over
+    `max_tokens` (the memory is too far behind) or the tail would be the whole conversation.
+    """
+    starts = [s for s in round_starts(entries) if s <= first_unsummarized]
+    if not starts:
+        return None
+    start = starts.pop()
+    tokens = sum(estimate_entry(e) for e in entries[start:])
+    texts = sum(1 for e in entries[start:] if _is_text_message(e))
+    if tokens > max_tokens:
+        return None
+    while starts and (tokens < min_tokens or texts < min_text_messages):
+        earlier = starts[-1]
+        more = sum(estimate_entry(e) for e in entries[earlier:start])
+        if tokens + more > max_tokens:
+            break
+        texts += sum(1 for e in entries[earlier:start] if _is_text_message(e))
+        start, tokens = starts.pop(), tokens + more
+    return start if start > 0 else None
