@@ -23,9 +23,10 @@ from rich.table import Table
 from foldline.cli import cli
 from foldline.cli._errors import explain
 from foldline.cli._prompt import make_asker
+from foldline.compact.autocompact import install_autocompact
 from foldline.config import Config, TranscriptConfig
 from foldline.errors import FoldlineError
-from foldline.events import RecordEvent, RetryEvent, TextDeltaEvent, UIEvent
+from foldline.events import NoticeEvent, RecordEvent, RetryEvent, TextDeltaEvent, UIEvent
 from foldline.providers.anthropic import AnthropicProvider
 from foldline.session import Session
 from foldline.sessions import (
@@ -46,7 +47,7 @@ from foldline.usage import cache_breaks, usage_of
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 HELP = """/cost     tokens and dollars so far      /cache   cache hit rate and breaks
 /context  what fills the context window   /clear   start a new session
-/resume   list this workspace's sessions  /compact (not built yet)
+/resume   list this workspace's sessions  /compact [instructions] summarize now
 /help     this list                       /exit    leave (Ctrl-D too)"""
 
 
@@ -88,7 +89,7 @@ def _imported(source: Path, workspace: Path, sessions_dir: Path) -> Path:
 
 def _start(path: Path, workspace: Path, options: dict[str, Any], console: Console) -> Session:
     # Each session gets its own provider: closing a session closes its client.
-    return Session.open(
+    session = Session.open(
         path,
         provider=AnthropicProvider(base_url=options["base_url"], api_key=options["api_key"]),
         workspace=workspace,
@@ -96,12 +97,17 @@ def _start(path: Path, workspace: Path, options: dict[str, Any], console: Consol
         on_notice=lambda text: console.print(f"warning: {text}", style="yellow", markup=False),
         **{k: v for k, v in options.items() if k not in ("base_url", "api_key")},
     )
+    install_autocompact(session.engine)  # the integrator's default level list replaces this line
+    return session
 
 
 def _printer(console: Console) -> Callable[[UIEvent], None]:
     def show(event: UIEvent) -> None:
         if isinstance(event, TextDeltaEvent):
             console.print(event.text, end="", markup=False, highlight=False)
+        elif isinstance(event, NoticeEvent):
+            style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
+            console.print(f"\n{event.text}", style=style, markup=False)
         elif isinstance(event, RetryEvent):
             console.print(f"\n[yellow]retrying in {event.delay:.1f}s: {event.reason}[/yellow]")
         elif isinstance(event, RecordEvent) and isinstance(event.record, AssistantEntry):
@@ -188,11 +194,20 @@ def _slash(command: str, session: Session, console: Console) -> bool:
     elif name == "/resume":
         for path in list_session_files(session.path.parent.parent, cwd=str(session.engine.workspace)):
             console.print(f"  {path.stem}  [dim]{path}[/dim]")
-    elif name == "/compact":
-        console.print("[yellow]/compact is not built yet: the compaction levels are still to come[/yellow]")
     else:
         console.print(HELP)
     return True
+
+
+async def compact_command(session: Session, instructions: str, console: Console) -> None:
+    """`/compact [instructions]`: the same compaction `QueryEngine.compact` runs; its receipt is shown."""
+    try:
+        added = await session.engine.compact(instructions)
+    except FoldlineError as e:
+        console.print(f"[red]{explain(e)}[/red]")
+        return
+    if not added:  # the failure receipt was already printed as a notice
+        console.print("[yellow]nothing was compacted[/yellow]")
 
 
 async def _repl(session: Session, console: Console, make: Callable[[], Session]) -> None:
@@ -206,6 +221,8 @@ async def _repl(session: Session, console: Console, make: Callable[[], Session])
             await session.aclose()
             session = make()  # R7.4: a new session, a new cache baseline
             console.print(f"[dim]new session {session.path.stem}[/dim]")
+        elif line.split()[0] == "/compact":
+            await compact_command(session, line.removeprefix("/compact").strip(), console)
         elif line.startswith("/"):
             if not _slash(line, session, console):
                 break

@@ -126,6 +126,7 @@ class AutoCompactStage:
     receipts: list[SystemEntry] = field(default_factory=list)
     _rounds_since: int | None = field(default=None, init=False)
     _refills: int = field(default=0, init=False)
+    _warned: bool = field(default=False, init=False)
 
     # --- the Stage interface ------------------------------------------------------------------
 
@@ -133,6 +134,16 @@ class AutoCompactStage:
         """Compact when the context passed the threshold (R3.4.1), unless stopped or Collapse is on."""
         if self._rounds_since is not None:
             self._rounds_since += 1
+        warning, threshold = ctx.config.warning_threshold, ctx.config.autocompact_threshold
+        if warning <= ctx.tokens < threshold and not self._warned and self.events is not None:
+            self._warned = True  # once per fill: the UI turns yellow, it does not nag
+            self.events.emit(
+                NoticeEvent(
+                    f"context {ctx.tokens:,} tokens, past the warning threshold ({warning:,}); "
+                    f"it will be compacted at {threshold:,}",
+                    "warning",
+                )
+            )
         if self.collapse_enabled or ctx.tokens < ctx.config.autocompact_threshold or self.stopped:
             return StageResult()
         cfg = ctx.config.autocompact
@@ -272,7 +283,7 @@ class AutoCompactStage:
             return None
         boundary = msgspec.structs.replace(boundary, post_tokens=post)
         self.failures = 0
-        self._rounds_since = 0
+        self._rounds_since, self._warned = 0, False
         if trigger == "manual":
             self.stopped, self._refills = None, 0
         files = [a for a in attachments if a.attachment_type == "file"]

@@ -1,0 +1,220 @@
+"""AutoCompact's stage on its own (design.md §3.4): thresholds, the retry cut, failures, receipts."""
+
+from __future__ import annotations
+
+import pytest
+
+from foldline.api.params import build_request
+from foldline.compact.autocompact import AutoCompactStage
+from foldline.compact.pipeline import CompactionContext
+from foldline.compact.prompts import SUMMARY_SECTIONS, summary_prompt
+from foldline.compact.rounds import PTL_MARKER, api_rounds
+from foldline.config import AutoCompactConfig, Config
+from foldline.events import EventBus, NoticeEvent
+from foldline.projection import project_view
+from foldline.providers.base import Capabilities
+from foldline.testing import ScriptedProvider, prompt_too_long
+from foldline.timeline import (
+    AnyRecord,
+    AssistantEntry,
+    AssistantMessage,
+    CompactBoundary,
+    SystemEntry,
+    UserEntry,
+    UserMessage,
+    api_filter,
+)
+from foldline.tokens import estimate_entry
+
+pytestmark = pytest.mark.anyio
+
+
+def summary_text(fact: str = "the staging port is 6543") -> str:
+    """A reply in the nine-section shape `parse_sections` accepts."""
+    return "\n\n".join(f"## {title}\n{fact} ({title.lower()})" for title in SUMMARY_SECTIONS)
+
+
+def conversation(rounds: int, words: int = 200) -> list[AnyRecord]:
+    """A prompt, then `rounds` of (reply with a tool call, its result, a new prompt)."""
+    records: list[AnyRecord] = [
+        UserEntry(
+            uuid="00000000-0000-4000-8000-000000000000",
+            timestamp="2026-01-01T00:00:00Z",
+            session_id="s",
+            message=UserMessage(content="start: the staging port is 6543"),
+        )
+    ]
+    for r in range(rounds):
+        use = {"type": "tool_use", "id": f"toolu_{r}", "name": "Bash", "input": {"command": "ls"}}
+        records.append(
+            AssistantEntry(
+                uuid=f"00000000-0000-4000-8000-{3 * r + 1:012d}",
+                timestamp="2026-01-01T00:00:00Z",
+                session_id="s",
+                message=AssistantMessage(
+                    id=f"msg_{r}", model="m", content=[{"type": "text", "text": f"round {r}"}, use]
+                ),
+            )
+        )
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{r}", "content": f"out{r} " + "x " * words}
+        records.append(
+            UserEntry(
+                uuid=f"00000000-0000-4000-8000-{3 * r + 2:012d}",
+                timestamp="2026-01-01T00:00:00Z",
+                session_id="s",
+                message=UserMessage(content=[result]),
+            )
+        )
+        records.append(
+            UserEntry(
+                uuid=f"00000000-0000-4000-8000-{3 * r + 3:012d}",
+                timestamp="2026-01-01T00:00:00Z",
+                session_id="s",
+                message=UserMessage(content=f"prompt {r}"),
+            )
+        )
+    return records
+
+
+def stage_for(provider: ScriptedProvider, **kwargs: object) -> AutoCompactStage:
+    return AutoCompactStage(provider, "sys", [], **kwargs)  # type: ignore[arg-type]
+
+
+def ctx_for(records: list[AnyRecord], config: Config, tokens: int) -> CompactionContext:
+    return CompactionContext(tuple(records), config, Capabilities(name="t"), tokens)
+
+
+def test_thresholds_come_from_the_model_window_and_the_output_reserve() -> None:
+    sonnet = Config(model="claude-sonnet-4-5")
+    assert (sonnet.window, sonnet.effective_window) == (200_000, 180_000)
+    assert (sonnet.autocompact_threshold, sonnet.warning_threshold, sonnet.blocking_limit) == (
+        167_000,
+        147_000,
+        177_000,
+    )
+    long = Config(model="claude-sonnet-4-5", long_context=True)
+    assert (long.window, long.effective_window) == (1_000_000, 980_000)
+    assert (long.autocompact_threshold, long.warning_threshold, long.blocking_limit) == (
+        967_000,
+        947_000,
+        977_000,
+    )
+    # a model without the long-context beta keeps its window; the reserve follows its max output
+    assert Config(model="claude-opus-4-1", long_context=True).window == 200_000
+    small = Config(model="claude-3-5-haiku-latest")
+    assert (small.reserve, small.autocompact_threshold) == (8_192, 200_000 - 8_192 - 13_000)
+    reserved = Config(output_reserve=40_000)
+    assert (reserved.autocompact_threshold, reserved.blocking_limit) == (147_000, 157_000)
+
+
+def test_the_long_context_window_sends_its_beta() -> None:
+    plan = build_request(
+        conversation(1), Config(long_context=True), "sys", [], Capabilities(name="t"), max_tokens=100
+    )
+    assert "context-1m-2025-08-07" in plan.betas
+    plain = build_request(conversation(1), Config(), "sys", [], Capabilities(name="t"), max_tokens=100)
+    assert "context-1m-2025-08-07" not in plain.betas
+
+
+@pytest.mark.parametrize("long_context", [False, True])
+async def test_fires_at_the_threshold_and_not_one_token_before(long_context: bool) -> None:
+    config = Config(long_context=long_context)
+    threshold = 967_000 if long_context else 167_000
+    provider = ScriptedProvider([{"text": summary_text()}])
+    stage = stage_for(provider)
+    records = conversation(3)
+    assert (await stage.run(ctx_for(records, config, threshold - 1))).records == ()
+    assert provider.calls == []
+    result = await stage.run(ctx_for(records, config, threshold))
+    assert len(provider.calls) == 1
+    assert isinstance(result.records[0], CompactBoundary)
+    assert result.records[0].pre_tokens == threshold
+    [receipt] = [r for r in result.records if isinstance(r, SystemEntry)]
+    assert receipt.subtype == "compaction"
+    assert f"{threshold:,} -> " in receipt.content
+    view = api_filter(project_view([*records, *result.records]))
+    assert isinstance(view[0], UserEntry)
+    assert view[0].is_compact_summary
+    assert "staging port is 6543" in str(view[0].message.content)
+    sent = provider.calls[0].body
+    assert any(b.get("text") == summary_prompt() for b in sent["messages"][-1]["content"])
+    assert sent["max_tokens"] == 20_000  # R3.4.9: min(model max output, 20,000)
+
+
+async def test_the_warning_threshold_is_announced_once() -> None:
+    events = EventBus()
+    seen: list[str] = []
+    events.subscribers.append(lambda e: seen.append(e.text) if isinstance(e, NoticeEvent) else None)
+    stage = stage_for(ScriptedProvider([]), events=events)
+    await stage.run(ctx_for(conversation(1), Config(), 146_999))
+    assert seen == []
+    await stage.run(ctx_for(conversation(1), Config(), 147_000))
+    await stage.run(ctx_for(conversation(1), Config(), 150_000))
+    assert len(seen) == 1
+    assert "147,000" in seen[0]
+
+
+async def test_a_too_long_summary_request_drops_exactly_the_rounds_the_gap_needs() -> None:
+    records = conversation(6)
+    view = api_filter(project_view(records))
+    sizes = [sum(estimate_entry(e) for e in g) for g in api_rounds(view)]
+    gap = sizes[0] + sizes[1] + 1  # two rounds are not enough, three are
+    provider = ScriptedProvider([prompt_too_long(200_000 + gap, 200_000), {"text": summary_text()}])
+    stage = stage_for(provider)
+    result = await stage.compact(ctx_for(records, Config(), 100_000))
+    assert len(provider.calls) == 2
+    first, retry = provider.calls[0].messages, provider.calls[1].messages
+    assert "start: the staging port" in str(first[0])
+    assert retry[0]["content"][0]["text"] == PTL_MARKER
+    # the opening prompt and rounds 0 and 1 went, each whole (its result and the prompt after it too)
+    assert "round 2" in str(retry[1])
+    assert not any(s in str(retry) for s in ("start:", "round 1", "out1", "prompt 1"))
+    [receipt] = [r for r in result.records if isinstance(r, SystemEntry)]
+    assert receipt.data is not None
+    assert (receipt.data["requests"], receipt.data["dropped_rounds"]) == (2, 3)
+
+
+async def test_three_too_long_retries_then_a_failure_with_its_reason() -> None:
+    provider = ScriptedProvider([prompt_too_long(300_000, 200_000)] * 4)
+    stage = stage_for(provider)
+    result = await stage.compact(ctx_for(conversation(10), Config(), 100_000))
+    assert result.records == ()
+    assert len(provider.calls) == 4  # the first try and 3 retries (R3.4.5)
+    assert "still too long after 3 retries" in stage.receipts[-1].content
+
+
+@pytest.mark.parametrize(
+    "reply", ["", "Sure! Here is a summary: it went well.", "## Primary Request and Intent\n"]
+)
+async def test_an_empty_or_malformed_summary_is_never_committed(reply: str) -> None:
+    stage = stage_for(ScriptedProvider([{"text": reply or " "}]))
+    result = await stage.run(ctx_for(conversation(2), Config(), 170_000))
+    assert result.records == ()
+    assert stage.failures == 1
+    assert "nothing was committed" in stage.receipts[-1].content
+
+
+async def test_collapse_on_leaves_only_prompt_too_long_and_manual_compaction() -> None:
+    provider = ScriptedProvider([{"text": summary_text()}])
+    stage = stage_for(provider, collapse_enabled=True)
+    assert (await stage.run(ctx_for(conversation(2), Config(), 199_000))).records == ()
+    assert provider.calls == []
+    result = await stage.on_prompt_too_long(ctx_for(conversation(2), Config(), 199_000), 5_000)
+    assert isinstance(result.records[0], CompactBoundary)
+    assert result.records[0].trigger == "reactive"
+
+
+async def test_breaker_stops_automatic_attempts_but_not_manual_ones() -> None:
+    provider = ScriptedProvider([{"text": "no"}] * 3 + [{"text": summary_text()}])
+    stage = stage_for(provider)
+    config = Config(autocompact=AutoCompactConfig())
+    for _ in range(5):
+        assert (await stage.run(ctx_for(conversation(2), config, 170_000))).records == ()
+    assert len(provider.calls) == 3
+    assert stage.stopped == "circuit_breaker"
+    assert "circuit breaker" in stage.receipts[-1].content
+    assert (await stage.on_prompt_too_long(ctx_for(conversation(2), config, 170_000), None)).records == ()
+    assert len(provider.calls) == 3
+    manual = await stage.compact(ctx_for(conversation(2), config, 170_000))
+    assert isinstance(manual.records[0], CompactBoundary)
+    assert (stage.failures, stage.stopped) == (0, None)  # a success resets the count
