@@ -48,6 +48,7 @@ from foldline.errors import (
     ModelAPIError,
     ModelConnectionError,
     ModelHTTPError,
+    PromptTooLongAPIError,
     PromptTooLongError,
     UserError,
 )
@@ -277,6 +278,10 @@ class QueryEngine:
             case Recover():
                 await self._recover(turn, decision, outcome)
             case GiveUp(error=error):
+                if isinstance(error, PromptTooLongAPIError) and turn.state.compacted:
+                    raise PromptTooLongError(  # R5.4: one clear message once recovery has run
+                        f"{error.message}; still too long after compacting automatically: run /compact"
+                    ) from error
                 raise error
             case _:
                 assert_never(decision)

@@ -143,7 +143,13 @@ def context_tokens_of(records: Sequence[AnyRecord]) -> int:
     tail: list[Entry] = []
     for record in reversed(records):
         if isinstance(record, REPROJECTING):
-            return context_tokens(api_filter(project_view(records)))
+            state = rebuild_state(records)
+            stale: set[str] = set()
+            if state.boundary_index is not None:
+                boundary = records[state.boundary_index]
+                assert isinstance(boundary, CompactBoundary)
+                stale = set(boundary.preserved_uuids)
+            return context_tokens(api_filter(project_view(records, state)), stale=stale)
         if not isinstance(record, ENTRY_TYPES) or not is_api_visible(record):
             continue
         if isinstance(record, AssistantEntry) and record.message.usage is not None:

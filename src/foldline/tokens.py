@@ -8,7 +8,7 @@ estimate errs high (an underestimate is what sends a request over the window).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from foldline._types import Block
 from foldline.timeline import AssistantEntry, AttachmentEntry, Entry, SystemEntry, UserEntry
@@ -81,16 +81,20 @@ def estimate_entry(entry: Entry) -> int:
     return 0
 
 
-def context_tokens(entries: Sequence[Entry]) -> int:
+def context_tokens(entries: Sequence[Entry], *, stale: Container[str] = ()) -> int:
     """Tokens the next request's messages will take: last usage + padded estimate of the rest.
 
     `entries` is the API-visible projection. The newest assistant entry with `usage` anchors the
     count (its prompt plus its output); everything after it is estimated and padded by 4/3.
+    Entries named in `stale` never anchor: their usage covered a prefix that is gone (a reply a
+    compaction kept verbatim after its summary).
     """
     anchor = 0
     start = 0
     for i in range(len(entries) - 1, -1, -1):
         entry = entries[i]
+        if entry.uuid in stale:
+            continue
         if isinstance(entry, AssistantEntry) and entry.message.usage and not entry.is_api_error_message:
             usage = entry.message.usage
             anchor = usage.prompt_tokens + usage.output_tokens

@@ -30,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_p
 from foldline.compact.rounds import drop_oldest_rounds, recent_tail_start
 from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
 from foldline.config import Config
-from foldline.errors import ModelAPIError, PromptTooLongAPIError
+from foldline.errors import ModelAPIError, OutputRoomError, PromptTooLongAPIError
 from foldline.events import EventBus, NoticeEvent
 from foldline.projection import context_tokens_of, project_view
 from foldline.providers.base import Provider
@@ -187,6 +188,8 @@ class AutoCompactStage:
             await ctx.run_pre_compact_hooks()
             summary = await self._summarize(ctx, view, instructions)
             result = self._commit(ctx, trigger, view, summary)
+            if result is None and summary.preserved:  # the kept prompt is the bulk: the summary covers it
+                result = self._commit(ctx, trigger, view, dataclasses.replace(summary, preserved=()))
             if result is None:
                 raise CompactionFailed("the summary left nothing to free")
             return result
@@ -231,13 +234,15 @@ class AutoCompactStage:
                     tools=self.tools,
                     max_tokens=min(ctx.config.limits.max_output, cfg.summary_max_tokens),
                 )
-            except PromptTooLongAPIError as e:
+            except (PromptTooLongAPIError, OutputRoomError) as e:
+                # Too long either way: alone, or with the summary's output reserve beside it.
+                gap = e.gap if isinstance(e, PromptTooLongAPIError) else -e.room + e.max_tokens
                 if attempt == cfg.ptl_max_retries:
                     raise CompactionFailed(
                         f"the summary request was still too long after {cfg.ptl_max_retries} retries "
                         f"({dropped} oldest rounds dropped): {e.message}"
                     ) from e
-                entries, count = drop_oldest_rounds(entries, e.gap, cfg.ptl_drop_fraction)
+                entries, count = drop_oldest_rounds(entries, gap, cfg.ptl_drop_fraction)
                 if count == 0:
                     raise CompactionFailed(f"the summary request is too long: {e.message}") from e
                 records, dropped = entries, dropped + count
@@ -413,7 +418,7 @@ def _pending_prompt(view: list[Entry], max_tokens: int) -> tuple[str, ...]:
     """The user's prompt typed after the last reply, when small: kept verbatim after the summary."""
     last_reply = max((i for i, e in enumerate(view) if isinstance(e, AssistantEntry)), default=-1)
     tail = view[last_reply + 1 :]
-    if not tail or last_reply < 0:
+    if not tail:
         return ()
     for entry in tail:
         content = entry.message.content if isinstance(entry, UserEntry) else None

@@ -1,0 +1,309 @@
+"""AutoCompact in the engine, counted at `foldline serve` (design.md §3.4, R5.4).
+
+Windows are scaled down (a 20K-token model) so that a few turns fill them; the numbers at 200K and
+1M are checked in tests/compact/test_autocompact.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from foldline.cli.chat import compact_command
+from foldline.compact.autocompact import SUMMARY_LEAD, install_autocompact
+from foldline.compact.pipeline import CompactionContext, StageResult
+from foldline.compact.prompts import SUMMARY_SECTIONS
+from foldline.config import AutoCompactConfig, Config, RetryConfig, SessionMemoryConfig
+from foldline.engine import QueryEngine
+from foldline.errors import PromptTooLongError
+from foldline.server.caching import flatten, total_tokens
+from foldline.testing import FunctionProvider
+from foldline.timeline import (
+    AttachmentEntry,
+    CompactBoundary,
+    SnipBoundary,
+    SystemEntry,
+    Timeline,
+    UserEntry,
+    new_uuid,
+    now_iso,
+    ui_view,
+)
+
+from .conftest import Harness, assert_valid_next_request, reload
+
+pytestmark = pytest.mark.anyio
+
+SUMMARY_ASK = "Your task is to write a detailed summary"
+
+
+def _summary(fact: str = "the staging port is 6543") -> str:
+    return "\n\n".join(f"## {title}\n{fact} ({title.lower()})" for title in SUMMARY_SECTIONS)
+
+
+def _words(n: int, tag: str) -> str:
+    return " ".join(f"{tag}{i}" for i in range(n))
+
+
+def _small(buffer: int = 12_000, **memory: Any) -> dict[str, Any]:
+    """A 20K window, 2K reserve: threshold 20,000 - 2,000 - `buffer`, blocking limit 15,000."""
+    return {
+        "context_window": 20_000,
+        "output_reserve": 2_000,
+        "max_output_tokens": 500,
+        "snip_enabled": False,
+        "autocompact": AutoCompactConfig(
+            buffer_tokens=buffer,
+            warning_below_threshold=2_000,
+            summary_max_tokens=1_000,
+            memory=SessionMemoryConfig(enabled=bool(memory), **memory),
+        ),
+    }
+
+
+def _forks(h: Harness) -> list[Any]:
+    assert h.backend is not None
+    return [c for c in h.backend.calls if SUMMARY_ASK in c.last_user_text()]
+
+
+def _receipts(h: Harness) -> list[SystemEntry]:
+    return [r for r in reload(h).snapshot() if isinstance(r, SystemEntry) and r.subtype == "compaction"]
+
+
+async def test_full_compaction_forks_with_the_main_prefix_and_reads_its_cache(
+    harness: Callable[..., Harness],
+) -> None:
+    summary = {"text": _summary(), "when": {"last_user_contains": SUMMARY_ASK}}
+    h = harness([summary, *({"text": f"ok {i}"} for i in range(12))], **_small())
+    (h.workspace / "FOLDLINE.md").write_text("Always run the tests.\n")
+    (h.workspace / "notes.txt").write_text("the deploy key is in vault\n")
+    engine = await h.engine()
+    stage = install_autocompact(engine)
+    turns = 0
+    while not stage.receipts:
+        await engine.submit_message(f"step {turns}: " + _words(700, f"t{turns}w"))
+        turns += 1
+        assert turns < 12
+    [fork] = _forks(h)
+    calls = h.backend.calls if h.backend else []
+    main_before = calls[calls.index(fork) - 1]
+    assert (fork.system, fork.tools, fork.model) == (main_before.system, main_before.tools, main_before.model)
+    assert fork.messages[: len(main_before.messages) - 1] == main_before.messages[:-1]
+    data = stage.receipts[0].data
+    assert data is not None
+    print(f"fork usage at the server: cache_read={data['cache_read']} cache_write={data['cache_write']}")
+    assert (
+        int(str(data["cache_read"])) > 3 * int(str(data["cache_write"])) > 0
+    )  # reads the prefix, writes the tail
+    after = calls[-1]
+    assert SUMMARY_LEAD.strip()[:40] in str(after.messages[0])
+    assert "Always run the tests." in str(after.messages[0])  # instruction files re-attached (R3.4.8)
+    assert f"step {turns - 1}:" in after.last_user_text()  # the pending prompt kept verbatim
+    assert "t0w5 " not in str(after.messages)
+    boundary = next(r for r in reload(h).snapshot() if isinstance(r, CompactBoundary))
+    assert boundary.trigger == "auto"
+    assert boundary.post_tokens is not None
+    assert boundary.post_tokens < boundary.pre_tokens
+    assert "Always run the tests." in repr(_resumed_request(await h.engine()))
+
+
+def _resumed_request(engine: QueryEngine) -> dict[str, Any]:
+    assert engine.build_request is not None
+    return dict(engine.build_request(engine.timeline.snapshot(), max_tokens=100).body)
+
+
+async def test_session_memory_compaction_makes_no_api_call_and_keeps_the_recent_tail(
+    harness: Callable[..., Harness], tmp_path: Path
+) -> None:
+    memory = {"text": _summary("memory: port 6543"), "when": {"last_user_contains": SUMMARY_ASK}}
+    h = harness(
+        [memory, *({"text": f"ok {i}"} for i in range(12))],
+        **_small(
+            init_tokens=1_500,
+            update_tokens=500,
+            update_tool_calls=0,
+            keep_min_tokens=200,
+            keep_max_tokens=3_000,
+            keep_min_text_messages=3,
+        ),
+    )
+    engine = await h.engine()
+    stage = install_autocompact(engine, memory_path=tmp_path / "session-memory.md")
+    assert stage.memory is not None
+    turns = 0
+    while not stage.receipts:
+        sent = len(h.requests())
+        await engine.submit_message(f"step {turns}: " + _words(600, f"t{turns}w"))
+        during = len(h.requests()) - sent  # the tail has not started yet: this turn's calls only
+        await engine.drain()  # the background tail writes the memory
+        turns += 1
+        assert turns < 12
+    assert stage.requests == 0  # no summary request
+    assert stage.memory.requests >= 1
+    assert len(_forks(h)) == stage.memory.requests  # every fork the server saw was a memory refresh
+    assert h.backend is not None
+    calls = h.backend.calls
+    first_after = next(i for i, c in enumerate(calls) if SUMMARY_LEAD[:40] in str(c.messages[0]))
+    assert during == 1  # the compacting turn made its one main request and nothing else
+    data = stage.receipts[0].data
+    assert data is not None
+    assert data["source"] == "session memory"
+    assert (tmp_path / "session-memory.md").read_text().startswith("<!-- foldline session memory")
+    after = calls[first_after]
+    assert "memory: port 6543" in str(after.messages[0])
+    # the recent tail, verbatim: grown by whole rounds to 3 text messages (R3.4.10)
+    assert f"step {turns - 2}:" in str(after.messages)
+    assert f"ok {turns - 3}" in str(after.messages)
+    assert f"step {turns - 3}:" not in str(after.messages)
+    assert_valid_next_request(h, engine)
+
+
+async def test_breaker_after_three_failures_counted_at_the_server_and_manual_compact_still_runs(
+    harness: Callable[..., Harness],
+) -> None:
+    manual = {"text": _summary("manual"), "when": {"last_user_contains": "MANUAL-KEEP"}}
+    broken = {"text": "I would rather not.", "when": {"last_user_contains": SUMMARY_ASK}}
+    h = harness([manual, broken, *({"text": f"ok {i}"} for i in range(8))], **_small(buffer=14_500))
+    engine = await h.engine()
+    stage = install_autocompact(engine)
+    for turn in range(8):
+        await engine.submit_message(f"step {turn}: " + _words(500, f"t{turn}w"))
+    assert len(_forks(h)) == 3  # three failed attempts, then no further automatic one
+    assert stage.stopped == "circuit_breaker"
+    texts = [r.content for r in _receipts(h)]
+    assert sum("compaction failed (auto)" in t for t in texts) == 3
+    assert any("circuit breaker" in t and "/compact still works" in t for t in texts)
+    out = Console(record=True, width=200)
+    session: Any = _SessionOf(engine)
+    await compact_command(session, "MANUAL-KEEP the ports", out)
+    assert len(_forks(h)) == 4
+    boundary = next(r for r in reload(h).snapshot() if isinstance(r, CompactBoundary))
+    assert boundary.trigger == "manual"
+    assert stage.stopped is None
+
+
+class _SessionOf:
+    """Stands in for `Session` where only `.engine` is read."""
+
+    def __init__(self, engine: QueryEngine) -> None:
+        self.engine = engine
+
+
+async def test_thrash_detector_stops_a_session_built_to_refill(tmp_path: Path) -> None:
+    config = Config(retry=RetryConfig(base_backoff_s=0.01), **_small(buffer=13_000))  # threshold 5,000
+
+    def answer(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+        last = str(body["messages"][-1])
+        return {"text": _summary() if SUMMARY_ASK in last else "ok"}
+
+    provider = FunctionProvider(answer)
+    engine = QueryEngine(
+        provider=provider, config=config, workspace=tmp_path, timeline=Timeline(session_id="s")
+    )
+    stage = install_autocompact(engine)
+    with pytest.raises(PromptTooLongError, match="run /compact"):
+        await _turns_of(engine, 12, words=1_400)  # ~3K tokens a turn, until the blocking limit
+    compactions = [r for r in engine.timeline if isinstance(r, CompactBoundary)]
+    assert len(compactions) == 3  # each refilled within a round; the fourth was refused
+    assert stage.stopped == "thrash"
+    stop = next(r for r in stage.receipts if r.data and r.data.get("reason") == "thrash")
+    assert "refilled to the threshold" in stop.content
+    over = [c for c in provider.calls if total_tokens(flatten(c.body)) > config.blocking_limit]
+    assert over == []  # nothing was ever sent over the blocking limit
+
+
+async def _turns_of(engine: QueryEngine, turns: int, *, words: int) -> None:
+    for turn in range(turns):
+        await engine.submit_message(f"step {turn}: " + _words(words, f"t{turn}w"))
+
+
+class _Drain:
+    """Stands in for Collapse draining its staged folds: frees a little, less than the gap."""
+
+    name = "collapse"
+
+    def __init__(self) -> None:
+        self.asked: list[int | None] = []
+
+    async def run(self, ctx: CompactionContext) -> StageResult:
+        return StageResult()
+
+    async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
+        self.asked.append(gap_tokens)
+        first = next(e for e in ui_view(ctx.records) if isinstance(e, UserEntry))
+        return StageResult((SnipBoundary(uuid=new_uuid(), timestamp=now_iso(), removed_uuids=(first.uuid,)),))
+
+
+async def test_413_chain_drains_then_compacts_reactively_then_succeeds(
+    harness: Callable[..., Harness],
+) -> None:
+    summary = {"text": _summary(), "when": {"last_user_contains": SUMMARY_ASK}}
+    h = harness(
+        [summary, *({"text": f"reply {i}"} for i in range(4))],
+        server_context_window=5_000,
+        **_small(buffer=1_000),  # AutoCompact's own threshold is out of the way: the server decides
+    )
+    engine = await h.engine()
+    drain = _Drain()
+    engine.stages = [drain]
+    stage = install_autocompact(engine)
+    await engine.submit_message("hello")
+    for turn, words in ((1, 600), (2, 600), (3, 1_000)):
+        result = await engine.submit_message(f"p{turn} " + _words(words, f"p{turn}w"))
+    assert result.text == "reply 3"
+    assert drain.asked  # the drain came first...
+    assert drain.asked[0] is not None  # ...with the parsed gap
+    assert stage.receipts[-1].data is not None
+    assert stage.receipts[-1].data["trigger"] == "reactive"
+    # main too long; the summary fork too long until enough old rounds went (at most 3 retries); main ok
+    statuses = h.statuses()
+    assert statuses[:4] == [200, 200, 200, 400]
+    assert statuses[-2:] == [200, 200]
+    assert set(statuses[4:-2]) <= {400}
+    assert len(statuses[4:-2]) <= 3
+    [fork] = _forks(h)
+    assert "p1w5 " not in str(fork.messages)  # the retry dropped the oldest rounds whole
+    data = stage.receipts[-1].data
+    assert data is not None
+    assert int(str(data["dropped_rounds"])) >= 1
+    assert "p3 " in h.backend.calls[-1].last_user_text()  # the pending prompt, kept verbatim
+
+
+async def test_413_with_nothing_left_to_compact_is_one_clear_message(harness: Callable[..., Harness]) -> None:
+    h = harness([], server_context_window=3_000, **_small(buffer=1_000))
+    engine = await h.engine()
+    stage = install_autocompact(engine)
+    with pytest.raises(PromptTooLongError) as caught:
+        await engine.submit_message(_words(3_000, "z"))
+    assert "run /compact" in str(caught.value)
+    assert "prompt is too long" in str(caught.value)
+    assert (
+        "there is nothing to compact" in stage.receipts[-1].content
+        or "too long" in stage.receipts[-1].content
+    )
+    assert all(s == 400 for s in h.statuses())
+
+
+async def test_recently_read_files_are_reattached_within_budget(scripted: Callable[..., Harness]) -> None:
+    h = scripted(
+        [
+            {"tool_calls": [{"name": "Read", "input": {"file_path": "notes.txt"}}]},
+            {"text": "read it"},
+            {"text": _summary()},
+        ],
+        **_small(),
+    )
+    (h.workspace / "notes.txt").write_text("the deploy key is in vault\n")
+    engine = await h.engine()
+    install_autocompact(engine)
+    await engine.submit_message("read notes.txt")
+    (h.workspace / "notes.txt").write_text("the deploy key moved to the HSM\n")
+    added = await engine.compact("keep the file names")
+    files = [r for r in added if isinstance(r, AttachmentEntry) and r.attachment_type == "file"]
+    assert len(files) == 1
+    assert "moved to the HSM" in str(files[0].content)  # as the file is now, not as it was read
+    assert "keep the file names" in str(h.requests()[-1].messages[-1])
