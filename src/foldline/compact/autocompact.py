@@ -25,7 +25,7 @@ Every outcome is said out loud (R3.0.1): `_receipt` builds a `system` entry of s
 Invariants:
 - A failed summary (an API error, still too long after 3 retries, an empty or malformed reply) is
   never committed; 3 failed automatic attempts in a row stop automatic attempts (R3.4.6).
-- A cut made for a too-long summary request falls between API rounds (`compact.rounds`).
+- A cut made for a too-long summary request falls between API rounds (`compact.api_rounds`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from foldline._types import Block, JSONObject
 from foldline.compact.fork import ask_forked
 from foldline.compact.pipeline import CompactionContext, Stage, StageResult
 from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_prompt
-from foldline.compact.rounds import drop_oldest_rounds, recent_tail_start
+from foldline.compact.api_rounds import drop_oldest_rounds, recent_tail_start
 from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
 from foldline.config import Config
 from foldline.errors import ModelAPIError, OutputRoomError, PromptTooLongAPIError

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from foldline.api.params import build_request
 from foldline.api.validate import ValidationLimits, find_errors
-from foldline.compact.rounds import (
+from foldline.compact.api_rounds import (
     PTL_MARKER,
     api_rounds,
     drop_oldest_rounds,
