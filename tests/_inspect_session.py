@@ -63,6 +63,9 @@ SCRIPT_USAGE: list[dict[str, int]] = [
 BREAK_CALL = 7
 SNIP_CALL = 3
 """The call whose reply asked for the snip; the boundary follows its tool result."""
+RECEIPT_AFTER = 7
+"""The microcompact receipt and the collapse commit come after this many calls."""
+COMPACT_AFTER = 8
 
 
 def _reply(n: int, **reply: Any) -> dict[str, Any]:

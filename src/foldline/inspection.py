@@ -67,6 +67,7 @@ class CallPoint:
 
     call: int
     """1-based index among the main chain's API replies (the charts' x axis)."""
+    message_id: str
     timestamp: str
     model: str
     uncached: int
@@ -221,6 +222,7 @@ def session_view(
         calls.append(
             CallPoint(
                 call=len(calls) + 1,
+                message_id=record.message.id,
                 timestamp=record.timestamp,
                 model=record.message.model,
                 uncached=usage.input_tokens,
