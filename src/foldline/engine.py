@@ -380,7 +380,18 @@ class QueryEngine:
         report = self._cache_watch.after_response(usage)
         if report is not None:
             text = report.describe()
-            self.log.append(self.log.entry(SystemEntry, subtype="cache_break", content=text, level="warning"))
+            data = {
+                "before": report.before,
+                "after": report.after,
+                "changes": list(report.changes),
+                "likely_server_side": report.likely_server_side,
+                "diff_path": str(report.diff_path) if report.diff_path else None,
+                "server_reason": report.server_reason,
+            }  # so `cache_stats` can read the break back from the transcript exactly
+            notice = self.log.entry(
+                SystemEntry, subtype="cache_break", content=text, level="warning", data=data
+            )
+            self.log.append(notice)
             self.events.emit(NoticeEvent(text, "warning"))
             self.events.telemetry(
                 "cache_break", before=report.before, after=report.after, changes=report.changes

@@ -23,10 +23,18 @@ format_option = click.option(
 """The `--format` option every command that reads a session file takes."""
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "cache": (
+        "foldline.cli.inspect",
+        "Print SESSION's prompt-cache statistics: hit share, writes and reads, breaks with causes and cost.",
+    ),
     "chat": ("foldline.cli.chat", "Talk to the agent: one turn with -p (or stdin), otherwise a REPL."),
     "demo": (
         "foldline.cli.demo",
         "Run a scripted coding session against the local server and print what it cost.",
+    ),
+    "inspect": (
+        "foldline.cli.inspect",
+        "Chart SESSION's context, cache and cost per call; a summary here, the page with --html FILE.",
     ),
     "request": (
         "foldline.cli.request",
