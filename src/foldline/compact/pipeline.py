@@ -86,9 +86,22 @@ async def run_compaction(stages: Sequence[Stage], ctx: CompactionContext) -> lis
 async def recover_prompt_too_long(
     stages: Sequence[Stage], ctx: CompactionContext, gap_tokens: int | None
 ) -> list[AnyRecord]:
-    """The R5.4 chain: ask each level in order until one frees something; [] if none could."""
+    """The R5.4 chain: ask each level in order until the gap is covered; [] if none could free anything.
+
+    With the gap unknown, the first level that frees something ends the chain. With it known, a
+    level that frees too little (Collapse draining a short staged queue) passes the rest of the gap
+    on to the next level, which sees the records and tokens left after it.
+    """
+    added: list[AnyRecord] = []
     for stage in stages:
         result = await stage.on_prompt_too_long(ctx, gap_tokens)
-        if result.records:
-            return list(result.records)
-    return []
+        if not result.records:
+            continue
+        added.extend(result.records)
+        if gap_tokens is None or result.tokens_freed >= gap_tokens:
+            break
+        gap_tokens -= result.tokens_freed
+        ctx = dataclasses.replace(
+            ctx, records=ctx.records + result.records, tokens=max(0, ctx.tokens - result.tokens_freed)
+        )
+    return added
