@@ -67,10 +67,9 @@ class CollapseConfig:
     """Share of the effective window at which the ctx-agent folds synchronously (R3.3.5)."""
     keep_recent_turns: int = 1
     """The newest user turns never folded; 1 keeps the current task whole (R3.3.1)."""
-    min_span_tokens: int = 2_000
-    """A background span smaller than this waits for more turns (an emergency fold takes any size)."""
     span_target_tokens: int = 20_000
-    """A span closes once its turns reach this many estimated tokens: one summary per span."""
+    """A span closes once its turns reach this many estimated tokens: one summary per span. The
+    background run waits until a span is this big; an emergency fold takes any finished turns."""
     max_spans_per_run: int = 4
     """Forked summary requests per ctx-agent run, so one run's cost stays bounded."""
     summary_max_tokens: int = 4_000

@@ -246,6 +246,12 @@ class Collapse:
             self.events.emit(NoticeEvent(text, "warning"))
             self.events.telemetry("collapse_failed", turns=failure.span.turns(), reason=failure.reason)
 
+    async def wait(self) -> None:
+        """Wait for the run in flight, if any, to finish (tests; normal use never needs to)."""
+        task = self._task
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+
     async def stop(self, reason: StopReason) -> None:
         """Cancel the run in flight (on interrupt or close); after an interrupt, skip the next tail."""
         if reason == "interrupt":
@@ -267,8 +273,8 @@ class Collapse:
         commit_line, emergency_line = cfg.commit_at * window, cfg.emergency_at * window
         if ctx.tokens < commit_line:
             return StageResult()
-        if ctx.tokens >= emergency_line and self._task is not None and not self._task.done():
-            await asyncio.wait([self._task])  # what it stages may be enough; waiting never cancels it
+        if ctx.tokens >= emergency_line:
+            await self.wait()  # what the run in flight stages may be enough; waiting never cancels it
         records, freed = self._commit(ctx.records, self.store.take(ctx.records), "commit")
         if ctx.tokens - freed >= emergency_line:
             more, more_freed = await self._emergency(ctx, records, ctx.tokens - freed, commit_line)

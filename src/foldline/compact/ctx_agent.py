@@ -179,11 +179,11 @@ def find_spans(
 
     Args:
         exclude: uuids already staged; a turn holding any of them is skipped.
-        min_tokens: a run of turns smaller than this is left for later (default
-            `collapse.min_span_tokens`; an emergency fold passes 0).
+        min_tokens: a run of turns smaller than this is left for later, when it may have grown
+            (default `collapse.span_target_tokens`; an emergency fold passes 0).
     """
     cfg = config.collapse
-    floor = cfg.min_span_tokens if min_tokens is None else min_tokens
+    floor = cfg.span_target_tokens if min_tokens is None else min_tokens
     turns = _turns(records)
     keep = max(cfg.keep_recent_turns, 1)
     candidates = turns[:-keep] if len(turns) >= keep else []
