@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from tests.compact._collapse_model import (
     SPAN_MARK,
     WORDS,
@@ -32,8 +33,9 @@ from tests.compact._collapse_model import (
 from tests.engine.conftest import Harness
 
 from foldline._json import dumps
+from foldline.cli import cli
 from foldline.compact.collapse import Collapse
-from foldline.compact.ctx_agent import find_spans
+from foldline.compact.ctx_agent import StagedFold, find_spans
 from foldline.compact.pipeline import CompactionContext, StageResult
 from foldline.config import Config
 from foldline.engine import QueryEngine
@@ -174,6 +176,8 @@ async def test_a_turn_completes_while_the_ctx_agent_waits_and_its_summary_is_sta
         await r.turn(4)  # the main loop does not wait for the ctx-agent
     assert r.collapse.in_flight
     assert r.collapse.store.staged == []
+    [progress] = [e for e in r.events if isinstance(e, NoticeEvent) and e.level == "progress"]
+    assert "summarizing turns 1–2 in the background" in progress.text  # R3.3.6
     await r.engine.drain()
     assert len(model.spans) == 1  # at most one run in flight: turn 4's tail started none
 
@@ -355,6 +359,12 @@ async def test_staged_folds_commit_at_90_percent_with_a_receipt_and_hold_after_r
     prompts = [e for e in ui_view(loaded) if isinstance(e, UserEntry) and isinstance(e.message.content, str)]
     assert [p.message.content.split(":")[0] for p in prompts] == [f"Turn {i}" for i in range(1, n + 1)]
 
+    shown = CliRunner().invoke(cli, ["show", str(r.writer.path), "--max-chars", "40"])
+    assert shown.exit_code == 0, shown.output
+    for i in range(1, n + 1):
+        assert f"Turn {i}: remember FACT-{i}" in shown.output  # `foldline show` still shows every entry
+    assert "collapsed span" in shown.output
+
     # Resume: the next request is byte-identical to the one the live session would send.
     assert r.engine.build_request is not None
     before = dumps(r.engine.build_request(r.engine.timeline.snapshot(), max_tokens=1_024).body)
@@ -389,6 +399,7 @@ async def test_the_emergency_fold_runs_at_95_percent_with_progress_and_a_receipt
     progress = [e for e in r.events if isinstance(e, NoticeEvent) and e.level == "progress"]
     assert progress
     assert "summarizing turns 1–" in progress[0].text
+    assert "nearly full" in progress[0].text
     assert "<collapsed-context" in sent_text(model.main[-1])
     assert all(c.status in (None, 200) for c in provider.calls)  # nothing sent over the window
     await r.close()
@@ -422,7 +433,7 @@ async def test_the_ctx_agent_request_reads_the_main_cache_at_the_server(
         {"messages": [{"role": "user", "content": "[id:a] and ends at the message tagged [id:b]"}]}
     )
     replies: list[dict[str, Any]] = [{"text": summary, "when": {"last_user_contains": SPAN_MARK}}]
-    replies += [{"text": "Noted."}] * 3
+    replies += [{"text": "Noted."}] * 20
     h = harness(replies, **_harness_config())
     engine = await h.engine()
     collapse = Collapse.for_engine(engine)
@@ -439,6 +450,23 @@ async def test_the_ctx_agent_request_reads_the_main_cache_at_the_server(
     assert usage.cache_read_input_tokens > 6_000
     assert usage.cache_creation_input_tokens + usage.input_tokens < 1_000
     assert list(h.statuses()) == [200, 200, 200, 200]
+
+    # On to the commit: its receipt prices the cache rewrite from the first fold on.
+    n = 3
+    while not any(isinstance(r, CollapseCommit) for r in engine.timeline):
+        n += 1
+        assert n < 20, "no commit"
+        await engine.submit_message(prompt(n, WORDS))
+        await engine.drain()
+        await collapse.wait()
+    assert all(f.usage.cache_read_input_tokens > 6_000 for f in collapse.forks if isinstance(f, StagedFold))
+    [receipt] = [r for r in engine.timeline if isinstance(r, SystemEntry) and r.subtype == "collapse"]
+    assert receipt.data is not None
+    rewrite = receipt.data["cached_rewrite_tokens"]
+    assert isinstance(rewrite, int)
+    assert rewrite > 20_000  # turns 1 onwards were cached, and the fold starts at turn 1
+    assert f"rewrites {rewrite:,} cached tokens" in receipt.content
+    assert set(h.statuses()) == {200}
 
 
 def _harness_config() -> dict[str, Any]:

@@ -224,8 +224,21 @@ class Collapse:
             self.runs += 1
             if self.events is not None:
                 self.events.telemetry("collapse_agent_start", spans=len(spans))
-            staged, failed = await self.agent.run(records, spans)
+            shown = spans[: self.config.collapse.max_spans_per_run]
+            staged, failed = await self.agent.run(
+                records, shown, on_span=self._progress(len(shown), "in the background")
+            )
             self._keep(staged, failed)
+
+    def _progress(self, total: int, how: str) -> Callable[[int, TaskSpan], None]:
+        """R3.3.6: a progress notice before each span's request."""
+
+        def report(i: int, span: TaskSpan) -> None:
+            if self.events is not None:
+                text = f"context collapse: summarizing {span.turns()} {how} ({i + 1}/{total})…"
+                self.events.emit(NoticeEvent(text, "progress"))
+
+        return report
 
     def _keep(self, staged: Sequence[StagedFold], failed: Sequence[FoldFailure]) -> None:
         self.forks.extend([*staged, *failed])
@@ -313,17 +326,11 @@ class Collapse:
                 return [entry], 0
             self.runs += 1
             shown = spans[: self.config.collapse.max_spans_per_run]
-
-            def progress(i: int, span: TaskSpan) -> None:
-                if self.events is not None:
-                    text = f"context collapse: summarizing {span.turns()} ({i + 1}/{len(shown)})…"
-                    self.events.emit(NoticeEvent(text, "progress"))
-
             staged, failed = await self.agent.run(
                 ctx.records,
                 shown,
                 enough=lambda freed: tokens - freed < target,
-                on_span=progress,
+                on_span=self._progress(len(shown), "now: the context is nearly full"),
             )
             self._keep([], failed)
             self.forks.extend(staged)
