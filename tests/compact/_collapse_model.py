@@ -3,7 +3,8 @@
 `CollapseModel.answer` is a `FunctionProvider` function. A main-loop request is answered with a
 short acknowledgement (or a Read call when the prompt asks for one); a ctx-agent request (its last
 user message is a `span_prompt`) is answered with a well-formed span summary that keeps every
-`FACT-n = value` found between the span's two `[id:...]` tags, optionally after waiting on `gate`.
+`FACT-n = value` found between the span's two `[id:...]` tags (outside already collapsed context),
+optionally after waiting on `gate`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def request_for(records: Sequence[AnyRecord]) -> bytes:
 
 SPAN_MARK = "Summarize only the finished part"
 FACT = re.compile(r"FACT-\d+ = \w+")
+COLLAPSED = re.compile(r"<collapsed-context id=\w+>.*?</collapsed-context>", re.DOTALL)
 TAGS = re.compile(r"\[id:(\w+)\] and ends at the message tagged \[id:(\w+)\]")
 
 
@@ -86,7 +88,9 @@ def summary_for(body: dict[str, Any]) -> str:
     first, last = f"[id:{match.group(1)}]", f"[id:{match.group(2)}]"
     inside, facts = False, []
     for message in messages[:-1]:
-        text = _text(message)
+        # Folded context already summarized is not summarized again (it shares an API message with
+        # the prompt after it, so it sits inside the span's first tagged message).
+        text = COLLAPSED.sub("", _text(message))
         if first in text:
             inside = True
         if inside:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 from foldline.compact.collapse import Collapse, CollapseStore
-from foldline.compact.ctx_agent import StagedFold, find_spans
+from foldline.compact.ctx_agent import CtxAgent, FoldFailure, StagedFold, find_spans
 from foldline.compact.pipeline import CompactionContext, StageResult, recover_prompt_too_long
 from foldline.config import CollapseConfig, Config
 from foldline.projection import project_view
@@ -152,3 +152,15 @@ async def test_the_prompt_too_long_chain_passes_on_what_a_level_could_not_free()
     unknown_gap, never_either = Frees("drain", 1), Frees("reactive", 5_000)
     await recover_prompt_too_long([unknown_gap, never_either], _ctx(records, 10_000), None)
     assert never.asked == never_either.asked == 0
+
+
+async def test_a_summary_cut_at_the_output_limit_is_a_failure_never_staged() -> None:
+    records = conversation(3)
+    cut = "## Task\nearlier\n\n## Outcome\ndone\n\n## Facts to Keep\nFACT-1 = v1; FACT-"
+    agent = CtxAgent(
+        FunctionProvider(lambda body, betas: {"text": cut, "stop_reason": "max_tokens"}), "sys", [], CONFIG
+    )
+    [span] = find_spans(records, CONFIG)[:1]
+    result = await agent.summarize(records, span)
+    assert isinstance(result, FoldFailure)
+    assert "output limit" in result.reason

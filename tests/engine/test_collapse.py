@@ -503,3 +503,28 @@ def test_a_commit_survives_kill_9_and_resume_sends_the_same_bytes(tmp_path: Path
     records = loaded.snapshot()
     assert any(isinstance(r, CollapseCommit) for r in records)
     assert request_for(records) == sent.read_bytes()
+
+
+# --- a long session ----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # 300 turns in-process
+async def test_300_turns_stay_under_the_blocking_limit_and_keep_every_planted_fact(tmp_path: Path) -> None:
+    """The in-process stand-in for the simulated 300-turn session (no AutoCompact exists to back it up).
+
+    Every turn plants one fact; Collapse alone must keep every request under the blocking limit and
+    the model's window (no 400s), and the folds' summaries must keep every fact.
+    """
+    model = CollapseModel()
+    provider = FunctionProvider(model.answer, context_window=40_000)
+    r = rig(tmp_path, provider)
+    for n in range(1, 301):
+        await r.turn(n, 600)
+        await r.settle()
+    assert max(r.spy.rounds) < r.engine.config.blocking_limit
+    assert {c.status for c in provider.calls} <= {None, 200}
+    assert len(r.commits()) > 10
+    final = sent_text(model.main[-1])
+    missing = [n for n in range(1, 301) if f"FACT-{n} = value{n}" not in final]
+    assert missing == []
+    await r.close()

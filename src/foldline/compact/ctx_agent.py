@@ -278,6 +278,9 @@ class CtxAgent:
             )
         except ModelAPIError as e:
             return FoldFailure(span, f"request failed: {e}")
+        if reply.stop_reason == "max_tokens":
+            # A cut summary can still have every heading, and silently lose the facts past the cut.
+            return FoldFailure(span, "the summary was cut at the output limit")
         sections = parse_sections(reply.text, SPAN_SECTIONS)
         if sections is None:
             return FoldFailure(span, "the summary was empty or malformed")
