@@ -62,8 +62,20 @@ class CollapseConfig:
     """Level 3 (design.md §3.3)."""
 
     enabled: bool = True
+    """Collapse runs; AutoCompact then only answers a prompt-too-long (R3.3.4)."""
     commit_at: float = 0.90
+    """Share of the effective window at which staged folds are committed (R3.3.5)."""
     emergency_at: float = 0.95
+    """Share of the effective window at which the ctx-agent folds synchronously (R3.3.5)."""
+    keep_recent_turns: int = 1
+    """The newest user turns never folded; 1 keeps the current task whole (R3.3.1)."""
+    span_target_tokens: int = 20_000
+    """A span closes once its turns reach this many estimated tokens: one summary per span. The
+    background run waits until a span is this big; an emergency fold takes any finished turns."""
+    max_spans_per_run: int = 4
+    """Forked summary requests per ctx-agent run, so one run's cost stays bounded."""
+    summary_max_tokens: int = 4_000
+    """Output room of one span summary request."""
 
 
 @dataclass(frozen=True, kw_only=True)

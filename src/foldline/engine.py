@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, assert_never
@@ -197,6 +197,9 @@ class QueryEngine:
     instructions: bool = True
     """Inject FOLDLINE.md / CLAUDE.md from the workspace as attachments on a session's first prompt (R9.3)."""
     tail_hooks: Sequence[Callable[[QueryEngine], Any]] = ()
+    stop_hooks: Sequence[Callable[[str], Awaitable[None]]] = ()
+    """Called with "interrupt" (Ctrl-C, after the interruption is recorded) and "close": background
+    work that must not outlive either (the ctx-agent, R3.3.1) is cancelled here."""
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], Any] = asyncio.sleep
     session_dir: Path | None = None
@@ -255,6 +258,7 @@ class QueryEngine:
                 pass
         except asyncio.CancelledError:
             await self._record_interruption(turn)
+            await self._stop("interrupt")
             raise
         except (ModelAPIError, PromptTooLongError) as e:
             self._record_api_error(e)
@@ -565,13 +569,21 @@ class QueryEngine:
                 self.events.emit(NoticeEvent(f"background task {hook!r} failed: {e}", "warning"))
         self.events.telemetry("turn_end", records=len(self.timeline))
 
+    async def _stop(self, reason: str) -> None:
+        for hook in self.stop_hooks:
+            try:
+                await hook(reason)
+            except Exception as e:  # stopping background work never breaks the interrupt or the close
+                self.events.emit(NoticeEvent(f"stopping {hook!r} failed: {e}", "warning"))
+
     async def drain(self) -> None:
         """Wait for background work (tests, shutdown); normal use never needs to."""
         while self._tail:
             await asyncio.gather(*list(self._tail))
 
     async def aclose(self) -> None:
-        """Shut down: finish the background tail, flush the transcript, close the provider."""
+        """Shut down: stop cancellable background work, finish the tail, flush, close the provider."""
+        await self._stop("close")
         await self.drain()
         self.log.sync()
         aclose = getattr(self.provider, "aclose", None)

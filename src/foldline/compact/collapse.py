@@ -1,0 +1,409 @@
+"""Context Collapse, level 3 of compaction: the collapse store and its stage (design.md §3.3).
+
+`Collapse` owns the *staged queue* (in memory: finished ctx-agent analyses waiting to be committed)
+and runs the ctx-agent (`compact.ctx_agent`) in two ways:
+
+- in the background, from the engine's tail after a turn (R6.1): `tail_hook` starts one run and
+  returns; the main loop never waits for it (R3.3.1). At most one run is in flight; `stop` cancels
+  it on interrupt and on close.
+- synchronously, as the emergency fold, when a request would pass `emergency_at` of the effective
+  window even after committing what is staged (R3.3.5), with a progress notice per span (R3.3.6).
+
+As a compaction `Stage` it commits staged folds at `commit_at` of the effective window (no LLM call,
+R3.3.2) and, first in the prompt-too-long chain, drains them (R5.4). A commit is a `collapse_commit`
+record: the commit log lives in the transcript, and `projection.project_view` replays it on every
+request and after resume (R3.3.3); the UI view still shows every entry.
+
+Invariants:
+- Only the compaction round writes the timeline (commit records and receipts, returned as the stage's
+  result); the background run only fills the staged queue, so it never lands between a tool call and
+  its result.
+- A staged fold is committed only if its span is, entry for entry, still what the ctx-agent read.
+- Every commit leaves a visible receipt with the turns, the tokens freed and the cached tokens the
+  next request writes again (R3.0.1); a failed analysis is reported, never fatal, never staged.
+
+Mutual exclusion with AutoCompact (R3.3.4): `CollapseConfig.enabled` is the switch. A level that
+compacts proactively checks `collapse_active(config)` in its `run` and leaves the work to this level;
+its `on_prompt_too_long` still runs, after this level's drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from foldline._types import Block, JSONObject
+from foldline.compact.ctx_agent import (
+    CtxAgent,
+    FoldFailure,
+    StagedFold,
+    TaskSpan,
+    cached_rewrite_tokens,
+    find_spans,
+    summary_tokens,
+)
+from foldline.compact.pipeline import CompactionContext, StageResult
+from foldline.compact.snip import short_id
+from foldline.config import Config
+from foldline.events import EventBus, NoticeEvent
+from foldline.projection import project_view
+from foldline.providers.base import Provider
+from foldline.timeline import (
+    AnyRecord,
+    CollapseCommit,
+    SystemEntry,
+    api_filter,
+    new_uuid,
+    now_iso,
+)
+from foldline.tools.base import Tool, tool_specs
+
+__all__ = ["Collapse", "CollapseStore", "StopReason", "collapse_active"]
+
+StopReason = Literal["interrupt", "close"]
+FoldKind = Literal["commit", "emergency", "drain"]
+
+
+def collapse_active(config: Config) -> bool:
+    """Whether Collapse owns proactive compaction, so AutoCompact only answers prompt-too-long (R3.3.4)."""
+    return config.collapse.enabled
+
+
+class _Engine(Protocol):
+    """What `Collapse.for_engine` reads from a `QueryEngine`."""
+
+    provider: Provider
+    config: Config
+    system: str
+    tools: Sequence[Tool]
+    events: EventBus
+
+
+@dataclass
+class CollapseStore:
+    """The staged queue and what the ctx-agent failed at; commits live in the timeline."""
+
+    staged: list[StagedFold] = field(default_factory=list)
+    failures: list[FoldFailure] = field(default_factory=list)
+
+    def staged_uuids(self) -> frozenset[str]:
+        """Every entry some staged fold covers (the ctx-agent does not analyse them again)."""
+        return frozenset(u for fold in self.staged for u in fold.span.uuids)
+
+    def take(self, records: Sequence[AnyRecord]) -> list[StagedFold]:
+        """Empty the queue; return the folds whose spans are unchanged in `records`' view, oldest first.
+
+        A span is unchanged when the API view from its first to its last entry holds exactly the
+        entries the ctx-agent read: nothing snipped, compacted away or folded since.
+        """
+        view = api_filter(project_view(records))
+        index = {e.uuid: i for i, e in enumerate(view)}
+        valid: list[tuple[int, StagedFold]] = []
+        for fold in self.staged:
+            first, last = index.get(fold.span.first_uuid), index.get(fold.span.last_uuid)
+            if first is None or last is None or last < first:
+                continue
+            if frozenset(e.uuid for e in view[first : last + 1]) != fold.span.uuids:
+                continue
+            valid.append((first, fold))
+        self.staged.clear()
+        return [fold for _, fold in sorted(valid, key=lambda pair: pair[0])]
+
+
+def _receipt(
+    records: Sequence[AnyRecord], text: str, data: JSONObject, events: EventBus | None, *, level: str = "info"
+) -> SystemEntry:
+    """A visible receipt for what the level did, and the same as an event (R3.0.1).
+
+    Kept in one function so that the shared receipt mechanism of the pipeline can replace it.
+    """
+    last = next((r for r in reversed(records) if hasattr(r, "parent_uuid")), None)
+    entry = SystemEntry(
+        uuid=new_uuid(),
+        parent_uuid=getattr(last, "uuid", None),
+        timestamp=now_iso(),
+        session_id=getattr(last, "session_id", ""),
+        subtype="collapse",
+        content=text,
+        level="warning" if level == "warning" else "info",
+        data=data,
+    )
+    if events is not None:
+        events.emit(NoticeEvent(text, level))
+        events.telemetry("collapse", **data)
+    return entry
+
+
+def _spans_text(spans: Sequence[TaskSpan]) -> str:
+    return ", ".join(s.turns() for s in spans)
+
+
+@dataclass
+class Collapse:
+    """Level 3: the collapse store, its compaction stage and the ctx-agent's runs.
+
+    Plug it into an engine as a stage (it is one: `name`, `run`, `on_prompt_too_long`), as a tail
+    hook (`tail_hook`) and as a stop hook (`stop`):
+
+    ```python
+    collapse = Collapse.for_engine(engine)
+    engine.stages = [..., collapse, autocompact]
+    engine.tail_hooks = [*engine.tail_hooks, collapse.tail_hook]
+    engine.stop_hooks = [*engine.stop_hooks, collapse.stop]
+    ```
+    """
+
+    provider: Provider
+    system: str | Sequence[str | Block]
+    tools: Sequence[Mapping[str, Any]]
+    config: Config
+    events: EventBus | None = None
+    name: str = "collapse"
+    store: CollapseStore = field(default_factory=CollapseStore)
+    runs: int = 0
+    """ctx-agent runs started (background and emergency)."""
+    forks: list[StagedFold | FoldFailure] = field(default_factory=list)
+    """Every forked request's outcome, in order (its usage shows the cache it read)."""
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+    _skip_tail: bool = field(default=False, init=False, repr=False)
+
+    @classmethod
+    def for_engine(cls, engine: _Engine) -> Collapse:
+        """The level for `engine`: its provider, config, events, and the system prompt and tools its
+        requests send, so the ctx-agent's forks share their prefix."""
+        return cls(
+            engine.provider,
+            engine.system,
+            tool_specs(list(engine.tools)),
+            engine.config,
+            engine.events,
+        )
+
+    @property
+    def agent(self) -> CtxAgent:
+        """The ctx-agent that writes this level's summaries."""
+        return CtxAgent(self.provider, self.system, self.tools, self.config)
+
+    @property
+    def in_flight(self) -> bool:
+        """A ctx-agent run is working now (a UI shows progress while it is, R3.3.6)."""
+        return self._lock.locked() or (self._task is not None and not self._task.done())
+
+    # --- the background ctx-agent (R3.3.1, R6.1) ----------------------------------------------------
+
+    def tail_hook(self, engine: Any) -> None:
+        """Start a background run on `engine.timeline` after a turn; skipped after an interrupt."""
+        if self._skip_tail:
+            self._skip_tail = False
+            return
+        timeline = engine.timeline
+        self.start(timeline.snapshot)
+
+    def start(self, snapshot: Callable[[], Sequence[AnyRecord]]) -> asyncio.Task[None] | None:
+        """Start one background run (None when Collapse is off or a run is already in flight).
+
+        `snapshot` is read once the run holds the agent, so it sees what an emergency fold committed
+        while it waited.
+        """
+        if not self.config.collapse.enabled or self.in_flight:
+            return None
+        task = asyncio.ensure_future(self._background(snapshot))
+        self._task = task
+        return task
+
+    async def _background(self, snapshot: Callable[[], Sequence[AnyRecord]]) -> None:
+        async with self._lock:
+            records = tuple(snapshot())
+            spans = find_spans(records, self.config, exclude=self.store.staged_uuids())
+            if not spans:
+                return
+            self.runs += 1
+            if self.events is not None:
+                self.events.telemetry("collapse_agent_start", spans=len(spans))
+            shown = spans[: self.config.collapse.max_spans_per_run]
+            staged, failed = await self.agent.run(
+                records, shown, on_span=self._progress(len(shown), "in the background")
+            )
+            self._keep(staged, failed)
+
+    def _progress(self, total: int, how: str) -> Callable[[int, TaskSpan], None]:
+        """R3.3.6: a progress notice before each span's request."""
+
+        def report(i: int, span: TaskSpan) -> None:
+            if self.events is not None:
+                text = f"context collapse: summarizing {span.turns()} {how} ({i + 1}/{total})…"
+                self.events.emit(NoticeEvent(text, "progress"))
+
+        return report
+
+    def _keep(self, staged: Sequence[StagedFold], failed: Sequence[FoldFailure]) -> None:
+        self.forks.extend([*staged, *failed])
+        self.store.staged.extend(staged)
+        self.store.failures.extend(failed)
+        if self.events is None:
+            return
+        for fold in staged:
+            self.events.telemetry(
+                "collapse_staged",
+                turns=fold.span.turns(),
+                tokens=fold.span.tokens,
+                cache_read=fold.usage.cache_read_input_tokens,
+                cache_write=fold.usage.cache_creation_input_tokens,
+            )
+        for failure in failed:
+            text = f"context collapse: could not summarize {failure.span.turns()}: {failure.reason}"
+            self.events.emit(NoticeEvent(text, "warning"))
+            self.events.telemetry("collapse_failed", turns=failure.span.turns(), reason=failure.reason)
+
+    async def wait(self) -> None:
+        """Wait for the run in flight, if any, to finish (tests; normal use never needs to)."""
+        task = self._task
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+
+    async def stop(self, reason: StopReason) -> None:
+        """Cancel the run in flight (on interrupt or close); after an interrupt, skip the next tail."""
+        if reason == "interrupt":
+            self._skip_tail = True
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # --- the stage (R3.3.2, R3.3.5, R5.4) ------------------------------------------------------------
+
+    async def run(self, ctx: CompactionContext) -> StageResult:
+        """Commit staged folds at `commit_at`; at `emergency_at`, fold synchronously first."""
+        cfg = ctx.config.collapse
+        if not cfg.enabled:
+            return StageResult()
+        window = ctx.config.effective_window
+        commit_line, emergency_line = cfg.commit_at * window, cfg.emergency_at * window
+        if ctx.tokens < commit_line:
+            return StageResult()
+        if ctx.tokens >= emergency_line:
+            await self.wait()  # what the run in flight stages may be enough; waiting never cancels it
+        records, freed = self._commit(ctx.records, self.store.take(ctx.records), "commit")
+        if ctx.tokens - freed >= emergency_line:
+            more, more_freed = await self._emergency(ctx, records, ctx.tokens - freed, commit_line)
+            records, freed = records + more, freed + more_freed
+        return StageResult(tuple(records), freed)
+
+    async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
+        """R5.4's first step: commit everything staged, whatever the thresholds say."""
+        if not ctx.config.collapse.enabled:
+            return StageResult()
+        records, freed = self._commit(ctx.records, self.store.take(ctx.records), "drain")
+        return StageResult(tuple(records), freed)
+
+    async def _emergency(
+        self, ctx: CompactionContext, committed: Sequence[AnyRecord], tokens: int, target: float
+    ) -> tuple[list[AnyRecord], int]:
+        """The ctx-agent runs now and the request waits for it (R3.3.5), until under `target`.
+
+        The forks are built on the records the main loop last sent, before this round's commits, so
+        they read its cache; the spans exclude what was just committed.
+        """
+        async with self._lock:
+            done = frozenset(
+                u for fold in self.store.staged for u in fold.span.uuids
+            ) | self._committed_uuids(ctx.records, committed)
+            spans = find_spans(ctx.records, self.config, exclude=done, min_tokens=0)
+            if not spans:
+                text = "context collapse: the context is nearly full and no finished turn is left to fold"
+                entry = _receipt(
+                    [*ctx.records, *committed],
+                    text,
+                    {"kind": "emergency", "folds": 0},
+                    self.events,
+                    level="warning",
+                )
+                return [entry], 0
+            self.runs += 1
+            shown = spans[: self.config.collapse.max_spans_per_run]
+            staged, failed = await self.agent.run(
+                ctx.records,
+                shown,
+                enough=lambda freed: tokens - freed < target,
+                on_span=self._progress(len(shown), "now: the context is nearly full"),
+            )
+            self._keep([], failed)
+            self.forks.extend(staged)
+        records, freed = self._commit([*ctx.records, *committed], staged, "emergency", ctx.records)
+        if failed:
+            failed_turns = _spans_text([f.span for f in failed])
+            text = f"context collapse: {len(failed)} emergency summaries failed ({failed_turns})"
+            records.append(
+                _receipt(
+                    [*ctx.records, *committed, *records],
+                    text,
+                    {"kind": "emergency_failed", "failed": len(failed)},
+                    self.events,
+                    level="warning",
+                )
+            )
+        return records, freed
+
+    @staticmethod
+    def _committed_uuids(records: Sequence[AnyRecord], commits: Sequence[AnyRecord]) -> frozenset[str]:
+        view = api_filter(project_view(records))
+        index = {e.uuid: i for i, e in enumerate(view)}
+        out: set[str] = set()
+        for commit in commits:
+            if isinstance(commit, CollapseCommit):
+                first, last = index.get(commit.first_uuid), index.get(commit.last_uuid)
+                if first is not None and last is not None:
+                    out.update(e.uuid for e in view[first : last + 1])
+        return frozenset(out)
+
+    def _commit(
+        self,
+        records: Sequence[AnyRecord],
+        folds: Sequence[StagedFold],
+        kind: FoldKind,
+        cached_from: Sequence[AnyRecord] | None = None,
+    ) -> tuple[list[AnyRecord], int]:
+        """Commit records for `folds` plus one receipt; ([], 0) when there is nothing to commit.
+
+        `cached_from` is the record list whose last reply's cache the commit breaks (default `records`).
+        """
+        if not folds:
+            return [], 0
+        commits: list[AnyRecord] = []
+        freed = 0
+        for fold in folds:
+            uuid = new_uuid()
+            after = summary_tokens(fold.summary)
+            commits.append(
+                CollapseCommit(
+                    uuid=uuid,
+                    timestamp=now_iso(),
+                    collapse_id=short_id(uuid),
+                    first_uuid=fold.span.first_uuid,
+                    last_uuid=fold.span.last_uuid,
+                    summary=fold.summary,
+                    tokens_before=fold.span.tokens,
+                    tokens_after=after,
+                )
+            )
+            freed += max(0, fold.span.tokens - after)
+        # Folds are oldest first and a fold rewrites everything after its first message, so the
+        # first fold's start is where the rewrite begins for all of them.
+        rewrite = cached_rewrite_tokens(cached_from or records, folds[0].span.first_uuid)
+        label = {"commit": "committed", "emergency": "emergency", "drain": "prompt too long: committed"}[kind]
+        spans = _spans_text([f.span for f in folds])
+        noun = "fold" if len(folds) == 1 else f"{len(folds)} folds"
+        text = f"{label} {noun} of {spans}, freed {freed:,} tokens, rewrites {rewrite:,} cached tokens"
+        data: JSONObject = {
+            "kind": kind,
+            "folds": len(folds),
+            "turns": [[f.span.first_turn, f.span.last_turn] for f in folds],
+            "tokens_freed": freed,
+            "cached_rewrite_tokens": rewrite,
+        }
+        return [*commits, _receipt([*records, *commits], text, data, self.events)], freed

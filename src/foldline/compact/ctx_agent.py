@@ -1,0 +1,329 @@
+"""The ctx-agent of Context Collapse: which finished spans to fold, and their summaries (R3.3.1).
+
+A *task span* is a run of whole user turns, each from the typed prompt (with the attachments sent
+just before it) through the last entry before the next prompt. Whole turns never split a
+`tool_use` from its `tool_result`, and every span is checked for that anyway. The newest
+`keep_recent_turns` turns (the current task at least) are never in a span, nor are entries already
+folded or already staged. Spans are found oldest first: a fold changes the request bytes from its
+first message on, so folding the oldest spans first keeps the cache rewrite of later folds inside
+what the first one already rewrites.
+
+Each span's summary comes from a forked request (`compact.fork`): the main conversation's request
+with `span_prompt` as the last user message, so it reads the main prefix from the cache. A reply
+that `parse_sections` rejects is a failure, reported and never staged (R3.4.9's rule, applied here).
+
+This module decides and asks; it never writes the timeline. The collapse store (`compact.collapse`)
+stages what it returns and commits it from the compaction round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from foldline._types import Block
+from foldline.compact.fork import ask_forked
+from foldline.compact.prompts import SPAN_SECTIONS, parse_sections, span_prompt
+from foldline.compact.snip import short_id
+from foldline.config import Config
+from foldline.errors import ModelAPIError
+from foldline.projection import collapse_summary_text, project_view, rebuild_state
+from foldline.providers.base import Provider
+from foldline.timeline import (
+    ENTRY_TYPES,
+    AnyRecord,
+    AssistantEntry,
+    AttachmentEntry,
+    CollapseCommit,
+    Entry,
+    Usage,
+    UserEntry,
+    api_filter,
+    is_api_visible,
+    new_uuid,
+)
+from foldline.tokens import estimate_entry, estimate_text, padded
+
+__all__ = [
+    "CtxAgent",
+    "FoldFailure",
+    "StagedFold",
+    "TaskSpan",
+    "cached_rewrite_tokens",
+    "find_spans",
+    "fold_savings",
+    "is_typed_prompt",
+    "summary_of",
+    "summary_tokens",
+]
+
+
+@dataclass(frozen=True)
+class TaskSpan:
+    """Whole finished user turns `first_turn..last_turn` (UI numbering), entries `first_uuid..last_uuid`."""
+
+    first_uuid: str
+    last_uuid: str
+    uuids: frozenset[str]
+    """Every API-visible entry in the span."""
+    tokens: int
+    """Padded estimate of what the span sends today."""
+    first_turn: int
+    last_turn: int
+    last_tagged_uuid: str = ""
+    """The span's last user-side entry: requests tag only user messages (R3.1.1), so the summary
+    instruction names the span by this entry's tag rather than by the final reply's, which has none."""
+
+    def turns(self) -> str:
+        """`turn 4` or `turns 4–9`, as receipts say it."""
+        if self.first_turn == self.last_turn:
+            return f"turn {self.first_turn}"
+        return f"turns {self.first_turn}–{self.last_turn}"
+
+
+@dataclass(frozen=True)
+class StagedFold:
+    """A finished analysis: the span and the summary that will stand in for it once committed."""
+
+    span: TaskSpan
+    summary: str
+    usage: Usage
+    """The forked request's usage as the server reported it (its cache read shows the prefix reuse)."""
+
+
+@dataclass(frozen=True)
+class FoldFailure:
+    """A span the ctx-agent could not summarize, and why (recorded, never fatal)."""
+
+    span: TaskSpan
+    reason: str
+
+
+def is_typed_prompt(entry: Entry) -> bool:
+    """A user turn's start: user-typed content, not tool results, not injected, not a summary."""
+    if not isinstance(entry, UserEntry) or entry.is_meta or entry.is_compact_summary:
+        return False
+    content = entry.message.content
+    if isinstance(content, str):
+        return True
+    return not any(b.get("type") == "tool_result" for b in content)
+
+
+@dataclass(frozen=True)
+class _Turn:
+    entries: tuple[Entry, ...]
+    start: int
+    end: int
+    """View indices: entries are view[start:end]."""
+    number: int
+    tokens: int
+
+
+def _pairs_whole(entries: Sequence[Entry]) -> bool:
+    """Every tool_use in `entries` has its result in them, and every result its call."""
+    calls: set[str] = set()
+    results: set[str] = set()
+    for entry in entries:
+        if isinstance(entry, AssistantEntry):
+            calls.update(str(b.get("id")) for b in entry.message.content if b.get("type") == "tool_use")
+        elif isinstance(entry, UserEntry) and not isinstance(entry.message.content, str):
+            results.update(
+                str(b.get("tool_use_id")) for b in entry.message.content if b.get("type") == "tool_result"
+            )
+    return calls == results
+
+
+def _turn_numbers(records: Sequence[AnyRecord]) -> dict[str, int]:
+    """Each typed prompt's 1-based number over the whole session, as the UI counts turns."""
+    numbers: dict[str, int] = {}
+    for record in records:
+        if isinstance(record, ENTRY_TYPES) and is_api_visible(record) and is_typed_prompt(record):
+            numbers[record.uuid] = len(numbers) + 1
+    return numbers
+
+
+def _turns(records: Sequence[AnyRecord]) -> list[_Turn]:
+    """The user turns of the API view, in order; folded summaries and leading context are in none."""
+    state = rebuild_state(records)
+    view = api_filter(project_view(records, state))
+    folded = {c.uuid for c in state.collapses}
+    numbers = _turn_numbers(records)
+    prompts = [i for i, e in enumerate(view) if is_typed_prompt(e)]
+    starts: list[int] = []
+    previous = -1
+    for p in prompts:
+        s = p
+        while s - 1 > previous and isinstance(view[s - 1], AttachmentEntry):
+            s -= 1  # the attachments sent with a prompt belong to its turn
+        starts.append(s)
+        previous = p
+    turns: list[_Turn] = []
+    for k, start in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else len(view)
+        cut = next((i for i in range(start + 1, end) if view[i].uuid in folded), end)
+        entries = tuple(view[start:cut])
+        number = numbers.get(view[prompts[k]].uuid, 0)
+        turns.append(_Turn(entries, start, cut, number, sum(estimate_entry(e) for e in entries)))
+    return turns
+
+
+def find_spans(
+    records: Sequence[AnyRecord],
+    config: Config,
+    *,
+    exclude: frozenset[str] = frozenset(),
+    min_tokens: int | None = None,
+) -> list[TaskSpan]:
+    """Foldable spans of `records`, oldest first (see the module docstring for what may be folded).
+
+    Args:
+        exclude: uuids already staged; a turn holding any of them is skipped.
+        min_tokens: a run of turns smaller than this is left for later, when it may have grown
+            (default `collapse.span_target_tokens`; an emergency fold passes 0).
+    """
+    cfg = config.collapse
+    floor = cfg.span_target_tokens if min_tokens is None else min_tokens
+    turns = _turns(records)
+    keep = max(cfg.keep_recent_turns, 1)
+    candidates = turns[:-keep] if len(turns) >= keep else []
+    spans: list[TaskSpan] = []
+    run: list[_Turn] = []
+
+    def close(force: bool) -> None:
+        tokens = padded(sum(t.tokens for t in run))
+        if run and (force or tokens >= floor) and tokens > 0:
+            entries = [e for t in run for e in t.entries]
+            spans.append(
+                TaskSpan(
+                    first_uuid=entries[0].uuid,
+                    last_uuid=entries[-1].uuid,
+                    uuids=frozenset(e.uuid for e in entries),
+                    tokens=tokens,
+                    first_turn=run[0].number,
+                    last_turn=run[-1].number,
+                    last_tagged_uuid=next(
+                        (e.uuid for e in reversed(entries) if not isinstance(e, AssistantEntry)),
+                        entries[0].uuid,
+                    ),
+                )
+            )
+        run.clear()
+
+    for turn in candidates:
+        usable = (
+            bool(turn.entries)
+            and _pairs_whole(turn.entries)
+            and not any(e.uuid in exclude for e in turn.entries)
+        )
+        if not usable or (run and run[-1].end != turn.start):
+            close(force=False)
+        if not usable:
+            continue
+        run.append(turn)
+        if padded(sum(t.tokens for t in run)) >= cfg.span_target_tokens:
+            close(force=True)
+    close(force=False)
+    return spans
+
+
+def cached_rewrite_tokens(records: Sequence[AnyRecord], first_uuid: str) -> int:
+    """Cached tokens a fold starting at `first_uuid` makes the next request write again.
+
+    The last reply's usage says how much of its request was cached (read or written); everything in
+    it from the fold's first message on changes bytes. Estimated from that message to the last
+    reply, capped by what was cached.
+    """
+    view = api_filter(project_view(records))
+    first = next((i for i, e in enumerate(view) if e.uuid == first_uuid), None)
+    if first is None:
+        return 0
+    for anchor in range(len(view) - 1, first, -1):
+        reply = view[anchor]
+        if isinstance(reply, AssistantEntry) and reply.message.usage is not None:
+            usage = reply.message.usage
+            cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+            return min(cached, padded(sum(estimate_entry(e) for e in view[first:anchor])))
+    return 0
+
+
+def summary_of(sections: Mapping[str, str]) -> str:
+    """The summary text a fold stores: the sections in their requested order."""
+    return "\n\n".join(f"## {title}\n{sections[title]}" for title in SPAN_SECTIONS)
+
+
+@dataclass
+class CtxAgent:
+    """Asks the model, through forked requests, for one summary per span."""
+
+    provider: Provider
+    system: str | Sequence[str | Block]
+    tools: Sequence[Mapping[str, Any]]
+    config: Config
+
+    async def summarize(self, records: Sequence[AnyRecord], span: TaskSpan) -> StagedFold | FoldFailure:
+        """One forked request for `span`; a failure is returned, never raised (cancellation is)."""
+        instruction = span_prompt(
+            short_id(span.first_uuid), short_id(span.last_tagged_uuid or span.last_uuid)
+        )
+        try:
+            reply = await ask_forked(
+                self.provider,
+                records,
+                instruction,
+                config=self.config,
+                system=self.system,
+                tools=self.tools,
+                max_tokens=self.config.collapse.summary_max_tokens,
+            )
+        except ModelAPIError as e:
+            return FoldFailure(span, f"request failed: {e}")
+        if reply.stop_reason == "max_tokens":
+            # A cut summary can still have every heading, and silently lose the facts past the cut.
+            return FoldFailure(span, "the summary was cut at the output limit")
+        sections = parse_sections(reply.text, SPAN_SECTIONS)
+        if sections is None:
+            return FoldFailure(span, "the summary was empty or malformed")
+        return StagedFold(span, summary_of(sections), reply.usage)
+
+    async def run(
+        self,
+        records: Sequence[AnyRecord],
+        spans: Sequence[TaskSpan],
+        *,
+        enough: Callable[[int], bool] = lambda _freed: False,
+        on_span: Callable[[int, TaskSpan], None] | None = None,
+    ) -> tuple[list[StagedFold], list[FoldFailure]]:
+        """Summarize `spans` in order, at most `max_spans_per_run`, until `enough(freed)` says stop.
+
+        `freed` is the estimate of what the folds so far would free; `on_span(i, span)` reports
+        progress before each request (R3.3.6).
+        """
+        staged: list[StagedFold] = []
+        failed: list[FoldFailure] = []
+        freed = 0
+        for i, span in enumerate(spans[: self.config.collapse.max_spans_per_run]):
+            if enough(freed):
+                break
+            if on_span is not None:
+                on_span(i, span)
+            result = await self.summarize(records, span)
+            if isinstance(result, FoldFailure):
+                failed.append(result)
+                continue
+            staged.append(result)
+            freed += fold_savings(result)
+        return staged, failed
+
+
+def summary_tokens(summary: str) -> int:
+    """Padded estimate of a fold's summary as it is sent, wrapped as `collapse_summary_text` wraps it."""
+    probe = CollapseCommit(
+        uuid="", timestamp="", collapse_id=short_id(new_uuid()), first_uuid="", last_uuid="", summary=summary
+    )
+    return padded(estimate_text(collapse_summary_text(probe)))
+
+
+def fold_savings(fold: StagedFold) -> int:
+    """Estimated tokens a committed fold frees: the span's tokens minus its summary's."""
+    return max(0, fold.span.tokens - summary_tokens(fold.summary))

@@ -1,0 +1,166 @@
+"""The collapse store and span finding on hand-built records (design.md §3.3, R5.4).
+
+What the engine tests cannot reach easily: a staged fold whose span changed is dropped, a committed
+fold is a separator no later span crosses, and the prompt-too-long chain passes on what a level
+could not free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from foldline.compact.collapse import Collapse, CollapseStore
+from foldline.compact.ctx_agent import CtxAgent, FoldFailure, StagedFold, find_spans
+from foldline.compact.pipeline import CompactionContext, StageResult, recover_prompt_too_long
+from foldline.config import CollapseConfig, Config
+from foldline.projection import project_view
+from foldline.providers.base import Capabilities
+from foldline.testing import FunctionProvider
+from foldline.timeline import (
+    AnyRecord,
+    AssistantEntry,
+    AssistantMessage,
+    CollapseCommit,
+    SnipBoundary,
+    SystemEntry,
+    Usage,
+    UserEntry,
+    UserMessage,
+)
+
+pytestmark = pytest.mark.anyio
+
+CONFIG = Config(collapse=CollapseConfig(span_target_tokens=1_000))
+
+
+def _uuid(n: int) -> str:
+    return f"{n:08x}-0000-4000-8000-000000000000"
+
+
+def conversation(turns: int, words: int = 1_000) -> list[AnyRecord]:
+    """`turns` user turns, each a typed prompt and one reply (the last reply carries usage)."""
+    records: list[AnyRecord] = []
+    parent: str | None = None
+    for t in range(1, turns + 1):
+        prompt = UserEntry(
+            uuid=_uuid(2 * t),
+            parent_uuid=parent,
+            timestamp="2026-01-01T00:00:00Z",
+            message=UserMessage(content=f"Turn {t}: FACT-{t} = v{t}. " + "abc " * words),
+        )
+        reply = AssistantEntry(
+            uuid=_uuid(2 * t + 1),
+            parent_uuid=prompt.uuid,
+            timestamp="2026-01-01T00:00:01Z",
+            message=AssistantMessage(
+                id=f"msg_{t}",
+                model="m",
+                content=[{"type": "text", "text": "Noted."}],
+                usage=Usage(input_tokens=10, cache_read_input_tokens=1_000 * t) if t == turns else None,
+            ),
+        )
+        records += [prompt, reply]
+        parent = reply.uuid
+    return records
+
+
+def collapse() -> Collapse:
+    return Collapse(FunctionProvider(lambda body, betas: {"text": ""}), "sys", [], CONFIG)
+
+
+def test_spans_close_at_the_target_and_a_committed_fold_is_never_crossed() -> None:
+    records = conversation(6)
+    spans = find_spans(records, CONFIG)
+    assert [(s.first_turn, s.last_turn) for s in spans] == [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)]
+    commit = CollapseCommit(
+        uuid="c1",
+        timestamp="t",
+        collapse_id="c1",
+        first_uuid=spans[1].first_uuid,
+        last_uuid=spans[2].last_uuid,
+        summary="turns 2-3",
+    )
+    wide = Config(collapse=CollapseConfig(span_target_tokens=100_000))
+    after = find_spans([*records, commit], wide, min_tokens=0)
+    # Turn 1 and turns 4-5 are on either side of the fold: two spans, neither holding the summary.
+    assert [(s.first_turn, s.last_turn) for s in after] == [(1, 1), (4, 5)]
+    assert all("c1" not in s.uuids for s in after)
+
+
+def test_take_drops_a_staged_fold_whose_span_changed_and_orders_the_rest_oldest_first() -> None:
+    records = conversation(6)
+    first, second, third = find_spans(records, CONFIG)[:3]
+    store = CollapseStore(
+        staged=[StagedFold(s, f"## Task\n{s.turns()}", Usage()) for s in (third, second, first)]
+    )
+    snip = SnipBoundary(uuid="s1", timestamp="t", removed_uuids=[second.last_uuid])
+    taken = store.take([*records, snip])
+    assert [f.span for f in taken] == [first, third]
+    assert store.staged == []
+
+
+def _ctx(records: list[AnyRecord], tokens: int) -> CompactionContext:
+    return CompactionContext(tuple(records), CONFIG, Capabilities(name="test"), tokens)
+
+
+async def test_the_drain_commits_everything_staged_with_a_receipt_whatever_the_threshold() -> None:
+    records = conversation(6)
+    level = collapse()
+    spans = find_spans(records, CONFIG)[:2]
+    level.store.staged = [StagedFold(s, f"## Task\n{s.turns()}", Usage()) for s in spans]
+    assert (await level.run(_ctx(records, 100))).records == ()  # far below 90%: staged stays staged
+    result = await level.on_prompt_too_long(_ctx(records, 100), 5_000)
+    commits = [r for r in result.records if isinstance(r, CollapseCommit)]
+    [receipt] = [r for r in result.records if isinstance(r, SystemEntry)]
+    assert [(c.first_uuid, c.last_uuid) for c in commits] == [(s.first_uuid, s.last_uuid) for s in spans]
+    assert result.tokens_freed == sum(c.tokens_before - c.tokens_after for c in commits)
+    assert result.tokens_freed > 2_000
+    assert receipt.content.startswith("prompt too long: committed 2 folds of turn 1, turn 2")
+    # Turns 1-6 were cached up to the last reply (6,000 tokens read): the fold at turn 1 rewrites it all.
+    assert "rewrites 6,000 cached tokens" in receipt.content
+    view = project_view([*records, *result.records])
+    assert sum(1 for e in view if isinstance(e, UserEntry) and e.is_meta) == 2
+
+
+@dataclass
+class Frees:
+    name: str
+    tokens: int
+    asked: int = 0
+
+    async def run(self, ctx: CompactionContext) -> StageResult:
+        return StageResult()
+
+    async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
+        self.asked += 1
+        note = SystemEntry(uuid=f"{self.name}{ctx.tokens}", timestamp="t", content=self.name)
+        return StageResult((note,), self.tokens)
+
+
+async def test_the_prompt_too_long_chain_passes_on_what_a_level_could_not_free() -> None:
+    records = conversation(2)
+    drain, reactive = Frees("drain", 300), Frees("reactive", 5_000)
+    added = await recover_prompt_too_long([drain, reactive], _ctx(records, 10_000), 1_000)
+    assert [r.content for r in added if isinstance(r, SystemEntry)] == ["drain", "reactive"]
+    assert reactive.asked == 1
+    assert added[1].uuid == "reactive9700"  # it saw the tokens the drain left
+
+    enough, never = Frees("drain", 2_000), Frees("reactive", 5_000)
+    await recover_prompt_too_long([enough, never], _ctx(records, 10_000), 1_000)
+    unknown_gap, never_either = Frees("drain", 1), Frees("reactive", 5_000)
+    await recover_prompt_too_long([unknown_gap, never_either], _ctx(records, 10_000), None)
+    assert never.asked == never_either.asked == 0
+
+
+async def test_a_summary_cut_at_the_output_limit_is_a_failure_never_staged() -> None:
+    records = conversation(3)
+    cut = "## Task\nearlier\n\n## Outcome\ndone\n\n## Facts to Keep\nFACT-1 = v1; FACT-"
+    agent = CtxAgent(
+        FunctionProvider(lambda body, betas: {"text": cut, "stop_reason": "max_tokens"}), "sys", [], CONFIG
+    )
+    [span] = find_spans(records, CONFIG)[:1]
+    result = await agent.summarize(records, span)
+    assert isinstance(result, FoldFailure)
+    assert "output limit" in result.reason
