@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from foldline.api.params import build_request
+from foldline.compact.api_rounds import PTL_MARKER, api_rounds
 from foldline.compact.autocompact import AutoCompactStage
 from foldline.compact.pipeline import CompactionContext
 from foldline.compact.prompts import SUMMARY_SECTIONS, summary_prompt
-from foldline.compact.api_rounds import PTL_MARKER, api_rounds
 from foldline.config import AutoCompactConfig, Config
 from foldline.events import EventBus, NoticeEvent
 from foldline.projection import project_view

@@ -39,10 +39,10 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from foldline._types import Block, JSONObject
+from foldline.compact.api_rounds import drop_oldest_rounds, recent_tail_start
 from foldline.compact.fork import ask_forked
 from foldline.compact.pipeline import CompactionContext, Stage, StageResult
 from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_prompt
-from foldline.compact.api_rounds import drop_oldest_rounds, recent_tail_start
 from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
 from foldline.config import Config
 from foldline.errors import ModelAPIError, OutputRoomError, PromptTooLongAPIError
