@@ -116,7 +116,7 @@ class Thresholds:
             config.warning_threshold,
             config.autocompact_threshold,
             config.blocking_limit,
-            config.context_window,
+            config.window,
         )
 
 

@@ -101,7 +101,8 @@ async def recover_prompt_too_long(
             continue
         added.extend(result.records)
         after = ctx.records + result.records
-        freed = max(result.tokens_freed, ctx.tokens - context_tokens_of(after))
+        # A level's own count wins; one that gives none is measured on the records it added.
+        freed = result.tokens_freed or max(0, ctx.tokens - context_tokens_of(after))
         ctx = dataclasses.replace(ctx, records=after, tokens=max(0, ctx.tokens - freed))
         if gap_tokens is None or freed >= gap_tokens:
             break
