@@ -97,7 +97,9 @@ TOOLS: list[dict[str, Any]] = [
         "description": f"The {name} tool. " + " ".join(_WORDS) * 2,
         "input_schema": {
             "type": "object",
-            "properties": {f"{p}_{name.lower()}": {"type": "string", "description": p * 3} for p in _WORDS[:8]},
+            "properties": {
+                f"{p}_{name.lower()}": {"type": "string", "description": p * 3} for p in _WORDS[:8]
+            },
             "required": [f"{_WORDS[0]}_{name.lower()}"],
         },
     }
@@ -122,7 +124,9 @@ class Session:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.tokens = sum(count_tool(t) for t in TOOLS) + sum(count_block(b) for b in SYSTEM)
-        self._add("user", [{"type": "text", "text": "Please refactor the request handlers; keep tests green."}])
+        self._add(
+            "user", [{"type": "text", "text": "Please refactor the request handlers; keep tests green."}]
+        )
         self.steps.append((len(self.messages), self.tokens))
         self._calls = 0
 
@@ -145,11 +149,16 @@ class Session:
                 name = rng.choice(("Read", "Read", "Read", "Grep", "Bash", "Edit", "Edit"))
                 path = f"src/pkg/module_{self._calls}.py"
                 calls.append((f"toolu_{self._calls:06d}", name, path))
-            text = [{"type": "text", "text": "Let me look at that. " * rng.randint(1, 6)}] if rng.random() < 0.5 else []
+            text = (
+                [{"type": "text", "text": "Let me look at that. " * rng.randint(1, 6)}]
+                if rng.random() < 0.5
+                else []
+            )
             uses = [{"type": "tool_use", "id": i, "name": n, "input": {"file_path": p}} for i, n, p in calls]
             self._add("assistant", [*text, *uses])
             results = [
-                {"type": "tool_result", "tool_use_id": i, "content": _tool_result(rng, n, p)} for i, n, p in calls
+                {"type": "tool_result", "tool_use_id": i, "content": _tool_result(rng, n, p)}
+                for i, n, p in calls
             ]
             self._add("user", results)
             self.steps.append((len(self.messages), self.tokens))
@@ -320,7 +329,9 @@ def _per_request(values: list[float]) -> list[float]:
     return totals
 
 
-def measure(sizes: tuple[int, ...] | list[int] = DEFAULT_SIZES, *, warm: int = 3, repeat: int = 5) -> list[Row]:
+def measure(
+    sizes: tuple[int, ...] | list[int] = DEFAULT_SIZES, *, warm: int = 3, repeat: int = 5
+) -> list[Row]:
     """One `Row` per size (prompt tokens), all from one growing session."""
     session = Session()
     return [measure_one(session, size, warm=warm, repeat=repeat) for size in sorted(sizes)]
@@ -329,7 +340,9 @@ def measure(sizes: tuple[int, ...] | list[int] = DEFAULT_SIZES, *, warm: int = 3
 def format_rows(rows: list[Row], baseline: list[Row] | None = None) -> str:
     """The table `main` prints; with `baseline`, its server ms and the before / after ratio too."""
     steps = list(rows[0].steps_ms) if rows else []
-    head = f"{'target':>9} {'tokens':>9} {'MB':>6} {'blocks':>6} {'server ms':>9} {'e2e ms':>8} {'cold ms':>8}"
+    head = (
+        f"{'target':>9} {'tokens':>9} {'MB':>6} {'blocks':>6} {'server ms':>9} {'e2e ms':>8} {'cold ms':>8}"
+    )
     if baseline:
         head += f" {'before ms':>9} {'ratio':>6}"
     lines = [head + "  " + " ".join(f"{s:>8}" for s in steps)]
@@ -341,7 +354,11 @@ def format_rows(rows: list[Row], baseline: list[Row] | None = None) -> str:
         )
         if baseline:
             old = before.get(row.target)
-            line += f" {old.server_ms:>9.2f} {old.server_ms / row.server_ms:>6.1f}" if old else f" {'-':>9} {'-':>6}"
+            line += (
+                f" {old.server_ms:>9.2f} {old.server_ms / row.server_ms:>6.1f}"
+                if old
+                else f" {'-':>9} {'-':>6}"
+            )
         lines.append(line + "  " + " ".join(f"{row.steps_ms[s]:>8.2f}" for s in steps))
     if baseline:
         lines.append("")
@@ -360,13 +377,17 @@ def _baseline(ref: str, sizes: list[int], warm: int, repeat: int) -> list[Row]:
             tar.extractall(tmp, filter="data")
         env = {**os.environ, "PYTHONPATH": str(Path(tmp) / "src")}
         args = ["--json", "--sizes", ",".join(map(str, sizes)), "--warm", str(warm), "--repeat", str(repeat)]
-        out = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, check=True, text=True)
+        out = subprocess.run(
+            [sys.executable, __file__, *args], env=env, capture_output=True, check=True, text=True
+        )
     return [Row(**row) for row in json.loads(out.stdout)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="prompt tokens, comma-separated")
+    parser.add_argument(
+        "--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="prompt tokens, comma-separated"
+    )
     parser.add_argument("--warm", type=int, default=3, help="untimed requests before the timed ones")
     parser.add_argument("--repeat", type=int, default=5, help="timed requests per size")
     parser.add_argument("--baseline", metavar="REF", help="also time the server of git revision REF")
