@@ -307,8 +307,10 @@ class _MemoChain:
             state = self._state()
             state.update(full())
             link = _Link(state.hexdigest(), state, tokens())
-            self.memo._links.put(where, link)
-            self.memo._tokens.put((marker == "tool", data), link.tokens)
+            # A copy: orjson's result keeps its whole write buffer (~19 KB for a small block).
+            kept = bytes(memoryview(data))
+            self.memo._links.put((self.prev, marker, kept), link)
+            self.memo._tokens.put((marker == "tool", kept), link.tokens)
         self.prev, self.link = link.key, link
         return link
 
