@@ -30,13 +30,14 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from foldline._json import dumps, loads
-from foldline.api.validate import ValidationLimits, validate_request
+from foldline.api.validate import ValidationLimits, validate_request, validate_window
 from foldline.errors import RequestValidationError
 from foldline.server._envelope import error_response
 from foldline.server.backend import Backend, BackendRequest, ScenarioExhaustedError, ScriptedBackend
 from foldline.server.caching import (
     CACHE_EDITS_BETA,
     FlatBlock,
+    FlattenMemo,
     PromptCache,
     ReferenceRegistry,
     backend_messages,
@@ -73,6 +74,8 @@ class ServerState:
     backend: Backend
     faults: FaultPlan
     cache: PromptCache
+    memo: FlattenMemo = field(default_factory=FlattenMemo)
+    """Keys and token counts of blocks seen before, so a resent history is not hashed again."""
     references: ReferenceRegistry = field(default_factory=ReferenceRegistry)
     records: list[RequestRecord] = field(default_factory=list)
     _count: int = 0
@@ -149,7 +152,7 @@ def _accept(request: Request, state: ServerState, body: dict[str, Any], size: in
     """Validate a messages body; raises `RequestValidationError` or `_ApiError` when rejected."""
     # flatten assumes a well-formed body, so the schema and every rule but the window run first.
     validate_request(body, _limits(state, None), body_bytes=size)
-    blocks = flatten(body)
+    blocks = flatten(body, state.memo)
     beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
     try:
         deleted = cache_edits_deletions(body, blocks, beta_enabled=beta, known=state.references.spans)
@@ -158,7 +161,9 @@ def _accept(request: Request, state: ServerState, body: dict[str, Any], size: in
         deleted, edits_error = set(), e
     # Deleted spans do not occupy the window: cache_edits are how a client stays inside it.
     prompt = total_tokens(blocks) - deleted_tokens(blocks, deleted)
-    validate_request(body, _limits(state, prompt), body_bytes=size)
+    # Every other rule passed above and none of them reads the prompt size: the window is all
+    # that is left to check.
+    validate_window(body, _limits(state, prompt))
     if edits_error is not None:
         raise edits_error
     model = str(body["model"])
@@ -288,8 +293,8 @@ async def _count_tokens(request: Request) -> Response:
     checked = {**body, "max_tokens": placeholder} if "max_tokens" not in body else body
     # flatten assumes a well-formed body: validate without the window first, then with it.
     validate_request(checked, _limits(state, None), body_bytes=size)
-    prompt = total_tokens(flatten(body))
-    validate_request(checked, _limits(state, prompt), body_bytes=size)
+    prompt = total_tokens(flatten(body, state.memo))
+    validate_window(checked, _limits(state, prompt))
     return JSONResponse({"input_tokens": prompt})
 
 
@@ -360,5 +365,6 @@ def create_app(
         backend=backend if backend is not None else ScriptedBackend(),
         faults=faults or FaultPlan(),
         cache=PromptCache(clock=clock, lookback_blocks=config.lookback_blocks),
+        memo=FlattenMemo(config.flatten_memo_bytes),
     )
     return app

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from foldline._json import dumps
 from foldline._types import Block
@@ -45,6 +45,7 @@ __all__ = [
     "TTL_SECONDS",
     "CacheUsage",
     "FlatBlock",
+    "FlattenMemo",
     "PromptCache",
     "ReferenceRegistry",
     "Span",
@@ -135,42 +136,77 @@ def _as_blocks(content: object) -> list[Block]:
     return []
 
 
-def _sections(body: Mapping[str, Any]) -> Iterator[tuple[str, str, Block, int]]:
-    """(path, marker, block, tokens) for every block, in cache order, cache_edits blocks left out."""
+def _sections(body: Mapping[str, Any]) -> Iterator[tuple[str, str, Block]]:
+    """(path, marker, block) for every block, in cache order, cache_edits blocks left out."""
     for i, tool in enumerate(body.get("tools") or ()):
         if isinstance(tool, dict):
-            yield f"tools.{i}", "tool", tool, count_tool(tool)
+            yield f"tools.{i}", "tool", tool
     for i, block in enumerate(_as_blocks(body.get("system"))):
-        yield f"system.{i}", "system", block, count_block(block)
+        yield f"system.{i}", "system", block
     for m, message in enumerate(body.get("messages") or ()):
         if not isinstance(message, Mapping):
             continue
         role = str(message.get("role"))
         for c, block in enumerate(_as_blocks(message.get("content"))):
             if block.get("type") != "cache_edits":
-                yield f"messages.{m}.content.{c}", f"{role}:{m}", block, count_block(block)
+                yield f"messages.{m}.content.{c}", f"{role}:{m}", block
 
 
-def flatten(body: Mapping[str, Any]) -> list[FlatBlock]:
-    """The request as the ordered block sequence the cache is keyed on (tools -> system -> messages)."""
-    digest = hashlib.sha256(dumps(["model", body.get("model")]))
+def _count(marker: str, keyed: Block) -> int:
+    return count_tool(keyed) if marker == "tool" else count_block(keyed)
+
+
+class _Chain(Protocol):
+    """The running prefix key: each unit (params or block) extends it."""
+
+    def params(self, params: list[Any]) -> None:
+        """Extend the key with the parameters keyed in front of the messages."""
+        ...
+
+    def block(self, marker: str, keyed: Block) -> tuple[str, int]:
+        """Extend the key with one block (`cache_control` removed); its key and tokens."""
+        ...
+
+
+class _PlainChain:
+    """Hash and count everything: the definition the memo must agree with."""
+
+    def __init__(self, model: object) -> None:
+        self.digest = hashlib.sha256(dumps(["model", model]))
+
+    def params(self, params: list[Any]) -> None:
+        self.digest.update(dumps(params))
+
+    def block(self, marker: str, keyed: Block) -> tuple[str, int]:
+        self.digest.update(dumps([marker, keyed]))
+        return self.digest.hexdigest(), _count(marker, keyed)
+
+
+def flatten(body: Mapping[str, Any], memo: FlattenMemo | None = None) -> list[FlatBlock]:
+    """The request as the ordered block sequence the cache is keyed on (tools -> system -> messages).
+
+    With `memo`, blocks already seen after the same prefix take their key and token count from it
+    instead of being hashed and counted again; the result is the same either way.
+    """
+    chain: _Chain = _PlainChain(body.get("model")) if memo is None else memo.chain(body.get("model"))
     blocks: list[FlatBlock] = []
     total = 0
     in_messages = False
-    for path, marker, block, tokens in _sections(body):
+    for path, marker, block in _sections(body):
         if not in_messages and path.startswith("messages."):
             in_messages = True
-            params = ["params", body.get("tool_choice"), body.get("thinking"), _image_count(body)]
-            digest.update(dumps(params))
-        keyed = {k: v for k, v in block.items() if k != "cache_control"}
-        digest.update(dumps([marker, keyed]))
+            chain.params(["params", body.get("tool_choice"), body.get("thinking"), _image_count(body)])
+        keyed = (
+            {k: v for k, v in block.items() if k != "cache_control"} if "cache_control" in block else block
+        )
+        key, tokens = chain.block(marker, keyed)
         ref = block.get("cache_reference") if block.get("type") == "tool_result" else None
         blocks.append(
             FlatBlock(
                 path=path,
                 start=total,
                 end=total + tokens,
-                key=digest.hexdigest(),
+                key=key,
                 ttl=_ttl_of(block),
                 reference=ref if isinstance(ref, str) else None,
             )
@@ -179,13 +215,130 @@ def flatten(body: Mapping[str, Any]) -> list[FlatBlock]:
     return _with_automatic_breakpoint(body, blocks)
 
 
+@dataclass(frozen=True, slots=True)
+class _Link:
+    """The prefix key after one more unit: its hex key, the hash state to extend, its tokens."""
+
+    key: str
+    state: Any  # a hashlib sha256 object, never updated once stored (extended through `.copy()`)
+    tokens: int
+
+
+_LINK_OVERHEAD = 512
+"""Bytes one memo entry costs besides its block's JSON (key string, hash state, dict slots)."""
+
+
+class FlattenMemo:
+    """What `flatten` learnt from earlier requests: (prefix key, block JSON) -> the next prefix key.
+
+    A session resends its history each turn, so almost every block of a request follows the same
+    prefix as in the previous request: one `dumps` of the block and a dict lookup replace hashing
+    and counting it. The lookup compares the block's exact JSON bytes, so an edited block (or one
+    after it) is never served a stale key, and key order or `1` versus `1.0` count as different,
+    as they do for the plain computation. Token counts are also kept per block JSON alone, so a
+    block that moves (the messages after a compaction) is counted only once.
+
+    Entries are dropped oldest first once they hold more than `max_bytes` (block JSON plus about
+    `_LINK_OVERHEAD` bytes each); a dropped entry is only recomputed.
+    """
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self._links: _Fifo[tuple[str, str, bytes], _Link] = _Fifo(max_bytes // 2, lambda k: len(k[2]))
+        self._tokens: _Fifo[tuple[bool, bytes], int] = _Fifo(max_bytes // 2, lambda k: len(k[1]))
+
+    def __len__(self) -> int:
+        return len(self._links.items)
+
+    @property
+    def size(self) -> int:
+        """Bytes the memo accounts for (block JSON plus a fixed overhead per entry)."""
+        return self._links.size + self._tokens.size
+
+    def chain(self, model: object) -> _MemoChain:
+        """A chain for one request to `model`."""
+        return _MemoChain(self, dumps(["model", model]))
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _Fifo(Generic[K, V]):
+    """A dict that drops its oldest entries once their accounted size passes `max_bytes`."""
+
+    def __init__(self, max_bytes: int, weight: Callable[[K], int]) -> None:
+        self.items: dict[K, V] = {}
+        self.max_bytes = max_bytes
+        self.weight = weight
+        self.size = 0
+
+    def get(self, key: K) -> V | None:
+        return self.items.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        if key not in self.items:
+            self.size += self.weight(key) + _LINK_OVERHEAD
+        self.items[key] = value
+        while self.size > self.max_bytes and self.items:
+            oldest = next(iter(self.items))
+            del self.items[oldest]
+            self.size -= self.weight(oldest) + _LINK_OVERHEAD
+
+
+class _MemoChain:
+    """`_PlainChain`'s keys and counts, looked up in a `FlattenMemo` where it already has them."""
+
+    def __init__(self, memo: FlattenMemo, model: bytes) -> None:
+        self.memo = memo
+        self.model = model
+        self.prev = "model:" + hashlib.sha256(model).hexdigest()
+        self.link: _Link | None = None
+
+    def _state(self) -> Any:
+        """A fresh copy of the hash state after the units so far."""
+        return self.link.state.copy() if self.link is not None else hashlib.sha256(self.model)
+
+    def _extend(
+        self, marker: str, data: bytes, full: Callable[[], bytes], tokens: Callable[[], int]
+    ) -> _Link:
+        where = (self.prev, marker, data)
+        link = self.memo._links.get(where)
+        if link is None:
+            state = self._state()
+            state.update(full())
+            link = _Link(state.hexdigest(), state, tokens())
+            # A copy: orjson's result keeps its whole write buffer (~19 KB for a small block).
+            kept = bytes(memoryview(data))
+            self.memo._links.put((self.prev, marker, kept), link)
+            self.memo._tokens.put((marker == "tool", kept), link.tokens)
+        self.prev, self.link = link.key, link
+        return link
+
+    def params(self, params: list[Any]) -> None:
+        data = dumps(params)
+        self._extend("", data, lambda: data, lambda: 0)
+
+    def block(self, marker: str, keyed: Block) -> tuple[str, int]:
+        data = dumps(keyed)
+        tool = marker == "tool"
+
+        def tokens() -> int:
+            known = self.memo._tokens.get((tool, data))
+            return known if known is not None else _count(marker, keyed)
+
+        link = self._extend(marker, data, lambda: dumps([marker, keyed]), tokens)
+        return link.key, link.tokens
+
+
 def _image_count(body: Mapping[str, Any]) -> int:
     count = 0
     for message in body.get("messages") or ():
         for block in _as_blocks(message.get("content") if isinstance(message, Mapping) else None):
-            inner = block.get("content") if block.get("type") == "tool_result" else None
-            count += block.get("type") == "image"
-            count += sum(1 for b in _as_blocks(inner) if b.get("type") == "image")
+            kind = block.get("type")
+            count += kind == "image"
+            inner = block.get("content") if kind == "tool_result" else None
+            if isinstance(inner, list):  # string content holds no image
+                count += sum(1 for b in inner if isinstance(b, dict) and b.get("type") == "image")
     return count
 
 

@@ -46,6 +46,9 @@ class ServerConfig:
     min_cacheable_by_model: Mapping[str, int] = field(default_factory=lambda: DEFAULT_MIN_CACHEABLE)
     lookback_blocks: int = 20
     """How many blocks before a breakpoint the cache lookup checks (the docs' 20-block lookback)."""
+    flatten_memo_bytes: int = 64 * 1024 * 1024
+    """What the flatten memo (`caching.FlattenMemo`) may hold: block JSON it has seen, plus ~512
+    bytes per entry; past it the oldest entries go (they are only recomputed)."""
     stream_chunk_tokens: int = 8
     """Tokens per `text_delta` / `thinking_delta` / `input_json_delta` event."""
 

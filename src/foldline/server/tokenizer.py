@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from itertools import repeat
+from operator import floordiv, neg
 from typing import Any
 
 from foldline._json import dumps
@@ -47,7 +49,11 @@ def split_tokens(text: str) -> list[str]:
 
 def count_text(text: str) -> int:
     """Number of tokens in `text`."""
-    return sum(-(-len(m.group()) // MAX_PIECE) for m in _PIECE.finditer(text))
+    # Each piece is ceil(len / MAX_PIECE) tokens, i.e. -(-len // MAX_PIECE); built from C-level
+    # maps because the server counts every new block of every request (a third faster than a loop).
+    pieces = map(neg, map(len, _PIECE.findall(text)))
+    negated: int = sum(map(floordiv, pieces, repeat(MAX_PIECE)))
+    return -negated
 
 
 def _json_text(value: object) -> str:

@@ -1,8 +1,9 @@
 """The strict Messages API request validator (R8.2, R4.1.1).
 
-Owns `ValidationLimits`, `find_errors()`, `validate_request()` and `request_too_large()`: given a
-request body as JSON values, report every rule of design.md §A (A1-A45) that the body
-breaks, each as a `RequestValidationError` carrying the API's own message text, status and error type.
+Owns `ValidationLimits`, `find_errors()`, `validate_request()`, `validate_window()` and
+`request_too_large()`: given a request body as JSON values, report every rule of design.md §A
+(A1-A45) that the body breaks, each as a `RequestValidationError` carrying the API's own message
+text, status and error type.
 
 Invariants:
 - Pure: no I/O, no mutation of the body, same input -> same errors in the same order.
@@ -46,7 +47,7 @@ from __future__ import annotations
 
 from foldline.api.validate._bytes import request_too_large
 from foldline.api.validate._context import output_too_long_message, prompt_too_long_message
-from foldline.api.validate._find import find_errors, validate_request
+from foldline.api.validate._find import find_errors, validate_request, validate_window
 from foldline.api.validate._limits import MIN_THINKING_BUDGET as MIN_THINKING_BUDGET
 from foldline.api.validate._limits import ValidationLimits
 
@@ -57,4 +58,5 @@ __all__ = [
     "prompt_too_long_message",
     "request_too_large",
     "validate_request",
+    "validate_window",
 ]

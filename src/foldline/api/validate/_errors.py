@@ -7,8 +7,6 @@ path of the offending element (`messages.1.content.1.id`), `""` when the whole b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from foldline.errors import RequestValidationError
 
 
@@ -18,21 +16,45 @@ class _Tag(str):
     __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
 class _Loc:
     """Where an element sits, as path segments; both renderings are built only for an error.
 
     `json` is the plain JSON path (`messages.1.content.0.id`); `api` is the API's location, which
     also names each discriminated-union member (`messages.1.content.0.tool_use.id`).
+
+    A location is a link to its parent, so `at` and `tag` cost one small object whatever the
+    depth: the checks make one for nearly every block of every request, and most are never read.
     """
 
-    parts: tuple[str | int, ...] = ()
+    __slots__ = ("parent", "part")
+
+    def __init__(self, parent: _Loc | None = None, part: str | int = "") -> None:
+        self.parent = parent
+        self.part = part
 
     def at(self, key: str | int) -> _Loc:
-        return _Loc((*self.parts, key))
+        return _Loc(self, key)
 
     def tag(self, name: str) -> _Loc:
-        return _Loc((*self.parts, _Tag(name)))
+        return _Loc(self, _Tag(name))
+
+    @property
+    def parts(self) -> tuple[str | int, ...]:
+        parts: list[str | int] = []
+        loc: _Loc | None = self
+        while loc is not None and loc.parent is not None:
+            parts.append(loc.part)
+            loc = loc.parent
+        return tuple(reversed(parts))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Loc) and self.parts == other.parts
+
+    def __hash__(self) -> int:
+        return hash(self.parts)
+
+    def __repr__(self) -> str:
+        return f"_Loc({self.parts!r})"
 
     @property
     def json(self) -> str:

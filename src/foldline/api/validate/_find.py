@@ -96,3 +96,14 @@ def validate_request(
     errors = find_errors(body, limits, body_bytes=body_bytes)
     if errors:
         raise errors[0]
+
+
+def validate_window(body: Mapping[str, Any], limits: ValidationLimits) -> None:
+    """Raise the context-window error (rules A38, A39) for `body`, if any.
+
+    For a caller that has already run `validate_request` on `body` without `limits.input_tokens`
+    and then counted the prompt: no other rule reads `input_tokens`, so this is what
+    `validate_request` with the count would raise, without walking the body again.
+    """
+    for error in _check_context(_Request.of(body, limits)):
+        raise error

@@ -48,8 +48,9 @@ class _Request:
     def _contents(self) -> list[list[tuple[_Loc, Mapping[str, Any]]]]:
         # Built once: every check walks the same blocks.
         contents: list[list[tuple[_Loc, Mapping[str, Any]]]] = []
+        at_messages = _ROOT.at("messages")
         for index, message in enumerate(self.messages):
-            loc = _ROOT.at("messages").at(index).at("content")
+            loc = at_messages.at(index).at("content")
             content = message["content"]
             if isinstance(content, str):
                 contents.append([(loc, {"type": "text", "text": content})])

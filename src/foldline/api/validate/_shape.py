@@ -104,17 +104,16 @@ class _Shape:
 
         A `null` optional field counts as absent, as in the API's schema.
         """
-        here = loc.at(key)
         value = obj.get(key)
         if value is None:
             if required:
                 self.add(
-                    here,
+                    loc.at(key),
                     "Field required" if key not in obj else f"Input should be a valid {_KIND_NAMES[kind]}",
                 )
             return None
         if not _is_kind(value, kind):
-            self.add(here, f"Input should be a valid {_KIND_NAMES[kind]}")
+            self.add(loc.at(key), f"Input should be a valid {_KIND_NAMES[kind]}")
             return None
         return value
 
@@ -158,8 +157,9 @@ def _check_shape(body: Mapping[str, Any]) -> list[RequestValidationError]:
     max_tokens = shape.field(body, "max_tokens", int, _ROOT, required=True)
     if max_tokens is not None and max_tokens < 1:
         shape.add(_ROOT.at("max_tokens"), "Input should be greater than or equal to 1")
+    at_messages = _ROOT.at("messages")
     for index, message in enumerate(messages or ()):
-        _shape_message(shape, message, _ROOT.at("messages").at(index))
+        _shape_message(shape, message, at_messages.at(index))
     _shape_system(shape, body)
     _shape_tools(shape, body)
     _shape_tool_choice(shape, body)
@@ -190,8 +190,9 @@ def _shape_message(shape: _Shape, message: Any, loc: _Loc) -> None:
         shape.add(loc.at("content"), "Field required")
         return
     allowed = _USER_BLOCKS if role == "user" else _ASSISTANT_BLOCKS
-    for index, block in enumerate(shape.blocks(message["content"], loc.at("content"))):
-        _shape_block(shape, block, allowed, loc.at("content").at(index))
+    content = loc.at("content")
+    for index, block in enumerate(shape.blocks(message["content"], content)):
+        _shape_block(shape, block, allowed, content.at(index))
 
 
 def _shape_block(shape: _Shape, block: Any, allowed: Sequence[str], loc: _Loc) -> None:
@@ -258,8 +259,9 @@ def _shape_tool_result(shape: _Shape, block: Mapping[str, Any], loc: _Loc) -> No
     content = block.get("content")
     if content is None:
         return
-    for index, item in enumerate(shape.blocks(content, loc.at("content"))):
-        _shape_block(shape, item, _TOOL_RESULT_BLOCKS, loc.at("content").at(index))
+    here = loc.at("content")
+    for index, item in enumerate(shape.blocks(content, here)):
+        _shape_block(shape, item, _TOOL_RESULT_BLOCKS, here.at(index))
 
 
 def _shape_thinking_block(shape: _Shape, block: Mapping[str, Any], loc: _Loc) -> None:
