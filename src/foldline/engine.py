@@ -38,10 +38,12 @@ from foldline.cachebreak import CacheBreakDetector
 from foldline.compact.pipeline import (
     CompactionContext,
     PreCompactHook,
+    Receipt,
     Stage,
     recover_prompt_too_long,
-    run_compaction,
+    run_round,
 )
+from foldline.compact.rounds import default_stages
 from foldline.config import Config
 from foldline.errors import (
     ModelAPIError,
@@ -50,6 +52,7 @@ from foldline.errors import (
     PromptTooLongError,
 )
 from foldline.events import (
+    CompactionEvent,
     EventBus,
     NoticeEvent,
     RetryEvent,
@@ -134,7 +137,9 @@ CONTINUE_AFTER_MAX_TOKENS = (
 class RequestBuilder(Protocol):
     """Records snapshot in, request out: projection -> normalize -> breakpoints -> params (design.md §4)."""
 
-    def __call__(self, records: Sequence[AnyRecord], *, max_tokens: int) -> RequestPlan: ...
+    def __call__(
+        self, records: Sequence[AnyRecord], *, max_tokens: int, new_edits: Sequence[Block] = ()
+    ) -> RequestPlan: ...
 
 
 def request_builder(
@@ -143,8 +148,10 @@ def request_builder(
     """The standard builder: one `RequestAssembler` per session, so per-turn work tracks what changed."""
     assembler = RequestAssembler(config, system, tool_specs(list(tools)), capabilities)
 
-    def build(records: Sequence[AnyRecord], *, max_tokens: int) -> RequestPlan:
-        return assembler.build(records, max_tokens=max_tokens)
+    def build(
+        records: Sequence[AnyRecord], *, max_tokens: int, new_edits: Sequence[Block] = ()
+    ) -> RequestPlan:
+        return assembler.build(records, max_tokens=max_tokens, new_edits=new_edits)
 
     return build
 
@@ -184,7 +191,8 @@ class QueryEngine:
     permission_mode: PermissionMode = "default"
     ask: AskCallback | None = None
     """Answers "ask" decisions (R9.2); without one, a call that needs asking is refused."""
-    stages: Sequence[Stage] = ()
+    stages: Sequence[Stage] = field(default_factory=default_stages)
+    """The compaction levels, in order (R3.0); default: budget, Snip, Microcompact."""
     timeline: Timeline = field(default_factory=Timeline)
     transcript: TranscriptSink | None = None
     events: EventBus = field(default_factory=EventBus)
@@ -206,6 +214,8 @@ class QueryEngine:
     runner: ToolRunner = field(init=False)
     """Runs the tools the model asks for."""
     _turn: _Turn | None = field(default=None, init=False)
+    _edits: tuple[Block, ...] = field(default=(), init=False)
+    """`cache_edits` blocks the last round asked the next request to carry (Microcompact)."""
     _cache_watch: CacheBreakDetector = field(default_factory=CacheBreakDetector, init=False)
     """A new engine (a resume) starts without a baseline: R7.4's reset on resume."""
     _tail: set[asyncio.Task[None]] = field(default_factory=set, init=False)
@@ -292,8 +302,6 @@ class QueryEngine:
             results = await self.runner.results(executor)
             turn.executor = None
             self.log.append(self.log.entry(UserEntry, message=UserMessage(content=results)))
-            if self.runner.snips(executor):
-                self._cache_watch.reset_baseline()  # R7.4: a snip's drop is expected
         elif decision == Continue("continue_message"):  # R5.5/R5.8: continue in a new reply
             self.log.append(
                 self.log.entry(
@@ -362,7 +370,8 @@ class QueryEngine:
 
     def _plan(self, turn: _Turn) -> RequestPlan:
         assert self.build_request is not None
-        plan = self.build_request(self.timeline.snapshot(), max_tokens=turn.state.max_tokens)
+        edits, self._edits = self._edits, ()
+        plan = self.build_request(self.timeline.snapshot(), max_tokens=turn.state.max_tokens, new_edits=edits)
         for record in plan.new_records:
             self.log.append(record)
         self._cache_watch.before_request(plan.prompt_state, plan.body)
@@ -429,12 +438,27 @@ class QueryEngine:
 
     async def _compact(self) -> None:
         """The compaction round before every API call (R0.1), then the blocking limit (R3.4.1)."""
-        for record in await run_compaction(self.stages, self._compaction_context()):
+        result = await run_round(self.stages, self._compaction_context())
+        for record in result.records:
             self.log.append(record)
+        for receipt in result.receipts:
+            self._receipt(receipt)
+        self._edits = result.cache_edits
+        if result.records or result.cache_edits:
             self._cache_watch.reset_baseline()  # R7.4: a compaction's drop is expected
-        ctx = self._compaction_context()
-        if ctx.tokens > self.config.blocking_limit:
-            await self._recover_prompt_too_long(None, gap=ctx.tokens - self.config.blocking_limit)
+        # The anchor (the last reply's usage) still counts what this round freed (R3.0.2).
+        tokens = max(0, self._compaction_context().tokens - result.tokens_freed)
+        if tokens > self.config.blocking_limit:
+            await self._recover_prompt_too_long(None, gap=tokens - self.config.blocking_limit)
+
+    def _receipt(self, receipt: Receipt) -> None:
+        """R3.0.1: a level's action as a visible `system` entry, a UI event and a telemetry event."""
+        data = {"level": receipt.level, "tokens_freed": receipt.tokens_freed, **receipt.data}
+        self.log.append(self.log.entry(SystemEntry, subtype="compaction", content=receipt.text, data=data))
+        self.events.emit(
+            CompactionEvent(receipt.level, receipt.text, receipt.tokens_freed, dict(receipt.data))
+        )
+        self.events.telemetry("compaction", text=receipt.text, **data)
 
     async def _recover_prompt_too_long(self, error: ModelHTTPError | None, gap: int | None) -> None:
         """R5.4: ask the levels (drain collapse, reactive compact); else tell the user to compact."""

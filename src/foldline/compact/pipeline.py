@@ -1,8 +1,10 @@
 """The compaction round that runs before every API call, and the interface every level implements.
 
-Levels run in the fixed order of design.md §3; each returns the records to append (boundaries, commits,
-notices) and the tokens it freed, which are subtracted before the next level checks its threshold
-(R3.0.2). A level also gets a say when the API answers "prompt is too long" (R5.4): the recovery
+Levels run in the fixed order of design.md §3 (the list is built by `compact.rounds.default_stages`);
+each returns the records to append (boundaries, commits, cleared results), the `cache_edits` blocks
+for the next request, a `Receipt` per action (the engine makes each a visible `system` entry and an
+event, R3.0.1) and the tokens it freed, which are subtracted before the next level checks its
+threshold (R3.0.2). A level also gets a say when the API answers "prompt is too long" (R5.4): the recovery
 chain asks each level, in order, to free at least the reported gap.
 """
 
@@ -13,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
+from foldline._types import Block, JSONObject
 from foldline.config import Config
 from foldline.providers.base import Capabilities
 from foldline.timeline import AnyRecord
@@ -20,10 +23,13 @@ from foldline.timeline import AnyRecord
 __all__ = [
     "CompactionContext",
     "PreCompactHook",
+    "Receipt",
+    "RoundResult",
     "Stage",
     "StageResult",
     "recover_prompt_too_long",
     "run_compaction",
+    "run_round",
 ]
 
 PreCompactHook: TypeAlias = Callable[["CompactionContext"], Awaitable[None]]
@@ -49,11 +55,40 @@ class CompactionContext:
 
 
 @dataclass(frozen=True)
+class Receipt:
+    """One action of a level, told to the user and to hooks (R3.0.1): never clear silently."""
+
+    level: str
+    """The stage's `name`."""
+    text: str
+    """What the user reads: "cleared 14 tool results, 31,200 tokens"."""
+    tokens_freed: int = 0
+    data: JSONObject = field(default_factory=dict)
+    """The numbers behind the text, for telemetry and `foldline show`."""
+
+
+@dataclass(frozen=True)
 class StageResult:
-    """What a level did: records to append and the tokens that frees."""
+    """What a level did: records to append, edits for the next request, receipts, tokens freed."""
 
     records: tuple[AnyRecord, ...] = field(default=())
     tokens_freed: int = 0
+    cache_edits: tuple[Block, ...] = ()
+    """`cache_edits` blocks for the next request (Microcompact's cached path); the request
+    assembler injects and pins them (R3.2.4)."""
+    receipts: tuple[Receipt, ...] = ()
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What one compaction round did, every level together, in level order."""
+
+    records: tuple[AnyRecord, ...] = ()
+    cache_edits: tuple[Block, ...] = ()
+    receipts: tuple[Receipt, ...] = ()
+    tokens_freed: int = 0
+    seen: tuple[tuple[str, int], ...] = ()
+    """(level name, the tokens it saw) for every level, in the order they ran."""
 
 
 class Stage(Protocol):
@@ -70,17 +105,30 @@ class Stage(Protocol):
         ...
 
 
-async def run_compaction(stages: Sequence[Stage], ctx: CompactionContext) -> list[AnyRecord]:
-    """Run every level in order; each sees the records and tokens its predecessors left."""
-    added: list[AnyRecord] = []
+async def run_round(stages: Sequence[Stage], ctx: CompactionContext) -> RoundResult:
+    """Run every level in order; each sees the records and tokens its predecessors left (R3.0.2)."""
+    records: list[AnyRecord] = []
+    edits: list[Block] = []
+    receipts: list[Receipt] = []
+    seen: list[tuple[str, int]] = []
+    freed = 0
     for stage in stages:
+        seen.append((stage.name, ctx.tokens))
         result = await stage.run(ctx)
+        records.extend(result.records)
+        edits.extend(result.cache_edits)
+        receipts.extend(result.receipts)
+        freed += result.tokens_freed
         if result.records or result.tokens_freed:
-            added.extend(result.records)
             ctx = dataclasses.replace(
                 ctx, records=ctx.records + result.records, tokens=max(0, ctx.tokens - result.tokens_freed)
             )
-    return added
+    return RoundResult(tuple(records), tuple(edits), tuple(receipts), freed, tuple(seen))
+
+
+async def run_compaction(stages: Sequence[Stage], ctx: CompactionContext) -> list[AnyRecord]:
+    """`run_round`'s records only, for callers that need nothing else."""
+    return list((await run_round(stages, ctx)).records)
 
 
 async def recover_prompt_too_long(
