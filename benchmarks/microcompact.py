@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import tempfile
 from collections.abc import AsyncIterator, Container, Sequence
 from dataclasses import dataclass, field
@@ -160,7 +161,7 @@ def read_share(usages: Sequence[CacheUsage]) -> float:
 def worst_drop(usages: Sequence[CacheUsage]) -> int:
     """The largest fall of cache reads beyond what the newly deleted span explains (0: none)."""
     worst = 0
-    for prev, cur in zip(usages, usages[1:], strict=False):
+    for prev, cur in itertools.pairwise(usages):
         newly = max(0, cur.cache_deleted_input_tokens - prev.cache_deleted_input_tokens)
         worst = max(worst, prev.cache_read_input_tokens - newly - cur.cache_read_input_tokens)
     return worst
@@ -203,7 +204,8 @@ def main() -> None:
     print(f"cache-read share: {read_share(m.usages):.3f}")
     print(f"deleted at the end: {m.usages[-1].cache_deleted_input_tokens:,} tokens")
     print(
-        f"worst unexplained drop in reads: {worst_drop(m.usages):,} tokens; cache breaks: {len(m.cache_breaks)}"
+        f"worst unexplained drop in reads: {worst_drop(m.usages):,} tokens; "
+        f"cache breaks: {len(m.cache_breaks)}"
     )
     print(f"pins byte-identical across turns and the resume: {pins_stable(m.bodies)}")
 
