@@ -221,7 +221,7 @@ class QueryEngine:
     _tail: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
-        self.log = SessionLog(self.timeline, self.transcript, self.events)
+        self.log = SessionLog(self.timeline, self.transcript, self.events, self.clock)
         results_dir = self.session_dir / "tool-results" if self.session_dir else None
         self.runner = ToolRunner(
             self.log,

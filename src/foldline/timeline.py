@@ -58,9 +58,11 @@ def new_uuid() -> str:
     return str(_uuid.uuid4())
 
 
-def now_iso() -> str:
-    """The current UTC time as ISO-8601 with milliseconds and `Z`, as Claude Code writes it."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def now_iso(at: float | None = None) -> str:
+    """The current UTC time (or `at`, seconds since the epoch) as ISO-8601 with milliseconds and `Z`,
+    as Claude Code writes it."""
+    moment = datetime.now(UTC) if at is None else datetime.fromtimestamp(at, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class _Struct(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
