@@ -40,7 +40,7 @@ from foldline.compact.pipeline import (
     PreCompactHook,
     Receipt,
     Stage,
-    recover_prompt_too_long,
+    run_recovery,
     run_round,
 )
 from foldline.compact.rounds import default_stages
@@ -140,6 +140,19 @@ class RequestBuilder(Protocol):
     def __call__(
         self, records: Sequence[AnyRecord], *, max_tokens: int, new_edits: Sequence[Block] = ()
     ) -> RequestPlan: ...
+
+
+def _merge_edits(pending: Sequence[Block], new: Sequence[Block]) -> tuple[Block, ...]:
+    """`pending` then `new`, without deletes already pending: a recovery's edits wait for the next
+    request, whose round may ask for the same ones again."""
+    seen = {e.get("cache_reference") for block in pending for e in block.get("edits") or ()}
+    out = list(pending)
+    for block in new:
+        edits = [e for e in block.get("edits") or () if e.get("cache_reference") not in seen]
+        seen.update(e.get("cache_reference") for e in edits)
+        if edits:
+            out.append(block | {"edits": edits})
+    return tuple(out)
 
 
 def request_builder(
@@ -443,7 +456,7 @@ class QueryEngine:
             self.log.append(record)
         for receipt in result.receipts:
             self._receipt(receipt)
-        self._edits = result.cache_edits
+        self._edits = _merge_edits(self._edits, result.cache_edits)
         if result.records or result.cache_edits:
             self._cache_watch.reset_baseline()  # R7.4: a compaction's drop is expected
         # The anchor (the last reply's usage) still counts what this round freed (R3.0.2).
@@ -462,12 +475,15 @@ class QueryEngine:
 
     async def _recover_prompt_too_long(self, error: ModelHTTPError | None, gap: int | None) -> None:
         """R5.4: ask the levels (drain collapse, reactive compact); else tell the user to compact."""
-        added = await recover_prompt_too_long(self.stages, self._compaction_context(), gap)
-        if not added:
+        result = await run_recovery(self.stages, self._compaction_context(), gap)
+        if not result.records and not result.cache_edits:
             detail = error.message if error else f"the conversation is {gap} tokens over the blocking limit"
             raise PromptTooLongError(f"{detail}; nothing more could be compacted automatically: run /compact")
-        for record in added:
+        for record in result.records:
             self.log.append(record)
+        for receipt in result.receipts:
+            self._receipt(receipt)
+        self._edits = _merge_edits(self._edits, result.cache_edits)
         self._cache_watch.reset_baseline()
 
     # --- interruption and resume ------------------------------------------------------------------

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from foldline.compact.microcompact import MicrocompactStage
-from foldline.compact.pipeline import CompactionContext, StageResult, run_round
+from foldline.compact.pipeline import CompactionContext, StageResult, run_recovery, run_round
 from foldline.compact.rounds import LEVEL_ORDER, default_stages
 from foldline.compact.snip import short_id
 from foldline.compact.snipping import SnipStage
@@ -165,3 +165,42 @@ async def test_time_based_path_replaces_old_results_after_an_hour_of_idle() -> N
     ]
     assert contents[:3] == [Config().microcompact.placeholder] * 3
     assert contents[3] == "x" * 8_000
+
+
+@dataclass
+class _Later:
+    """A later level (Collapse, AutoCompact) that frees a known amount on prompt-too-long."""
+
+    name: str = "later"
+    asked: int = 0
+
+    async def run(self, ctx: CompactionContext) -> StageResult:
+        return StageResult()
+
+    async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
+        self.asked += 1
+        note = UserEntry(uuid=new_uuid(), timestamp=now_iso(), message=UserMessage(content="summary"))
+        return StageResult((note,), tokens_freed=50_000)
+
+
+async def test_prompt_too_long_without_cache_edits_moves_on_to_the_next_level() -> None:
+    later = _Later()
+    result = await run_recovery([MicrocompactStage(), later], _ctx(_session(16), caps=PLAIN), 30_000)
+    assert later.asked == 1
+    assert not result.cache_edits  # nothing warm rewritten, nothing deleted
+    assert [r.level for r in result.receipts] == []
+    assert len(result.records) == 1
+
+
+async def test_prompt_too_long_with_cache_edits_deletes_old_results_then_asks_on_for_the_rest() -> None:
+    records = _session(8)  # 3 old Reads of ~2,000 tokens: under the cached trigger, cleared anyway
+    later = _Later()
+    small = await run_recovery([MicrocompactStage(), later], _ctx(records), 1_000)
+    (block,) = small.cache_edits
+    assert [e["cache_reference"] for e in block["edits"]] == [f"ref_toolu_{i}" for i in range(3)]
+    assert (later.asked, small.records) == (0, ())  # the deletions covered the gap
+    assert small.receipts[0].data["trigger"] == "prompt_too_long"
+    big = await run_recovery([MicrocompactStage(), later], _ctx(records), 40_000)
+    assert big.cache_edits == small.cache_edits
+    assert later.asked == 1  # the rest of the gap went on to the next level
+    assert big.tokens_freed == small.tokens_freed + 50_000

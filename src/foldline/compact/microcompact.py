@@ -172,5 +172,33 @@ class MicrocompactStage:
         return StageResult((record,), freed, receipts=(Receipt(self.name, text, freed, data),))
 
     async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
-        """Never rewrites warm bytes to recover: the later levels do (R3.2.5)."""
-        return StageResult()
+        """With cache_edits, delete every old whitelisted result now, whatever the trigger says.
+
+        The server leaves deleted spans out of the context it measures, so the retried request is
+        shorter while its cached prefix stays. Without cache_edits nothing is rewritten here (the
+        cache may still be warm, R3.2.5): the chain moves on to the later levels.
+        """
+        cfg = ctx.config.microcompact
+        if not ctx.capabilities.supports_cache_edits:
+            return StageResult()
+        state = rebuild_state(ctx.records)
+        view = api_filter(project_view(ctx.records, state))
+        cleared = {tool_use_id for tool_use_id, _ in state.cleared}
+        deleted = deleted_references(pins_in_view(ctx.records))
+        results = [r for r in clearable_results(view, cfg.compactable_tools) if r.tool_use_id not in cleared]
+        keep = max(cfg.keep_recent, 0)
+        older = results[: len(results) - keep] if keep else results
+        candidates = [r for r in older if cache_reference_for(r.tool_use_id) not in deleted]
+        if not candidates:
+            return StageResult()
+        total = sum(r.tokens for r in candidates)
+        edits = [
+            {"type": "delete", "cache_reference": cache_reference_for(r.tool_use_id)} for r in candidates
+        ]
+        text = (
+            f"cleared {len(candidates)} tool results, {total:,} tokens, after the prompt was too long "
+            "(cache_edits: the cached prefix is kept)"
+        )
+        data = {"path": "cached", "trigger": "prompt_too_long", "results": len(candidates), "tokens": total}
+        receipt = Receipt(self.name, text, total, data)
+        return StageResult((), total, ({"type": "cache_edits", "edits": edits},), (receipt,))

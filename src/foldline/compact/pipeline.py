@@ -17,6 +17,7 @@ from typing import Protocol, TypeAlias
 
 from foldline._types import Block, JSONObject
 from foldline.config import Config
+from foldline.projection import context_tokens_of
 from foldline.providers.base import Capabilities
 from foldline.timeline import AnyRecord
 
@@ -29,6 +30,7 @@ __all__ = [
     "StageResult",
     "recover_prompt_too_long",
     "run_compaction",
+    "run_recovery",
     "run_round",
 ]
 
@@ -131,12 +133,40 @@ async def run_compaction(stages: Sequence[Stage], ctx: CompactionContext) -> lis
     return list((await run_round(stages, ctx)).records)
 
 
+async def run_recovery(
+    stages: Sequence[Stage], ctx: CompactionContext, gap_tokens: int | None
+) -> RoundResult:
+    """The R5.4 chain: ask each level in order until the gap is covered; an empty result if none could.
+
+    With a known gap, a level that frees less than it (Microcompact's `cache_edits`, Collapse
+    draining its staged folds) passes the rest on to the next (AutoCompact's reactive compaction);
+    with an unknown gap the first level that frees anything ends the chain. Edits count: the server
+    leaves deleted spans out of the context it measures, so they shorten the retried request.
+    """
+    records: list[AnyRecord] = []
+    edits: list[Block] = []
+    receipts: list[Receipt] = []
+    total = 0
+    for stage in stages:
+        result = await stage.on_prompt_too_long(ctx, gap_tokens)
+        if not result.records and not result.cache_edits:
+            continue
+        records.extend(result.records)
+        edits.extend(result.cache_edits)
+        receipts.extend(result.receipts)
+        after = ctx.records + result.records
+        # A level's own count wins; one that gives none is measured on the records it added.
+        freed = result.tokens_freed or max(0, ctx.tokens - context_tokens_of(after))
+        total += freed
+        ctx = dataclasses.replace(ctx, records=after, tokens=max(0, ctx.tokens - freed))
+        if gap_tokens is None or freed >= gap_tokens:
+            break
+        gap_tokens -= freed
+    return RoundResult(tuple(records), tuple(edits), tuple(receipts), total)
+
+
 async def recover_prompt_too_long(
     stages: Sequence[Stage], ctx: CompactionContext, gap_tokens: int | None
 ) -> list[AnyRecord]:
-    """The R5.4 chain: ask each level in order until one frees something; [] if none could."""
-    for stage in stages:
-        result = await stage.on_prompt_too_long(ctx, gap_tokens)
-        if result.records:
-            return list(result.records)
-    return []
+    """`run_recovery`'s records only, for callers that need nothing else."""
+    return list((await run_recovery(stages, ctx, gap_tokens)).records)
