@@ -27,6 +27,7 @@ from foldline.timeline import (
     LatchedHeaders,
     ProgressEntry,
     Record,
+    ResultsCleared,
     SnipBoundary,
     SystemEntry,
     UnknownRecord,
@@ -94,6 +95,8 @@ def every_record_kind() -> list[Record]:
             is_virtual=True,
         ),
         SnipBoundary(uuid="sn1", timestamp=TS, removed_uuids=("u1", "a1")),
+        SnipBoundary(uuid="sn2", timestamp=TS, removed_uuids=("u1",), tool_use_id="toolu_1"),
+        ResultsCleared(uuid="rc1", timestamp=TS, tool_use_ids=("toolu_1",), placeholder="[cleared]"),
         CollapseCommit(
             uuid="c1",
             timestamp=TS,

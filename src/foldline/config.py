@@ -208,6 +208,8 @@ class Config:
     max_output_recoveries: int = 3
     tool_result_budget_chars: int = 50_000
     snip_enabled: bool = True
+    snip_nudge_share: float = 0.5
+    """Past this share of the effective window the model is reminded it can Snip (R3.1, *default*)."""
     max_turns: int | None = None
     """Model rounds per user turn before it stops with `stop_reason="max_turns"`; `None`: no limit."""
     thinking_budget_tokens: int | None = None

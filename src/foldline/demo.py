@@ -26,8 +26,8 @@ from rich.console import Console
 from rich.table import Table
 
 from foldline.config import Config
-from foldline.events import RecordEvent, RetryEvent, UIEvent
-from foldline.providers.anthropic import AnthropicProvider
+from foldline.events import CompactionEvent, RecordEvent, RetryEvent, UIEvent
+from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.session import Session
 from foldline.timeline import AssistantEntry, UserEntry
 from foldline.tools import PermissionRules, default_tools
@@ -88,7 +88,9 @@ def _session(
 ) -> Session:
     return Session.open(
         transcript,
-        provider=AnthropicProvider(base_url=base_url, api_key="demo"),
+        provider=AnthropicProvider(
+            base_url=base_url, api_key="demo", capabilities=FOLDLINE_SERVE_CAPABILITIES
+        ),
         workspace=workspace,
         session_id="demo",
         config=Config(model=MODEL),
@@ -152,6 +154,8 @@ def _printer(console: Console) -> Callable[[UIEvent], None]:
     def show(event: UIEvent) -> None:
         if isinstance(event, RetryEvent):
             console.print(f"[yellow]retrying in {event.delay:.1f}s: {event.reason}[/yellow]")
+        if isinstance(event, CompactionEvent):  # R3.0.1: never clear silently
+            console.print(f"[cyan]  {event.level}: {event.text}[/cyan]", highlight=False)
         if not isinstance(event, RecordEvent):
             return
         record = event.record

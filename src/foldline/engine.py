@@ -39,10 +39,13 @@ from foldline.compact.pipeline import (
     CompactionContext,
     ManualCompactor,
     PreCompactHook,
+    Receipt,
+    RoundResult,
     Stage,
-    recover_prompt_too_long,
-    run_compaction,
+    run_recovery,
+    run_round,
 )
+from foldline.compact.rounds import default_stages
 from foldline.config import Config
 from foldline.errors import (
     ModelAPIError,
@@ -53,6 +56,7 @@ from foldline.errors import (
     UserError,
 )
 from foldline.events import (
+    CompactionEvent,
     EventBus,
     NoticeEvent,
     RetryEvent,
@@ -137,7 +141,22 @@ CONTINUE_AFTER_MAX_TOKENS = (
 class RequestBuilder(Protocol):
     """Records snapshot in, request out: projection -> normalize -> breakpoints -> params (design.md §4)."""
 
-    def __call__(self, records: Sequence[AnyRecord], *, max_tokens: int) -> RequestPlan: ...
+    def __call__(
+        self, records: Sequence[AnyRecord], *, max_tokens: int, new_edits: Sequence[Block] = ()
+    ) -> RequestPlan: ...
+
+
+def _merge_edits(pending: Sequence[Block], new: Sequence[Block]) -> tuple[Block, ...]:
+    """`pending` then `new`, without deletes already pending: a recovery's edits wait for the next
+    request, whose round may ask for the same ones again."""
+    seen = {e.get("cache_reference") for block in pending for e in block.get("edits") or ()}
+    out = list(pending)
+    for block in new:
+        edits = [e for e in block.get("edits") or () if e.get("cache_reference") not in seen]
+        seen.update(e.get("cache_reference") for e in edits)
+        if edits:
+            out.append(block | {"edits": edits})
+    return tuple(out)
 
 
 def request_builder(
@@ -146,8 +165,10 @@ def request_builder(
     """The standard builder: one `RequestAssembler` per session, so per-turn work tracks what changed."""
     assembler = RequestAssembler(config, system, tool_specs(list(tools)), capabilities)
 
-    def build(records: Sequence[AnyRecord], *, max_tokens: int) -> RequestPlan:
-        return assembler.build(records, max_tokens=max_tokens)
+    def build(
+        records: Sequence[AnyRecord], *, max_tokens: int, new_edits: Sequence[Block] = ()
+    ) -> RequestPlan:
+        return assembler.build(records, max_tokens=max_tokens, new_edits=new_edits)
 
     return build
 
@@ -187,7 +208,8 @@ class QueryEngine:
     permission_mode: PermissionMode = "default"
     ask: AskCallback | None = None
     """Answers "ask" decisions (R9.2); without one, a call that needs asking is refused."""
-    stages: Sequence[Stage] = ()
+    stages: Sequence[Stage] = field(default_factory=default_stages)
+    """The compaction levels, in order (R3.0); default: budget, Snip, Microcompact."""
     timeline: Timeline = field(default_factory=Timeline)
     transcript: TranscriptSink | None = None
     events: EventBus = field(default_factory=EventBus)
@@ -212,12 +234,14 @@ class QueryEngine:
     runner: ToolRunner = field(init=False)
     """Runs the tools the model asks for."""
     _turn: _Turn | None = field(default=None, init=False)
+    _edits: tuple[Block, ...] = field(default=(), init=False)
+    """`cache_edits` blocks the last round asked the next request to carry (Microcompact)."""
     _cache_watch: CacheBreakDetector = field(default_factory=CacheBreakDetector, init=False)
     """A new engine (a resume) starts without a baseline: R7.4's reset on resume."""
     _tail: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
-        self.log = SessionLog(self.timeline, self.transcript, self.events)
+        self.log = SessionLog(self.timeline, self.transcript, self.events, self.clock)
         results_dir = self.session_dir / "tool-results" if self.session_dir else None
         self.runner = ToolRunner(
             self.log,
@@ -303,8 +327,6 @@ class QueryEngine:
             results = await self.runner.results(executor)
             turn.executor = None
             self.log.append(self.log.entry(UserEntry, message=UserMessage(content=results)))
-            if self.runner.snips(executor):
-                self._cache_watch.reset_baseline()  # R7.4: a snip's drop is expected
         elif decision == Continue("continue_message"):  # R5.5/R5.8: continue in a new reply
             self.log.append(
                 self.log.entry(
@@ -373,7 +395,8 @@ class QueryEngine:
 
     def _plan(self, turn: _Turn) -> RequestPlan:
         assert self.build_request is not None
-        plan = self.build_request(self.timeline.snapshot(), max_tokens=turn.state.max_tokens)
+        edits, self._edits = self._edits, ()
+        plan = self.build_request(self.timeline.snapshot(), max_tokens=turn.state.max_tokens, new_edits=edits)
         for record in plan.new_records:
             self.log.append(record)
         self._cache_watch.before_request(plan.prompt_state, plan.body)
@@ -451,13 +474,20 @@ class QueryEngine:
 
     async def _compact(self) -> None:
         """The compaction round before every API call (R0.1), then the blocking limit (R3.4.1)."""
-        for record in await run_compaction(self.stages, self._compaction_context()):
+        result = await run_round(self.stages, self._compaction_context())
+        for record in result.records:
             self.log.append(record)
+        for receipt in result.receipts:
+            self._receipt(receipt)
+        self._edits = _merge_edits(self._edits, result.cache_edits)
+        if result.records or result.cache_edits:
             self._cache_watch.reset_baseline()  # R7.4: a compaction's drop is expected
-        ctx = self._compaction_context()
-        if ctx.tokens > self.config.blocking_limit:
-            await self._recover_prompt_too_long(None, gap=ctx.tokens - self.config.blocking_limit)
-            over = self._compaction_context().tokens - self.config.blocking_limit
+        # Only what cache_edits freed is missing from an estimate made from the records (R3.0.2).
+        tokens = max(0, self._compaction_context().tokens - result.pending_freed)
+        if tokens > self.config.blocking_limit:
+            recovery = await self._recover_prompt_too_long(None, gap=tokens - self.config.blocking_limit)
+            pending = result.pending_freed + recovery.pending_freed
+            over = self._compaction_context().tokens - pending - self.config.blocking_limit
             if over > 0:  # nothing is ever sent over the blocking limit
                 raise PromptTooLongError(
                     f"the conversation is still {over:,} tokens over the blocking limit "
@@ -483,15 +513,28 @@ class QueryEngine:
         self.log.sync()
         return list(result.records)
 
-    async def _recover_prompt_too_long(self, error: ModelHTTPError | None, gap: int | None) -> None:
+    def _receipt(self, receipt: Receipt) -> None:
+        """R3.0.1: a level's action as a visible `system` entry, a UI event and a telemetry event."""
+        data = {"level": receipt.level, "tokens_freed": receipt.tokens_freed, **receipt.data}
+        self.log.append(self.log.entry(SystemEntry, subtype="compaction", content=receipt.text, data=data))
+        self.events.emit(
+            CompactionEvent(receipt.level, receipt.text, receipt.tokens_freed, dict(receipt.data))
+        )
+        self.events.telemetry("compaction", text=receipt.text, **data)
+
+    async def _recover_prompt_too_long(self, error: ModelHTTPError | None, gap: int | None) -> RoundResult:
         """R5.4: ask the levels (drain collapse, reactive compact); else tell the user to compact."""
-        added = await recover_prompt_too_long(self.stages, self._compaction_context(), gap)
-        if not added:
+        result = await run_recovery(self.stages, self._compaction_context(), gap)
+        if not result.records and not result.cache_edits:
             detail = error.message if error else f"the conversation is {gap} tokens over the blocking limit"
             raise PromptTooLongError(f"{detail}; nothing more could be compacted automatically: run /compact")
-        for record in added:
+        for record in result.records:
             self.log.append(record)
+        for receipt in result.receipts:
+            self._receipt(receipt)
+        self._edits = _merge_edits(self._edits, result.cache_edits)
         self._cache_watch.reset_baseline()
+        return result
 
     # --- interruption and resume ------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from foldline._types import JSONObject
 from foldline.timeline import AnyRecord
 
 __all__ = [
+    "CompactionEvent",
     "EventBus",
     "JsonlTelemetrySink",
     "NoticeEvent",
@@ -82,8 +83,24 @@ class NoticeEvent:
     level: str = "info"
 
 
+@dataclass(frozen=True)
+class CompactionEvent:
+    """A compaction level acted (R3.0.1): which one, what the user is told, and the numbers."""
+
+    level: str
+    text: str
+    tokens_freed: int = 0
+    data: JSONObject = field(default_factory=dict)
+
+
 UIEvent: TypeAlias = (
-    TextDeltaEvent | ThinkingDeltaEvent | ToolInputDeltaEvent | RecordEvent | RetryEvent | NoticeEvent
+    TextDeltaEvent
+    | ThinkingDeltaEvent
+    | ToolInputDeltaEvent
+    | RecordEvent
+    | RetryEvent
+    | NoticeEvent
+    | CompactionEvent
 )
 
 

@@ -1,7 +1,8 @@
 """The API projection of a timeline: what control records say the model should see (R1.4, R2.2).
 
-Snip boundaries remove entries (R3.1.4), committed collapses replace spans by their summaries
-(R3.3.3), and the latest compact boundary starts the view (R3.4.4). The UI never sees any of this:
+Snip boundaries remove entries (R3.1.4), cleared results read as Microcompact's placeholder
+(R3.2.2), committed collapses replace spans by their summaries (R3.3.3), and the latest compact
+boundary starts the view (R3.4.4). The UI never sees any of this:
 it reads the timeline itself. Everything here is a pure function of the records, so a resumed
 session rebuilds exactly the projection it had (R2.2).
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import msgspec
 
 from foldline.compact.snip import apply_snip_removals
 from foldline.timeline import (
@@ -21,6 +24,7 @@ from foldline.timeline import (
     CompactBoundary,
     Entry,
     LatchedHeaders,
+    ResultsCleared,
     SnipBoundary,
     UserEntry,
     UserMessage,
@@ -34,6 +38,7 @@ __all__ = [
     "ProjectionState",
     "collapse_summary_text",
     "context_tokens_of",
+    "pins_in_view",
     "project_view",
     "rebuild_state",
 ]
@@ -53,6 +58,8 @@ class ProjectionState:
     """Pinned cache_edits blocks, in pin order (R4.2.3)."""
     betas: tuple[str, ...]
     """Latched beta headers, first-sent order, no duplicates (R7.5)."""
+    cleared: tuple[tuple[str, str], ...] = ()
+    """(tool_use id, placeholder) of every result Microcompact cleared client-side (R3.2.2)."""
 
 
 def rebuild_state(records: Sequence[AnyRecord]) -> ProjectionState:
@@ -61,10 +68,13 @@ def rebuild_state(records: Sequence[AnyRecord]) -> ProjectionState:
     collapses: list[CollapseCommit] = []
     pins: list[CachePin] = []
     betas: dict[str, None] = {}
+    cleared: dict[str, str] = {}
     boundary_index: int | None = None
     for i, record in enumerate(records):
         if isinstance(record, SnipBoundary):
             removed.update(record.removed_uuids)
+        elif isinstance(record, ResultsCleared):
+            cleared.update(dict.fromkeys(record.tool_use_ids, record.placeholder))
         elif isinstance(record, CollapseCommit):
             collapses.append(record)
         elif isinstance(record, CompactBoundary):
@@ -73,7 +83,60 @@ def rebuild_state(records: Sequence[AnyRecord]) -> ProjectionState:
             pins.append(record)
         elif isinstance(record, LatchedHeaders):
             betas.update(dict.fromkeys(record.betas))
-    return ProjectionState(frozenset(removed), tuple(collapses), boundary_index, tuple(pins), tuple(betas))
+    return ProjectionState(
+        frozenset(removed),
+        tuple(collapses),
+        boundary_index,
+        tuple(pins),
+        tuple(betas),
+        tuple(cleared.items()),
+    )
+
+
+_MOVES_BLOCKS = (SnipBoundary, CollapseCommit, CompactBoundary)
+"""Control records that change which messages the view holds, so message positions recorded before
+them no longer point where they did."""
+
+
+def pins_in_view(records: Sequence[AnyRecord]) -> list[CachePin]:
+    """The pins whose (message, block) positions still hold: those after the latest snip, fold or compaction.
+
+    A pin records where its `cache_edits` block was first injected. Removing or folding messages
+    before it moves that place, and re-injecting it there could land it in another message; such a
+    change rewrites the request's bytes anyway, so Microcompact clears the results those older pins
+    deleted client-side instead (R3.2.4).
+    """
+    pins: list[CachePin] = []
+    for record in reversed(records):
+        if isinstance(record, _MOVES_BLOCKS):
+            break
+        if isinstance(record, CachePin):
+            pins.append(record)
+    pins.reverse()
+    return pins
+
+
+def _apply_cleared(entries: list[Entry], cleared: Sequence[tuple[str, str]]) -> list[Entry]:
+    """Each cleared tool_result reads as its placeholder; every other block is the same object."""
+    if not cleared:
+        return entries
+    placeholder = dict(cleared)
+    out: list[Entry] = []
+    for entry in entries:
+        content = entry.message.content if isinstance(entry, UserEntry) else None
+        if isinstance(content, list) and any(
+            b.get("type") == "tool_result" and b.get("tool_use_id") in placeholder for b in content
+        ):
+            blocks = [
+                b | {"content": placeholder[b["tool_use_id"]]}
+                if b.get("type") == "tool_result" and b.get("tool_use_id") in placeholder
+                else b
+                for b in content
+            ]
+            assert isinstance(entry, UserEntry)
+            entry = msgspec.structs.replace(entry, message=UserMessage(content=blocks))
+        out.append(entry)
+    return out
 
 
 def collapse_summary_text(commit: CollapseCommit) -> str:
@@ -102,7 +165,8 @@ def project_view(records: Sequence[AnyRecord], state: ProjectionState | None = N
     """The entries the API layer starts from, before `normalize_messages_for_api`.
 
     Order of application: cut at the latest compact boundary, remove snipped entries (relinking
-    parents), then replace committed collapse spans by their summaries.
+    parents), put placeholders in cleared results, then replace committed collapse spans by their
+    summaries.
     """
     state = state or rebuild_state(records)
     start = 0 if state.boundary_index is None else state.boundary_index + 1
@@ -110,6 +174,7 @@ def project_view(records: Sequence[AnyRecord], state: ProjectionState | None = N
     if state.boundary_index is not None:
         entries = _with_preserved(records, state.boundary_index, entries)
     entries = apply_snip_removals(entries, set(state.removed))
+    entries = _apply_cleared(entries, state.cleared)
     return _apply_collapses(entries, state.collapses)
 
 
@@ -129,7 +194,7 @@ def _with_preserved(records: Sequence[AnyRecord], index: int, after: list[Entry]
     return [*after[:cut], *kept, *after[cut:]]
 
 
-REPROJECTING = (SnipBoundary, CollapseCommit, CompactBoundary)
+REPROJECTING = (SnipBoundary, CollapseCommit, CompactBoundary, ResultsCleared)
 """Control records that change the projection of entries already seen: rebuild it from scratch."""
 
 

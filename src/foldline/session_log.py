@@ -7,6 +7,8 @@ the one before it.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -37,13 +39,16 @@ class SessionLog:
     timeline: Timeline
     transcript: TranscriptSink | None
     events: EventBus
+    clock: Callable[[], float] = time.time
+    """Stamps new entries: the engine's clock, so a simulated hour passes for the records too and
+    Microcompact's idle check (last reply's timestamp against the same clock) agrees with it."""
 
     def entry(self, cls: type[E], **fields: Any) -> E:
         """A new entry of `cls`, chained to the newest entry and stamped with this session's id."""
         return cls(
             uuid=new_uuid(),
             parent_uuid=self.timeline.last_uuid,
-            timestamp=now_iso(),
+            timestamp=now_iso(self.clock()),
             session_id=self.timeline.session_id,
             **fields,
         )

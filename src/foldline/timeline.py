@@ -1,7 +1,8 @@
 """The event timeline: the one authoritative, append-only record of a session (design.md §1).
 
 Owns the entry types (R1.3), the control records that later stages append instead of editing
-history (snip boundaries, collapse commits, compact boundaries, cache pins, latched headers: R2.1),
+history (snip boundaries, cleared results, collapse commits, compact boundaries, cache pins, latched
+headers: R2.1),
 the `Timeline` container, and the per-consumer views (R1.4, R1.5) as pure functions.
 
 Invariants:
@@ -36,6 +37,7 @@ __all__ = [
     "LatchedHeaders",
     "ProgressEntry",
     "Record",
+    "ResultsCleared",
     "SnipBoundary",
     "SystemEntry",
     "Timeline",
@@ -56,9 +58,11 @@ def new_uuid() -> str:
     return str(_uuid.uuid4())
 
 
-def now_iso() -> str:
-    """The current UTC time as ISO-8601 with milliseconds and `Z`, as Claude Code writes it."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def now_iso(at: float | None = None) -> str:
+    """The current UTC time (or `at`, seconds since the epoch) as ISO-8601 with milliseconds and `Z`,
+    as Claude Code writes it."""
+    moment = datetime.now(UTC) if at is None else datetime.fromtimestamp(at, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class _Struct(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -186,6 +190,15 @@ class SnipBoundary(_ControlBase, frozen=True, kw_only=True, tag="snip_boundary")
     """The Snip tool removed these entries from the API view (R3.1.2); the disk keeps them."""
 
     removed_uuids: tuple[str, ...]
+    tool_use_id: str | None = None
+    """The Snip call this boundary carries out (absent in transcripts written before the round did)."""
+
+
+class ResultsCleared(_ControlBase, frozen=True, kw_only=True, tag="results_cleared"):
+    """Microcompact's time-based path (R3.2.2): these tool results read as `placeholder` from now on."""
+
+    tool_use_ids: tuple[str, ...]
+    placeholder: str
 
 
 class CollapseCommit(_ControlBase, frozen=True, kw_only=True, tag="collapse_commit"):
@@ -235,7 +248,9 @@ class UnknownRecord(msgspec.Struct, frozen=True):
 Entry: TypeAlias = UserEntry | AssistantEntry | ProgressEntry | SystemEntry | AttachmentEntry
 """A timeline entry proper: something that happened in the conversation (R1.3)."""
 
-ControlRecord: TypeAlias = SnipBoundary | CollapseCommit | CompactBoundary | CachePin | LatchedHeaders
+ControlRecord: TypeAlias = (
+    SnipBoundary | CollapseCommit | CompactBoundary | CachePin | LatchedHeaders | ResultsCleared
+)
 """A record that changes how entries are projected, never the entries themselves."""
 
 Record: TypeAlias = Entry | ControlRecord

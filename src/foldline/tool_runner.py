@@ -3,8 +3,9 @@
 Per reply it builds a `ToolExecutor` with a fresh abort event (an old Ctrl-C cannot leak into a
 later reply) over one read registry for the whole session (Write and Edit see the Reads of earlier
 turns). It owns the permission gate, a composite tool's inner calls (recorded as virtual pairs,
-R1.6), the level-0 budget that moves oversized results to files before they are recorded (R3.0),
-and the snip boundaries a `Snip` call asks for (R3.1.2). The engine only decides when.
+R1.6), and the level-0 budget that moves oversized results to files before they are recorded (R3.0).
+The engine only decides when. (A `Snip` call's boundary is appended by the compaction round's Snip
+stage, `compact.snipping`.)
 """
 
 from __future__ import annotations
@@ -19,21 +20,18 @@ import anyio
 
 from foldline._types import Block
 from foldline.compact.budget import apply_result_budget
-from foldline.compact.snip import short_id
 from foldline.config import Config
-from foldline.events import NoticeEvent
+from foldline.events import CompactionEvent, NoticeEvent
 from foldline.executor import ToolExecutor, run_call
 from foldline.session_log import SessionLog
 from foldline.timeline import (
     AssistantEntry,
     AssistantMessage,
     ProgressEntry,
-    SnipBoundary,
     SystemEntry,
     UserEntry,
     UserMessage,
     new_uuid,
-    now_iso,
 )
 from foldline.tools.base import ReadRegistry, Tool, ToolContext, ToolResult, result_block
 from foldline.tools.permissions import (
@@ -80,20 +78,6 @@ class ToolRunner:
         """The reply's tool results, in call order, oversized ones already moved to files."""
         return self._budget(await executor.results(), executor)
 
-    def snips(self, executor: ToolExecutor) -> bool:
-        """Append a boundary for each `Snip` call that named known entries; True if any did."""
-        by_short = {short_id(e.uuid): e.uuid for e in self.log.timeline.entries()}
-        snipped = False
-        for call in executor.calls:
-            structured = call.result.structured if call.result else None
-            ids = structured.get("snip_ids") if structured else None
-            if call.tool is not None and call.tool.name == "Snip" and ids:
-                removed = tuple(by_short[i] for i in ids if i in by_short)
-                if removed:
-                    self.log.append(SnipBoundary(uuid=new_uuid(), timestamp=now_iso(), removed_uuids=removed))
-                    snipped = True
-        return snipped
-
     def _run_virtual(self, context: ToolContext) -> Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]]:
         """R1.6: a composite tool's inner call, permission-checked and recorded as a virtual pair."""
         tools = {t.name: t for t in self.tools}
@@ -126,8 +110,13 @@ class ToolRunner:
         if moved:
             chars = sum(m.chars for m in moved)
             text = f"saved {len(moved)} oversized tool result(s), {chars:,} chars, to files"
-            self.log.append(self.log.entry(SystemEntry, subtype="tool_result_budget", content=text))
+            data = {"level": "budget", "results": len(moved), "chars": chars}
+            self.log.append(
+                self.log.entry(SystemEntry, subtype="tool_result_budget", content=text, data=data)
+            )
             self.log.events.emit(NoticeEvent(text))
+            self.log.events.emit(CompactionEvent("budget", text, 0, {"results": len(moved), "chars": chars}))
+            self.log.events.telemetry("compaction", text=text, **data)
         return kept
 
     def _on_progress(self, tool_use_id: str, text: str) -> None:

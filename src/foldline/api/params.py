@@ -36,7 +36,7 @@ from foldline.api.normalize import IncrementalNormalizer, MessageParam, Normaliz
 from foldline.api.validate import MIN_THINKING_BUDGET
 from foldline.config import Config
 from foldline.errors import UserError
-from foldline.projection import REPROJECTING, project_view, rebuild_state
+from foldline.projection import REPROJECTING, pins_in_view, project_view, rebuild_state
 from foldline.providers.base import Capabilities
 from foldline.timeline import (
     ENTRY_TYPES,
@@ -210,12 +210,6 @@ class RequestPlan:
     """Where the message `cache_control` breakpoints went, in prompt order (the last is the rolling one)."""
 
 
-def _pins_in_view(records: Sequence[AnyRecord], boundary_index: int | None) -> list[CachePin]:
-    """Pins recorded after the latest compact boundary: earlier ones point into a history now gone."""
-    start = 0 if boundary_index is None else boundary_index + 1
-    return [r for r in records[start:] if isinstance(r, CachePin)]
-
-
 class RequestAssembler:
     """Builds each next request of one session, doing per turn only the work the new records need.
 
@@ -255,7 +249,7 @@ class RequestAssembler:
     def _reproject(self, records: Sequence[AnyRecord]) -> None:
         state = rebuild_state(records)
         self._entries = project_view(records, state)
-        self._pins = _pins_in_view(records, state.boundary_index)
+        self._pins = pins_in_view(records)
         self._betas = dict.fromkeys(state.betas)
         self._removed = state.removed
         self._endpoints = frozenset(u for c in state.collapses for u in (c.first_uuid, c.last_uuid))

@@ -26,8 +26,8 @@ from foldline.cli._prompt import make_asker
 from foldline.compact.autocompact import install_autocompact
 from foldline.config import Config, TranscriptConfig
 from foldline.errors import FoldlineError
-from foldline.events import NoticeEvent, RecordEvent, RetryEvent, TextDeltaEvent, UIEvent
-from foldline.providers.anthropic import AnthropicProvider
+from foldline.events import CompactionEvent, NoticeEvent, RecordEvent, RetryEvent, TextDeltaEvent, UIEvent
+from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.session import Session
 from foldline.sessions import (
     claude_code_projects_dir,
@@ -91,11 +91,15 @@ def _start(path: Path, workspace: Path, options: dict[str, Any], console: Consol
     # Each session gets its own provider: closing a session closes its client.
     session = Session.open(
         path,
-        provider=AnthropicProvider(base_url=options["base_url"], api_key=options["api_key"]),
+        provider=AnthropicProvider(
+            base_url=options["base_url"],
+            api_key=options["api_key"],
+            capabilities=FOLDLINE_SERVE_CAPABILITIES if options["cache_edits"] else None,
+        ),
         workspace=workspace,
         on_event=_printer(console),
         on_notice=lambda text: console.print(f"warning: {text}", style="yellow", markup=False),
-        **{k: v for k, v in options.items() if k not in ("base_url", "api_key")},
+        **{k: v for k, v in options.items() if k not in ("base_url", "api_key", "cache_edits")},
     )
     install_autocompact(session.engine)  # the integrator's default level list replaces this line
     return session
@@ -110,6 +114,8 @@ def _printer(console: Console) -> Callable[[UIEvent], None]:
             console.print(f"\n{event.text}", style=style, markup=False)
         elif isinstance(event, RetryEvent):
             console.print(f"\n[yellow]retrying in {event.delay:.1f}s: {event.reason}[/yellow]")
+        elif isinstance(event, CompactionEvent):  # R3.0.1: never clear silently
+            console.print(f"\n[cyan]⎯ {event.level}: {event.text}[/cyan]", highlight=False)
         elif isinstance(event, RecordEvent) and isinstance(event.record, AssistantEntry):
             for block in event.record.message.content:
                 if block.get("type") == "tool_use" and not event.record.is_virtual:
@@ -237,6 +243,13 @@ async def _repl(session: Session, console: Console, make: Callable[[], Session])
 @click.option("--resume", metavar="ID", help="Resume a session by id (or transcript path).")
 @click.option("--model", help="Model name (default: the configured one).")
 @click.option("--base-url", envvar="ANTHROPIC_BASE_URL", help="Another server that speaks the API.")
+@click.option(
+    "--cache-edits",
+    is_flag=True,
+    envvar="FOLDLINE_CACHE_EDITS",
+    help="The server takes cache_edits (foldline serve does): Microcompact then clears old tool "
+    "results without breaking the prompt cache. Off by default: the public API does not.",
+)
 @click.option("--api-key", envvar="ANTHROPIC_API_KEY", help="API key (default: $ANTHROPIC_API_KEY).")
 @click.option(
     "--permission-mode", type=click.Choice(MODES), help="Default: the settings' defaultMode, else default."
@@ -267,6 +280,7 @@ def chat(**options: Any) -> None:
     interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
     kwargs: dict[str, Any] = {
         "base_url": options["base_url"],
+        "cache_edits": options["cache_edits"],
         "api_key": options["api_key"],
         "config": config,
         "tools": default_tools(),

@@ -40,6 +40,7 @@ from foldline.timeline import (
     CompactBoundary,
     LatchedHeaders,
     ProgressEntry,
+    ResultsCleared,
     SnipBoundary,
     SystemEntry,
     UnknownRecord,
@@ -203,6 +204,8 @@ def _control_line(record: AnyRecord) -> Text | None:
         return Text(f"── snipped {len(record.removed_uuids)} entries ──", style="dim")
     if isinstance(record, CollapseCommit):
         return Text(f"── collapsed span: {_clip(record.summary, 200)} ──", style="dim")
+    if isinstance(record, ResultsCleared):
+        return Text(f"── cleared {len(record.tool_use_ids)} old tool results ──", style="dim")
     return None
 
 
@@ -222,7 +225,9 @@ def _record_lines(record: AnyRecord, limit: int, verbose: bool) -> list[Text]:
         else:
             label, note = "progress", record.text
         return [_plain(f"  [{label}] {_clip(note, limit)}", style="dim")]
-    if isinstance(record, SnipBoundary | CollapseCommit | CompactBoundary | CachePin | LatchedHeaders):
+    if isinstance(
+        record, SnipBoundary | CollapseCommit | CompactBoundary | CachePin | LatchedHeaders | ResultsCleared
+    ):
         line = _control_line(record)
         return [line] if line is not None else []
     if isinstance(record, UnknownRecord):

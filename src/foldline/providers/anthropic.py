@@ -30,7 +30,13 @@ from foldline.stream import (
 )
 from foldline.timeline import Usage
 
-__all__ = ["AnthropicProvider", "map_event"]
+__all__ = ["FOLDLINE_SERVE_CAPABILITIES", "AnthropicProvider", "map_event"]
+
+FOLDLINE_SERVE_CAPABILITIES = Capabilities(
+    name="foldline-serve", supports_cache_edits=True, cache_edits_beta="cache-edits-2025-06-01"
+)
+"""What `foldline serve` declares: `cache_reference` and `cache_edits` behind its beta header (R8.4).
+The client never guesses it from a URL; `foldline chat --cache-edits` and the demo declare it."""
 
 
 class AnthropicProvider:

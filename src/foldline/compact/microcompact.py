@@ -1,0 +1,204 @@
+"""Microcompact, level 2 of compaction (design.md §3.2): clear old tool results, keeping the cache warm.
+
+Only results of the whitelisted tools (`MicrocompactConfig.compactable_tools`, R3.2.1) are ever
+cleared, and never the most recent `keep_recent` (5) of them. Two paths:
+
+- Time-based (R3.2.2): the last assistant reply is older than `time_based_after_s` (60 minutes), so
+  the server's cache has expired and rewriting bytes costs nothing extra. The old results are
+  replaced client-side by the placeholder: a `results_cleared` record the projection applies.
+- Cached (R3.2.3): the provider `supports_cache_edits` and the clearable results beyond the most
+  recent ones exceed `cached_trigger_tokens` (20,000 estimated tokens). The message bytes stay as
+  they are; the next request carries one `cache_edits` block deleting those results by their
+  `cache_reference`, which the request assembler injects and pins (R3.2.4).
+
+A provider without cache_edits gets the time-based path only: nothing it already cached is ever
+rewritten while the cache is warm (R3.2.5).
+
+Pins recorded before a later snip or fold no longer say where their block goes
+(`projection.pins_in_view`); that snip or fold rewrites the request anyway, so the results those
+pins deleted are cleared client-side in the same round and stay out of the model's context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from foldline._types import Block
+from foldline.api.cache import cache_reference_for
+from foldline.compact.pipeline import CompactionContext, Receipt, StageResult
+from foldline.projection import pins_in_view, project_view, rebuild_state
+from foldline.timeline import (
+    AnyRecord,
+    AssistantEntry,
+    CachePin,
+    Entry,
+    ResultsCleared,
+    UserEntry,
+    api_filter,
+    new_uuid,
+    now_iso,
+)
+from foldline.tokens import estimate_blocks, estimate_text
+
+__all__ = ["ClearableResult", "MicrocompactStage", "clearable_results", "deleted_references"]
+
+
+@dataclass(frozen=True)
+class ClearableResult:
+    """One whitelisted tool result still in the API view, not yet cleared client-side."""
+
+    tool_use_id: str
+    tool: str
+    tokens: int
+    """Estimated tokens of its content."""
+
+
+def deleted_references(pins: Sequence[CachePin]) -> set[str]:
+    """Every `cache_reference` a pinned `cache_edits` block deletes."""
+    refs: set[str] = set()
+    for pin in pins:
+        for edit in pin.block.get("edits") or ():
+            if isinstance(edit, dict) and edit.get("type") == "delete":
+                refs.add(str(edit.get("cache_reference")))
+    return refs
+
+
+def clearable_results(view: Sequence[Entry], tools: frozenset[str]) -> list[ClearableResult]:
+    """Whitelisted tool results of an API view, oldest first."""
+    names: dict[str, str] = {}
+    out: list[ClearableResult] = []
+    for entry in view:
+        if isinstance(entry, AssistantEntry):
+            for block in entry.message.content:
+                if block.get("type") == "tool_use":
+                    names[str(block.get("id"))] = str(block.get("name"))
+        elif isinstance(entry, UserEntry) and isinstance(entry.message.content, list):
+            for block in entry.message.content:
+                if block.get("type") != "tool_result":
+                    continue
+                tool_use_id = str(block.get("tool_use_id"))
+                if names.get(tool_use_id) in tools:
+                    out.append(ClearableResult(tool_use_id, names[tool_use_id], _tokens(block)))
+    return out
+
+
+def _tokens(block: Block) -> int:
+    return estimate_blocks([block])
+
+
+def _epoch(timestamp: str) -> float | None:
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _last_reply_at(view: Sequence[Entry]) -> float | None:
+    for entry in reversed(view):
+        if isinstance(entry, AssistantEntry) and not entry.is_api_error_message:
+            return _epoch(entry.timestamp)
+    return None
+
+
+@dataclass
+class MicrocompactStage:
+    """Level 2: old whitelisted tool results cleared, by placeholder when the cache is cold, by
+    `cache_edits` while it is warm (providers that support it), never by rewriting warm bytes."""
+
+    name: str = "microcompact"
+
+    async def run(self, ctx: CompactionContext) -> StageResult:
+        """Clear what the time-based or the cached path allows; otherwise do nothing."""
+        cfg = ctx.config.microcompact
+        state = rebuild_state(ctx.records)
+        view = api_filter(project_view(ctx.records, state))
+        cleared = {tool_use_id for tool_use_id, _ in state.cleared}
+        live_pins = pins_in_view(ctx.records)
+        deleted = deleted_references(live_pins)
+        stale = deleted_references(state.pins) - deleted
+        results = [r for r in clearable_results(view, cfg.compactable_tools) if r.tool_use_id not in cleared]
+        keep = max(cfg.keep_recent, 0)
+        older = results[: len(results) - keep] if keep else results
+        candidates = [r for r in older if cache_reference_for(r.tool_use_id) not in deleted]
+
+        last = _last_reply_at(view)
+        idle = ctx.now - last if last is not None else 0.0
+        if last is not None and idle > cfg.time_based_after_s and older:
+            # The cache is cold: every old result becomes the placeholder, deleted ones included.
+            freed = sum(r.tokens for r in candidates) - len(candidates) * estimate_text(cfg.placeholder)
+            text = (
+                f"cleared {len(older)} old tool result{'s' if len(older) != 1 else ''}, {max(freed, 0):,} "
+                f"tokens (the prompt cache expired: {idle / 60:.0f} minutes since the last reply)"
+            )
+            return self._cleared(ctx, older, max(freed, 0), text, "time")
+
+        lost = [r for r in results if cache_reference_for(r.tool_use_id) in stale]
+        if lost:
+            # A snip or fold moved the positions of older pins; this request is rewritten anyway.
+            text = (
+                f"kept {len(lost)} cleared tool result{'s' if len(lost) != 1 else ''} cleared after the snip"
+            )
+            return self._cleared(ctx, lost, 0, text, "repin")
+
+        total = sum(r.tokens for r in candidates)
+        if ctx.capabilities.supports_cache_edits and candidates and total > cfg.cached_trigger_tokens:
+            edits = [
+                {"type": "delete", "cache_reference": cache_reference_for(r.tool_use_id)} for r in candidates
+            ]
+            block: Block = {"type": "cache_edits", "edits": edits}
+            text = (
+                f"cleared {len(candidates)} tool results, {total:,} tokens "
+                "(cache_edits: the cached prefix is kept)"
+            )
+            receipt = Receipt(
+                self.name, text, total, {"path": "cached", "results": len(candidates), "tokens": total}
+            )
+            return StageResult((), total, (block,), (receipt,))
+        return StageResult()
+
+    def _cleared(
+        self, ctx: CompactionContext, results: Sequence[ClearableResult], freed: int, text: str, path: str
+    ) -> StageResult:
+        placeholder = ctx.config.microcompact.placeholder
+        record: AnyRecord = ResultsCleared(
+            uuid=new_uuid(),
+            timestamp=now_iso(),
+            tool_use_ids=tuple(r.tool_use_id for r in results),
+            placeholder=placeholder,
+        )
+        data = {"path": path, "results": len(results), "tokens": freed}
+        return StageResult((record,), freed, receipts=(Receipt(self.name, text, freed, data),))
+
+    async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
+        """With cache_edits, delete every old whitelisted result now, whatever the trigger says.
+
+        The server leaves deleted spans out of the context it measures, so the retried request is
+        shorter while its cached prefix stays. Without cache_edits nothing is rewritten here (the
+        cache may still be warm, R3.2.5): the chain moves on to the later levels.
+        """
+        cfg = ctx.config.microcompact
+        if not ctx.capabilities.supports_cache_edits:
+            return StageResult()
+        state = rebuild_state(ctx.records)
+        view = api_filter(project_view(ctx.records, state))
+        cleared = {tool_use_id for tool_use_id, _ in state.cleared}
+        deleted = deleted_references(pins_in_view(ctx.records))
+        results = [r for r in clearable_results(view, cfg.compactable_tools) if r.tool_use_id not in cleared]
+        keep = max(cfg.keep_recent, 0)
+        older = results[: len(results) - keep] if keep else results
+        candidates = [r for r in older if cache_reference_for(r.tool_use_id) not in deleted]
+        if not candidates:
+            return StageResult()
+        total = sum(r.tokens for r in candidates)
+        edits = [
+            {"type": "delete", "cache_reference": cache_reference_for(r.tool_use_id)} for r in candidates
+        ]
+        text = (
+            f"cleared {len(candidates)} tool results, {total:,} tokens, after the prompt was too long "
+            "(cache_edits: the cached prefix is kept)"
+        )
+        data = {"path": "cached", "trigger": "prompt_too_long", "results": len(candidates), "tokens": total}
+        receipt = Receipt(self.name, text, total, data)
+        return StageResult((), total, ({"type": "cache_edits", "edits": edits},), (receipt,))
