@@ -178,9 +178,10 @@ def _marker(record: AnyRecord, after: int) -> Marker | None:
         if record.subtype in QUIET_SUBTYPES or record.subtype == "cache_break":
             return None  # cache breaks are marked from `cache_stats`, recorded or not
         kind: MarkerKind = "receipt" if is_compaction_receipt(record) else "system"
-        label = _clip(
-            f"{record.subtype}: {record.content}" if record.content else record.subtype, _LABEL_CHARS
-        )
+        # A round's receipt names its level in `data` (subtype "compaction" for every level).
+        level = record.data.get("level") if isinstance(record.data, dict) else None
+        name = str(level) if kind == "receipt" and level else record.subtype
+        label = _clip(f"{name}: {record.content}" if record.content else name, _LABEL_CHARS)
         return Marker(after, kind, label, _clip(record.content, _DETAIL_CHARS), record.timestamp)
     if isinstance(record, UserEntry) and is_typed_prompt(record):
         text = _user_text(record)
