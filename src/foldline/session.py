@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from foldline.compact.levels import install_levels
 from foldline.config import Config, FsyncPolicy
 from foldline.engine import DEFAULT_SYSTEM_PROMPT, QueryEngine, TurnResult
 from foldline.errors import UserError
@@ -67,6 +68,7 @@ class Session:
         fsync: FsyncPolicy | None = None,
         on_event: Callable[[UIEvent], None] | None = None,
         on_notice: Callable[[str], None] | None = None,
+        levels: bool = True,
     ) -> Session:
         """Resume the foldline transcript at `path`, or create it; then build the engine over it.
 
@@ -79,6 +81,8 @@ class Session:
             fsync: The transcript's fsync policy (default: `TranscriptConfig().fsync`).
             on_event: Subscribed to the engine's UI events before anything is appended.
             on_notice: Called with each line of damage found on resume.
+            levels: Install every compaction level (`compact.levels.install_levels`); False keeps
+                the engine's bare round (budget, Snip, Microcompact) for callers that add their own.
 
         Raises:
             UserError: `path` is another tool's transcript (import it first).
@@ -115,6 +119,8 @@ class Session:
                 transcript=writer,
                 session_dir=file.with_suffix(""),  # beside the transcript, as Claude Code keeps subagents
             )
+            if levels:
+                install_levels(engine)
             if on_event is not None:
                 engine.events.subscribers.append(on_event)
             engine.answer_dangling_tool_calls()

@@ -23,7 +23,6 @@ from rich.table import Table
 from foldline.cli import cli
 from foldline.cli._errors import explain
 from foldline.cli._prompt import make_asker
-from foldline.compact.autocompact import install_autocompact
 from foldline.config import Config, TranscriptConfig
 from foldline.errors import FoldlineError
 from foldline.events import CompactionEvent, NoticeEvent, RecordEvent, RetryEvent, TextDeltaEvent, UIEvent
@@ -101,7 +100,6 @@ def _start(path: Path, workspace: Path, options: dict[str, Any], console: Consol
         on_notice=lambda text: console.print(f"warning: {text}", style="yellow", markup=False),
         **{k: v for k, v in options.items() if k not in ("base_url", "api_key", "cache_edits")},
     )
-    install_autocompact(session.engine)  # the integrator's default level list replaces this line
     return session
 
 
