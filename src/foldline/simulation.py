@@ -65,6 +65,8 @@ class SimulationReport:
     tool_calls: dict[str, int] = field(default_factory=dict)
     tool_errors: int = 0
     """Tool results marked `is_error` (a failed test run, a refused edit): the model's business."""
+    tool_error_samples: list[str] = field(default_factory=list)
+    """The first few failed calls and what they answered."""
     errors: list[str] = field(default_factory=list)
     """API and engine errors: a clean run has none."""
     stopped: str | None = None
@@ -114,9 +116,13 @@ def _measure(report: SimulationReport, records: Sequence[AnyRecord], turn: int) 
                 if block.get("type") != "tool_result":
                     continue
                 report.result_tokens += tokens
-                report.tool_errors += 1 if block.get("is_error") else 0
                 text = block.get("content")
                 text = text if isinstance(text, str) else "".join(str(b.get("text", "")) for b in text or ())
+                if block.get("is_error"):
+                    report.tool_errors += 1
+                    if len(report.tool_error_samples) < 5:
+                        call = calls.get(str(block.get("tool_use_id")), "")
+                        report.tool_error_samples.append(f"{call} -> {text[:200]}")
                 moved = _MOVED.match(text)
                 raw = int(moved.group(1).replace(",", "")) if moved else len(text)
                 report.result_chars.append(raw)

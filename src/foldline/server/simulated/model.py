@@ -56,8 +56,12 @@ _TESTS = re.compile(r"\btests?\b|suite", re.I)
 _STOP = frozenset(
     "what which where when with from that this there their about into then than have does look "
     "check find tell show make sure every each file files code source module modules first whole "
-    "still pass passes passing whether anything rest them they same some more most only also just".split()
+    "still pass passes passing whether anything rest them they same some more most only also just "
+    "test tests suite write rename nothing across package imports review keep tidy entry changes "
+    "explain interact behaviour behavior investigate reproduce compare group public function functions "
+    "read search codebase find look run fix what fail fails failing".split()
 )
+_NOTE = re.compile(r"(?:[\w ]+:\s*)?\bthe [\w' -]+? is \w[^\n]*?\.(?=\s|$)", re.IGNORECASE)
 _TEXT_EXT = (".py", ".md", ".txt", ".toml", ".cfg", ".ini", ".json", ".yaml", ".yml", ".rst")
 
 
@@ -185,7 +189,7 @@ def _paths_in(text: str) -> list[str]:
     """Absolute paths a Glob or Grep result lists (one per line; `path:line:text` for content matches)."""
     out = []
     for line in text.splitlines():
-        if not line.startswith("/"):
+        if not line.startswith(("/", "./", "src/", "tests/", "docs/")):
             continue
         head = line.split(":", 1)[0].strip()
         if " " not in head and PurePosixPath(head).suffix:
@@ -241,6 +245,8 @@ class SimulatedBackend:
             return [_text(self._recall(messages, turn.prompt_index, question.group(1), request))]
         tools = {str(t.get("name")) for t in request.tools}
         target = draw_rounds(_unit(self.seed, turn.prompt, turn.position), self.config.round_quantiles)
+        if _keywords(turn.prompt):
+            target = max(1, target)  # a request about the work gets at least a look at it
         if tools and turn.rounds < target:
             snip = self._snip(messages, turn, tools)
             if snip is not None:
@@ -310,21 +316,30 @@ class SimulatedBackend:
         phases: list[str] = []
         if k == 0:
             phases = ["explore"]
-        elif change and k == target - 1:
-            phases = ["test", "read"]
+        elif change:
+            cycle = [
+                "read",
+                "edit",
+                "test",
+                "read",
+                "edit",
+                "shell",
+                *(["write"] if pick % 5 == 0 else []),
+                "grep",
+            ]
+            if k == target - 1 and k >= 3:
+                phases = ["test", "edit", "read"]
+            else:
+                phases = [cycle[(k - 1) % len(cycle)], "edit", "read", "grep", "explore"]
         else:
             cycle = ["read"]
             if _LOGS.search(prompt):
                 cycle += ["logs", "read", "logs"]
             if _DATA.search(prompt):
                 cycle += ["data"]
-            if change:
-                cycle += ["edit", "read", "edit"]
-                if pick % 5 == 0:
-                    cycle.append("write")
-            if _TESTS.search(prompt) or change:
+            if _TESTS.search(prompt):
                 cycle.append("test")
-            cycle += ["grep", "read"]
+            cycle += ["shell", "grep", "read", "test"]
             phases = [cycle[(k - 1 + pick % 3) % len(cycle)], "read", "grep", "explore"]
         for phase in phases:
             blocks = self._phase(phase, turn, tools, pick)
@@ -364,25 +379,37 @@ class SimulatedBackend:
         mentioned = _PATH_WORD.findall(turn.prompt)
         if phase == "explore":
             calls: list[Block] = []
-            if "Glob" in tools:
-                named = [w for w in words if w.islower() and len(w) > 4]
-                pattern = f"**/*{named[pick % len(named)]}*" if named and pick % 4 else "src/**/*.py"
-                if not named and pick % 4 == 0:
-                    pattern = "**/*"
-                if mentioned and "Read" in tools:
-                    calls += [
-                        _use("Read", self._read_input(p, pick))
-                        for p in mentioned[: self.config.max_parallel_reads]
-                    ]
-                else:
-                    calls.append(_use("Glob", {"pattern": pattern}))
-            if "Grep" in tools and words:
+            named = [w for w in words if w.islower() and len(w) > 4]
+            if mentioned and "Read" in tools:
+                reads = mentioned[: self.config.max_parallel_reads]
+                calls += [_use("Read", self._read_input(p, pick)) for p in reads]
+            elif "Bash" in tools and pick % 4:
+                name = f"*{named[pick % len(named)]}*" if named else "*.py"
+                command = f"find . -name '{name}' -not -path '*/.*' | sort | head -n 40"
+                calls.append(_use("Bash", {"command": command, "description": "Find the relevant files"}))
+            elif "Glob" in tools:
+                pattern = f"**/*{named[pick % len(named)]}*" if named else "src/**/*.py"
+                calls.append(_use("Glob", {"pattern": pattern}))
+            if "Grep" in tools and words and pick % 4 == 0:
                 calls.append(_use("Grep", {"pattern": words[pick % len(words)], "glob": "*.py", "-i": True}))
             return calls
         if phase == "read" and "Read" in tools:
             paths = self._candidates(turn, words, mentioned)
             count = 1 + pick % self.config.max_parallel_reads
             return [_use("Read", self._read_input(p, pick)) for p in paths[:count]]
+        if phase == "grep" and "Bash" in tools and words and pick % 3:
+            word = words[(pick // 7) % len(words)]
+            command = f"grep -rn '{word}' src tests docs | head -n 30"
+            return [_use("Bash", {"command": command, "description": f"Find uses of {word}"})]
+        if phase == "shell" and "Bash" in tools:
+            commands = (
+                "ls -la . src tests docs",
+                "grep -c '' -r src | sort -t: -k2 -n | tail -n 15",
+                "grep -rn 'def ' src | wc -l",
+                "python3 -c 'import sys; print(sys.version)'",
+                "du -sh logs data docs",
+            )
+            return [_use("Bash", {"command": commands[pick % len(commands)], "description": "Look around"})]
         if phase == "grep" and "Grep" in tools and words:
             word = words[(pick // 7) % len(words)]
             mode = ("files_with_matches", "content", "count")[pick % 3]
@@ -422,7 +449,7 @@ class SimulatedBackend:
         """Paths worth reading next, best first: named in the prompt, then found this turn."""
         seen: dict[str, None] = {}
         for call in turn.calls:
-            if call.name in ("Glob", "Grep") and call.result and not call.is_error:
+            if call.name in ("Glob", "Grep", "Bash") and call.result and not call.is_error:
                 for path in _paths_in(call.result):
                     seen.setdefault(path, None)
         found = list(seen)
@@ -466,7 +493,7 @@ class SimulatedBackend:
         if "Bash" in tools:
             commands = (
                 f"grep -n 'ERROR' {log} | head -n 40",
-                f"grep -c 'ERROR' logs/*.log; tail -n 60 {log}",
+                f"grep -c 'ERROR' logs/worker.log logs/app.log; tail -n 60 {log}",
                 f"grep -B2 -A4 'Traceback' {log} | head -n 80",
             )
             return [_use("Bash", {"command": commands[pick % 3], "description": "Search the logs"})]
@@ -518,7 +545,9 @@ class SimulatedBackend:
             names = ", ".join(PurePosixPath(p).name for p in reads[:8])
             more = f" and {len(reads) - 8} more" if len(reads) > 8 else ""
             parts.append(f"I read {names}{more}.")
-        searches = [c for c in turn.calls if c.name in ("Glob", "Grep") and c.result and not c.is_error]
+        searches = [
+            c for c in turn.calls if c.name in ("Glob", "Grep", "Bash") and c.result and not c.is_error
+        ]
         if searches and not reads:
             found = list(dict.fromkeys(p for c in searches for p in _paths_in(c.result or "")))
             shown = ", ".join(PurePosixPath(p).name for p in found[:6]) or "nothing matching"
@@ -575,8 +604,9 @@ def hits_any(path: str, words: list[str]) -> bool:
 
 
 def _keywords(prompt: str) -> list[str]:
-    """The prompt's content words, in order, without duplicates or common words."""
-    words = [w for w in _WORD.findall(prompt) if w.lower() not in _STOP]
+    """The prompt's content words, in order, without duplicates, common words or stated facts."""
+    task = _NOTE.sub("", prompt)
+    words = [w for w in _WORD.findall(task) if w.lower() not in _STOP]
     return list(dict.fromkeys(words))
 
 
@@ -598,6 +628,7 @@ _NARRATION: dict[str, tuple[str, ...]] = {
     "grep": ("Searching for related uses.", "Let me grep for that.", "Checking where else this appears."),
     "logs": ("Looking through the logs.", "Searching the logs for errors.", "Checking the log output."),
     "data": ("Inspecting the data file.", "Let me look at the data.", "Checking the rows."),
+    "shell": ("Let me look around.", "Checking the layout.", "A quick look with the shell."),
     "test": ("Running the tests.", "Let me run the test suite.", "Checking the tests pass."),
     "edit": ("Making the change.", "Editing the file.", "Applying the fix."),
     "write": ("Writing down notes.", "Recording what I found.", "Saving notes for later."),
