@@ -66,6 +66,14 @@ def _assistant(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
 
+def _read_call(call_id: str, path: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": "Read", "input": {"file_path": path}}
+
+
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": text}
+
+
 def _text_of(request: BackendRequest) -> str:
     reply = SimulatedBackend(seed=1).reply(request)
     return "".join(str(b.get("text", "")) for b in reply.content)

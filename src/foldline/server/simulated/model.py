@@ -402,14 +402,14 @@ class SimulatedBackend:
             command = f"grep -rn '{word}' src tests docs | head -n 30"
             return [_use("Bash", {"command": command, "description": f"Find uses of {word}"})]
         if phase == "shell" and "Bash" in tools:
-            commands = (
+            looks = (
                 "ls -la . src tests docs",
                 "grep -c '' -r src | sort -t: -k2 -n | tail -n 15",
                 "grep -rn 'def ' src | wc -l",
                 "python3 -c 'import sys; print(sys.version)'",
                 "du -sh logs data docs",
             )
-            return [_use("Bash", {"command": commands[pick % len(commands)], "description": "Look around"})]
+            return [_use("Bash", {"command": looks[pick % len(looks)], "description": "Look around"})]
         if phase == "grep" and "Grep" in tools and words:
             word = words[(pick // 7) % len(words)]
             mode = ("files_with_matches", "content", "count")[pick % 3]
