@@ -62,6 +62,7 @@ _STOP = frozenset(
     "read search codebase find look run fix what fail fails failing".split()
 )
 _NOTE = re.compile(r"(?:[\w ]+:\s*)?\bthe [\w' -]+? is \w[^\n]*?\.(?=\s|$)", re.IGNORECASE)
+_ASKS = re.compile(r"\?\s*$|^\s*(how|why|where|what|which|does|is|can)\b", re.IGNORECASE)
 _TEXT_EXT = (".py", ".md", ".txt", ".toml", ".cfg", ".ini", ".json", ".yaml", ".yml", ".rst")
 
 
@@ -246,7 +247,8 @@ class SimulatedBackend:
         tools = {str(t.get("name")) for t in request.tools}
         target = draw_rounds(_unit(self.seed, turn.prompt, turn.position), self.config.round_quantiles)
         if _keywords(turn.prompt):
-            target = max(1, target)  # a request about the work gets at least a look at it
+            # a request about the work gets at least a look at it; a question, a look and a read
+            target = max(2 if _ASKS.search(turn.prompt) else 1, target)
         if tools and turn.rounds < target:
             snip = self._snip(messages, turn, tools)
             if snip is not None:
@@ -340,7 +342,8 @@ class SimulatedBackend:
             if _TESTS.search(prompt):
                 cycle.append("test")
             cycle += ["shell", "grep", "read", "test"]
-            phases = [cycle[(k - 1 + pick % 3) % len(cycle)], "read", "grep", "explore"]
+            first = "read" if k == 1 else cycle[(k - 1 + pick % 3) % len(cycle)]  # read what was found
+            phases = [first, "read", "grep", "explore"]
         for phase in phases:
             blocks = self._phase(phase, turn, tools, pick)
             if blocks:
@@ -384,11 +387,11 @@ class SimulatedBackend:
                 reads = mentioned[: self.config.max_parallel_reads]
                 calls += [_use("Read", self._read_input(p, pick)) for p in reads]
             elif "Bash" in tools and pick % 4:
-                name = f"*{named[pick % len(named)]}*" if named else "*.py"
+                name = f"*{named[0]}*" if named else "*.py"  # the first content word: the subject
                 command = f"find . -name '{name}' -not -path '*/.*' | sort | head -n 40"
                 calls.append(_use("Bash", {"command": command, "description": "Find the relevant files"}))
             elif "Glob" in tools:
-                pattern = f"**/*{named[pick % len(named)]}*" if named else "src/**/*.py"
+                pattern = f"**/*{named[0]}*" if named else "src/**/*.py"
                 calls.append(_use("Glob", {"pattern": pattern}))
             if "Grep" in tools and words and pick % 4 == 0:
                 calls.append(_use("Grep", {"pattern": words[pick % len(words)], "glob": "*.py", "-i": True}))
@@ -455,14 +458,8 @@ class SimulatedBackend:
         found = list(seen)
         lowered = [w.lower() for w in words]
 
-        def score(path: str) -> tuple[int, int, str]:
-            name = path.lower()
-            hits = sum(1 for w in lowered if w in name)
-            source = 0 if name.endswith(".py") and "/test" not in name else 1
-            return (-hits, source, path)
-
         ranked = [p for p in mentioned if not turn.done("Read", p)]
-        ranked += sorted((p for p in found if p.endswith(_TEXT_EXT) or hits_any(p, lowered)), key=score)
+        ranked += _ranked([p for p in found if p.endswith(_TEXT_EXT) or hits_any(p, lowered)], lowered)
         return [p for p in dict.fromkeys(ranked) if not turn.done("Read", p)]
 
     def _logs(self, turn: _Turn, tools: set[str], pick: int, mentioned: list[str]) -> list[Block]:
@@ -549,7 +546,10 @@ class SimulatedBackend:
             c for c in turn.calls if c.name in ("Glob", "Grep", "Bash") and c.result and not c.is_error
         ]
         if searches and not reads:
-            found = list(dict.fromkeys(p for c in searches for p in _paths_in(c.result or "")))
+            found = _ranked(
+                list(dict.fromkeys(p for c in searches for p in _paths_in(c.result or ""))),
+                [w.lower() for w in _keywords(turn.prompt)],
+            )
             shown = ", ".join(PurePosixPath(p).name for p in found[:6]) or "nothing matching"
             parts.append(f"I searched the workspace ({len(searches)} searches) and found {shown}.")
         finding = self._finding(turn)
@@ -595,6 +595,17 @@ class SimulatedBackend:
                     shown = (rest if tab and number.strip().isdigit() else line).strip()[:160]
                     return f"In {where} I found: `{shown}`."
         return ""
+
+
+def _ranked(paths: list[str], words: list[str]) -> list[str]:
+    """`paths`, those naming more of `words` (lowercase) first, then sources before tests and docs."""
+
+    def score(path: str) -> tuple[int, int, str]:
+        name = path.lower()
+        source = 0 if name.endswith(".py") and "/test" not in name else 1
+        return (-sum(1 for w in words if w in name), source, path)
+
+    return sorted(paths, key=score)
 
 
 def hits_any(path: str, words: list[str]) -> bool:
