@@ -41,7 +41,7 @@ from foldline.config import Config, TranscriptConfig
 from foldline.providers.anthropic import AnthropicProvider
 from foldline.providers.base import Capabilities
 from foldline.server.caching import flatten, total_tokens
-from foldline.simulation import SimulationReport, quantile, simulate
+from foldline.simulation import SimulationReport, simulate
 from foldline.stream import StreamEvent
 
 SIZES = (10_000, 100_000, 180_000)
@@ -142,34 +142,11 @@ async def run(
 
 
 def print_report(report: SimulationReport) -> None:
-    rounds = report.rounds_per_turn
-    print(f"turns completed        {report.turns_done} of {report.turns_planned}")
-    print(f"wall time              {report.wall_s:.1f} s")
-    print(f"API/engine errors      {len(report.errors)} {report.errors[:3]}")
-    print(f"failed tool calls      {report.tool_errors} {report.tool_error_samples[:2]}")
+    print("\n".join(report.lines()))
+    print("(real Claude Code sessions: tool rounds per turn median 1, p90 8, p99 36, max 75;")
     print(
-        f"tool rounds per turn   median {quantile(rounds, 0.5)}, p90 {quantile(rounds, 0.9)}, "
-        f"p99 {quantile(rounds, 0.99)}, max {max(rounds, default=0)} (real sessions: 1 / 8 / 36 / 75)"
+        " characters per tool result as stored median 160, p90 3,832, p99 17,077; results 55% of characters)"
     )
-    chars = report.result_chars
-    print(
-        f"chars per tool result  median {quantile(chars, 0.5):,}, p90 {quantile(chars, 0.9):,}, "
-        f"p99 {quantile(chars, 0.99):,} (raw, before the level-0 budget)"
-    )
-    print(f"tool-result share      {report.result_share:.0%} of the conversation's tokens")
-    print(f"largest raw result     {report.largest_raw_result:,} chars: {report.largest_call[:100]}")
-    calls = ", ".join(f"{k} {v}" for k, v in sorted(report.tool_calls.items(), key=lambda kv: -kv[1]))
-    print(f"tool calls             {calls}")
-    print("request size over time (turn: input tokens of its last request)")
-    last_per_turn: dict[int, int] = {}
-    for turn, tokens in zip(report.request_turn, report.request_tokens, strict=True):
-        last_per_turn[turn] = tokens
-    step = max(1, report.turns_planned // 10)
-    for turn in sorted(last_per_turn):
-        if (turn + 1) % step == 0 or turn == max(last_per_turn):
-            print(f"  {turn + 1:5}  {last_per_turn[turn]:>10,}")
-    if report.stopped:
-        print(f"stopped                {report.stopped}")
 
 
 def time_server(url: str, recorder: Recorder, repeat: int) -> None:

@@ -85,6 +85,35 @@ class SimulationReport:
         """Tool results' share of the conversation's tokens."""
         return self.result_tokens / self.message_tokens if self.message_tokens else 0.0
 
+    def lines(self) -> list[str]:
+        """The report as printed by `foldline simulate` and `benchmarks/simulator.py`."""
+        rounds, chars = self.rounds_per_turn, self.result_chars
+        calls = ", ".join(f"{k} {v}" for k, v in sorted(self.tool_calls.items(), key=lambda kv: -kv[1]))
+        out = [
+            f"turns completed        {self.turns_done} of {self.turns_planned}",
+            f"wall time              {self.wall_s:.1f} s",
+            f"API/engine errors      {len(self.errors)} {self.errors[:3]}",
+            f"failed tool calls      {self.tool_errors} {self.tool_error_samples[:2]}",
+            f"tool rounds per turn   median {quantile(rounds, 0.5)}, p90 {quantile(rounds, 0.9)}, "
+            f"p99 {quantile(rounds, 0.99)}, max {max(rounds, default=0)}",
+            f"chars per tool result  median {quantile(chars, 0.5):,}, p90 {quantile(chars, 0.9):,}, "
+            f"p99 {quantile(chars, 0.99):,} (raw, before the level-0 budget)",
+            f"tool-result share      {self.result_share:.0%} of the conversation's tokens",
+            f"largest raw result     {self.largest_raw_result:,} chars: {self.largest_call[:100]}",
+            f"tool calls             {calls}",
+            "request size over time (turn: input tokens of its last request)",
+        ]
+        last_per_turn: dict[int, int] = {}
+        for turn, tokens in zip(self.request_turn, self.request_tokens, strict=True):
+            last_per_turn[turn] = tokens
+        step = max(1, self.turns_planned // 10)
+        for turn in sorted(last_per_turn):
+            if (turn + 1) % step == 0 or turn == max(last_per_turn):
+                out.append(f"  {turn + 1:5}  {last_per_turn[turn]:>10,}")
+        if self.stopped:
+            out.append(f"stopped                {self.stopped}")
+        return out
+
 
 def _measure(report: SimulationReport, records: Sequence[AnyRecord], turn: int) -> int:
     """Add one turn's records to the report; returns its tool rounds."""

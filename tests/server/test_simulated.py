@@ -396,3 +396,26 @@ async def test_a_session_runs_against_foldline_serve_over_http(tmp_path: Path) -
     assert report.turns_done == 6
     assert backend.calls == len(report.request_tokens) >= 6
     assert all(tokens > 0 for tokens in report.request_tokens)
+
+
+def test_foldline_simulate_prints_the_sessions_statistics(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from foldline.cli import cli
+
+    args = [
+        "simulate",
+        "--profile",
+        "swe",
+        "--turns",
+        "3",
+        "--seed",
+        "1",
+        "--workspace",
+        str(tmp_path / "ws"),
+    ]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "turns completed        3 of 3" in result.output
+    assert "API/engine errors      0" in result.output
+    assert (tmp_path / "ws" / "data" / "measurements.csv").is_file()

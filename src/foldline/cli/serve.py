@@ -43,7 +43,7 @@ __all__ = ["serve"]
     default="feature",
     show_default=True,
     type=click.Choice(["feature", "debug", "refactor", "swe"]),
-    help="Profile of --backend simulated (see `foldline simulate`).",
+    help="Profile of --backend simulated (the workspace and user `foldline simulate` plays).",
 )
 @click.option("--scenario", type=click.Path(dir_okay=False), help="Scenario file of scripted replies.")
 @click.option(
