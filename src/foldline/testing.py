@@ -500,7 +500,7 @@ class SimulatedProvider(FunctionProvider):
         chunk_tokens: int = 8,
     ) -> None:
         self.backend = SimulatedBackend(seed=seed, profile=profile)
-        """The model answering (its `calls` counts requests)."""
+        """The model answering (its `answered` counts requests)."""
         super().__init__(
             lambda body, betas: self.backend.reply(backend_request(body)),
             capabilities=capabilities,

@@ -222,12 +222,12 @@ class SimulatedBackend:
     seed: int = 0
     profile: str = "feature"
     config: SimulatedConfig = field(default_factory=SimulatedConfig)
-    calls: int = 0
+    answered: int = 0
     """Requests answered (for statistics; never used to decide a reply)."""
 
     def reply(self, request: BackendRequest) -> Reply:
         """The model's reply to `request` (see the module docstring)."""
-        self.calls += 1
+        self.answered += 1
         return Reply(content=tuple(self._content(request)))
 
     # --- deciding ---------------------------------------------------------------------------------
@@ -409,7 +409,7 @@ class SimulatedBackend:
                 "ls -la . src tests docs",
                 "grep -c '' -r src | sort -t: -k2 -n | tail -n 15",
                 "grep -rn 'def ' src | wc -l",
-                "python3 -c 'import sys; print(sys.version)'",
+                "head -n 40 README.md pyproject.toml",
                 "du -sh logs data docs",
             )
             return [_use("Bash", {"command": looks[pick % len(looks)], "description": "Look around"})]
