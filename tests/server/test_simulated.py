@@ -419,3 +419,43 @@ def test_foldline_simulate_prints_the_sessions_statistics(tmp_path: Path) -> Non
     assert "turns completed        3 of 3" in result.output
     assert "API/engine errors      0" in result.output
     assert (tmp_path / "ws" / "data" / "measurements.csv").is_file()
+
+
+@pytest.mark.anyio
+async def test_through_the_engine_a_snip_removes_old_bulky_results(tmp_path: Path) -> None:
+    from foldline.session import Session
+    from foldline.timeline import SnipBoundary, UserEntry
+    from foldline.tools import default_tools
+
+    workspace = generate_workspace(tmp_path / "ws", seed=4)
+    provider = SimulatedProvider(seed=4, profile="debug")
+    async with Session.open(
+        tmp_path / "s.jsonl",
+        provider=provider,
+        workspace=workspace,
+        config=_config(tmp_path),
+        tools=default_tools(),
+        permission_mode="bypassPermissions",
+        fsync="never",
+    ) as session:
+        await session.submit_message("Read logs/worker.log and logs/app.log and find the errors.")
+        await session.submit_message("Explain the parser module.\n" + snip_nudge(85))
+        records = session.engine.timeline.snapshot()
+    boundaries = [r for r in records if isinstance(r, SnipBoundary)]
+    assert len(boundaries) == 1
+    removed = set(boundaries[0].removed_uuids)
+    removed_entries = [r for r in records if isinstance(r, UserEntry) and r.uuid in removed]
+    assert removed_entries
+    assert all(isinstance(e.message.content, list) for e in removed_entries)  # tool results, not prompts
+    results = [
+        b
+        for r in records
+        if isinstance(r, UserEntry) and isinstance(r.message.content, list)
+        for b in r.message.content
+        if b.get("type") == "tool_result"
+    ]
+    assert not any(b.get("is_error") for b in results)
+    from foldline.compact.snip import short_id
+
+    sent = dumps(provider.calls[-1].body).decode()
+    assert not any(f"[id:{short_id(uuid)}]" in sent for uuid in removed)  # gone from the next request
