@@ -1,4 +1,4 @@
-"""The simulated model behind `foldline serve --backend simulated` (design.md §8).
+"""The simulated model behind `foldline serve --backend simulated` (design.md §8, R8.7).
 
 - `model`: `SimulatedBackend`, a deterministic coding model that acts only on the request.
 - `summary`: extractive answers to compaction instructions.
