@@ -4,6 +4,9 @@
   records every call, a call past the end of the script fails the test (it never echoes), and
   `assert_complete()` fails while items remain.
 - `FunctionProvider(fn)` answers each call with what `fn(body, betas)` returns (sync or async).
+- `SimulatedProvider(seed=..., profile=...)` answers with the simulated coding model
+  (`foldline.server.simulated.SimulatedBackend`), the same object `foldline serve --backend
+  simulated` runs, so engine tests drive whole simulated sessions without HTTP.
 
 A script item is a reply in the scripted server's friendly form (`{"text": ...}`, `{"thinking": ...}`,
 `{"tool_calls": [...]}`, `{"content": [...]}`, with optional `stop_reason` and `usage`; see
@@ -50,6 +53,7 @@ from foldline.providers.base import http_error as typed_http_error
 from foldline.server.backend import BackendRequest, Reply
 from foldline.server.caching import CacheUsage, flatten, total_tokens
 from foldline.server.envelope import FAULT_MESSAGES, error_body
+from foldline.server.simulated import SimulatedBackend
 from foldline.server.sse import message_events
 from foldline.stream import StreamEvent
 
@@ -63,6 +67,7 @@ __all__ = [
     "ScriptItem",
     "ScriptNotCompleteError",
     "ScriptedProvider",
+    "SimulatedProvider",
     "UnexpectedCallError",
     "connection_error",
     "http_error",
@@ -460,6 +465,49 @@ class FunctionProvider(_FakeProvider):
         if inspect.isawaitable(result):
             result = await result
         return _check_item(result, len(self.calls) - 1)
+
+
+def backend_request(body: Mapping[str, Any]) -> BackendRequest:
+    """The request a server backend sees for `body` (no cache_edits applied)."""
+    return BackendRequest(
+        model=str(body.get("model", "")),
+        messages=list(body.get("messages") or ()),
+        system=body.get("system"),
+        tools=list(body.get("tools") or ()),
+        max_tokens=int(body["max_tokens"]),
+        thinking=body.get("thinking"),
+        request_key=hashlib.sha256(dumps(body)).hexdigest(),
+    )
+
+
+class SimulatedProvider(FunctionProvider):
+    """A `Provider` answered in-process by the simulated coding model (`SimulatedBackend`).
+
+    Args:
+        seed: The model's seed (same seed, same requests: same replies).
+        profile: The profile it is meant for (`foldline.server.simulated.PROFILES`).
+        capabilities, validate, context_window, chunk_tokens: as for `FunctionProvider`.
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        profile: str = "feature",
+        capabilities: Capabilities | None = None,
+        validate: bool = True,
+        context_window: int | None = None,
+        chunk_tokens: int = 8,
+    ) -> None:
+        self.backend = SimulatedBackend(seed=seed, profile=profile)
+        """The model answering (its `answered` counts requests)."""
+        super().__init__(
+            lambda body, betas: self.backend.reply(backend_request(body)),
+            capabilities=capabilities,
+            validate=validate,
+            context_window=context_window,
+            chunk_tokens=chunk_tokens,
+        )
 
 
 def _short(value: object, limit: int = 200) -> str:

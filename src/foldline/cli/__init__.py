@@ -44,6 +44,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "foldline.cli.serve",
         "Serve the Anthropic Messages API offline: scripted replies, prompt caching, cache_edits, faults.",
     ),
+    "simulate": (
+        "foldline.cli.simulate",
+        "Play a simulated user's session through the real engine and print its statistics.",
+    ),
     "sessions": (
         "foldline.cli.sessions",
         "List the sessions (foldline or Claude Code) under DIRS (default: the sessions directory).",

@@ -2,7 +2,8 @@
 
 A thin shell over `foldline.server.app.create_app`. starlette and uvicorn are the optional `server`
 extra, imported only when the command runs, so the rest of the CLI works without them. Binds to
-loopback unless told otherwise. `--backend transformers --model DIR` serves a local Hugging Face
+loopback unless told otherwise. `--backend simulated --seed N --profile NAME` serves the simulated
+coding model (`foldline.server.simulated`). `--backend transformers --model DIR` serves a local Hugging Face
 model instead of scripted replies; torch and transformers (the `model` extra) load only then. The
 port is bound before anything is printed, so a busy port is one clear error line rather than a
 "serving on" banner followed by uvicorn's shutdown noise. Requests must name a loopback host and
@@ -34,7 +35,15 @@ __all__ = ["serve"]
     "backend_name",
     default="scripted",
     show_default=True,
-    type=click.Choice(["scripted", "transformers"]),
+    type=click.Choice(["scripted", "simulated", "transformers"]),
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of --backend simulated.")
+@click.option(
+    "--profile",
+    default="feature",
+    show_default=True,
+    type=click.Choice(["feature", "debug", "refactor", "swe"]),
+    help="Profile of --backend simulated (the workspace and user `foldline simulate` plays).",
 )
 @click.option("--scenario", type=click.Path(dir_okay=False), help="Scenario file of scripted replies.")
 @click.option(
@@ -67,6 +76,8 @@ def serve(
     scenario: str | None,
     model_path: str | None,
     faults_spec: str,
+    seed: int,
+    profile: str,
     context_window: int,
     api_key: str | None,
     allow_hosts: tuple[str, ...],
@@ -85,7 +96,10 @@ def serve(
     from foldline.server.faults import parse_faults
 
     try:
-        backend = _backend(backend_name, scenario, model_path)
+        if backend_name == "simulated":
+            backend = _simulated(scenario, model_path, seed, profile)
+        else:
+            backend = _backend(backend_name, scenario, model_path)
         faults = parse_faults(faults_spec)
     except UserError as e:
         raise click.BadParameter(str(e)) from e
@@ -115,6 +129,15 @@ def _bound_name(host: str) -> tuple[str, ...]:
     from foldline.server.guard import is_loopback_host
 
     return () if host in ("", "0.0.0.0", "::") or is_loopback_host(host) else (host,)
+
+
+def _simulated(scenario: str | None, model_path: str | None, seed: int, profile: str) -> Backend:
+    """The simulated model (`--backend simulated --seed N --profile NAME`)."""
+    from foldline.server.simulated import SimulatedBackend
+
+    if scenario or model_path:
+        raise UserError("--backend simulated takes --seed and --profile, not --scenario or --model")
+    return SimulatedBackend(seed=seed, profile=profile)
 
 
 def _backend(name: str, scenario: str | None, model_path: str | None) -> Backend:

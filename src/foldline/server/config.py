@@ -59,3 +59,47 @@ class ServerConfig:
             if model.startswith(prefix) and len(prefix) > len(best):
                 best = prefix
         return self.min_cacheable_by_model[best] if best else self.min_cacheable_tokens
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulatedConfig:
+    """How the simulated model (`--backend simulated`) behaves: its calibration, in one place.
+
+    The rounds-per-turn quantiles are the measured shape of real Claude Code sessions (median 1,
+    p75 3, p90 8, p99 36, max 75 tool rounds per typed prompt); see docs/server.md.
+    """
+
+    round_quantiles: tuple[tuple[float, int], ...] = (
+        (0.0, 0),
+        (0.3, 0),
+        (0.3, 1),
+        (0.5, 1),
+        (0.75, 3),
+        (0.9, 8),
+        (0.99, 36),
+        (1.0, 75),
+    )
+    """(cumulative share, rounds) anchors; between two anchors the count grows geometrically."""
+    max_parallel_reads: int = 3
+    """Most Read calls one round makes at once."""
+    bulky_result_chars: int = 4_000
+    """A tool-result message at least this long is one the model snips when told it may."""
+    max_snips: int = 12
+    """Most messages one Snip call removes."""
+    keep_recent_messages: int = 6
+    """Messages at the end of the request the model never snips (its current work)."""
+    full_log_read_share: float = 0.0
+    """Share of log and data reads done without a limit. Read is exempt from the level-0 budget, so
+    such a read puts its whole raw result in the context; a real model pages big files instead."""
+    verbosity: Mapping[str, tuple[int, int]] = field(
+        default_factory=lambda: {"default": (50, 200), "swe": (8, 20)}
+    )
+    """Per profile: lines of the previous round's results the model notes before its next calls, and
+    lines of the turn's results its final answer quotes. The default makes tool results about 55% of
+    a session's tokens, as in real Claude Code sessions; `swe` about 80%, as on SWE-agent trajectories."""
+    read_window_lines: int = 300
+    """Lines a windowed read of a log or data file asks for."""
+    big_grep_lines: int = 2_000
+    """`head_limit` of the occasional grep over a whole log (raw output well over 100,000 characters)."""
+    summary_line_chars: int = 300
+    summary_lines_per_section: int = 60

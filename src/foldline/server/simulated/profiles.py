@@ -1,0 +1,305 @@
+"""The simulated model's profiles: a generated repository and the user who works in it.
+
+A profile names two things, both a pure function of the seed:
+
+- `generate_workspace(root, seed)`: a real workspace the tools act on, a small Python package with
+  unittest tests, docs, logs (one of them huge) and a large generated CSV data file. The same seed
+  writes byte-identical files.
+- `user_prompts(profile, turns, seed)`: what the profile's user types, turn by turn. Every profile
+  plants facts early ("Note for later: the staging port is 6543.") and asks for them much later
+  ("What is the staging port?"), so a session measures whether compaction lost them.
+
+Profiles: `feature` (a long feature build), `debug` (a debugging hunt through huge logs),
+`refactor` (changes across many files), `swe` (SWE-agent-like: reading and running dominate, tool
+results are about 80% of the tokens). The model never reads this module: it acts on the request
+alone (`model.py`); this module only shapes the world and the user.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "PROFILES",
+    "Fact",
+    "facts_for",
+    "generate_workspace",
+    "package_name",
+    "user_prompts",
+]
+
+PROFILES: tuple[str, ...] = ("feature", "debug", "refactor", "swe")
+
+_MODULES: tuple[str, ...] = (
+    "money",
+    "pricing",
+    "inventory",
+    "orders",
+    "customers",
+    "shipping",
+    "taxes",
+    "reports",
+    "storage",
+    "parser",
+    "settings",
+    "scheduler",
+)
+_NAMES = ("ledgerly", "stockpot", "parcelkit", "tallyho")
+_VERBS = ("compute", "load", "merge", "check", "render", "split", "count", "apply", "scale", "find")
+_NOUNS = ("total", "batch", "entry", "rate", "window", "record", "quota", "limit", "bucket", "slot")
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A fact the user states early and asks for later."""
+
+    subject: str
+    value: str
+
+    @property
+    def statement(self) -> str:
+        """How the user states it."""
+        return f"Note for later: the {self.subject} is {self.value}."
+
+    @property
+    def question(self) -> str:
+        """How the user asks for it."""
+        return f"What is the {self.subject}?"
+
+
+def _rng(seed: int, *parts: object) -> random.Random:
+    digest = hashlib.sha256(repr((seed, *parts)).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def package_name(seed: int) -> str:
+    """The generated package's import name."""
+    return _NAMES[seed % len(_NAMES)]
+
+
+def facts_for(seed: int) -> tuple[Fact, ...]:
+    """The facts a session's user plants (the same for every profile of a seed)."""
+    rng = _rng(seed, "facts")
+    return (
+        Fact("staging port", str(rng.randrange(2000, 9999))),
+        Fact("release codename", rng.choice(("amber-falcon", "quiet-heron", "iron-lynx", "salt-otter"))),
+        Fact("on-call reviewer", rng.choice(("Priya Natarajan", "Tomas Berg", "Ada Okafor", "Lena Weiss"))),
+        Fact("database retry limit", str(rng.randrange(3, 17))),
+        Fact("feature flag name", f"ff_{rng.choice(_NOUNS)}_{rng.randrange(100, 999)}"),
+    )
+
+
+# --- the workspace ---------------------------------------------------------------------------------
+
+
+def _function(rng: random.Random, module: str, index: int) -> tuple[str, str, int, int]:
+    """One generated function: its source, its name, a sample argument and the expected result."""
+    name = f"{rng.choice(_VERBS)}_{rng.choice(_NOUNS)}_{index}"
+    factor, offset = rng.randrange(2, 9), rng.randrange(0, 50)
+    sample = rng.randrange(1, 100)
+    body = (
+        f"def {name}(value: int) -> int:\n"
+        f'    """{name.replace("_", " ").capitalize()} for the {module} module.\n\n'
+        f"    Scales `value` by {factor} and adds the {module} offset ({offset}); negative input is\n"
+        f'    clamped to zero first, as the {module} rules require.\n    """\n'
+        f"    if value < 0:\n"
+        f"        value = 0\n"
+        f"    scaled = value * {factor}\n"
+        f"    result = scaled + {offset}\n"
+        f"    return result\n"
+    )
+    return body, name, sample, sample * factor + offset
+
+
+def _module_files(pkg: str, module: str, rng: random.Random) -> tuple[str, str]:
+    functions = [_function(rng, module, i) for i in range(rng.randrange(4, 10))]
+    source = (
+        f'"""The {module} module of {pkg}: helpers the other modules call."""\n\n'
+        "from __future__ import annotations\n\n"
+        f"{module.upper()}_VERSION = {rng.randrange(1, 9)}\n"
+        f"{module.upper()}_TIMEOUT_S = {rng.randrange(5, 120)}\n\n\n"
+        + "\n\n".join(body for body, *_ in functions)
+    )
+    cls = "".join(part.capitalize() for part in module.split("_"))
+    tests = (
+        f'"""Tests for {pkg}.{module}."""\n\n'
+        "import sys\nimport unittest\nfrom pathlib import Path\n\n"
+        'sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))\n\n'
+        f"from {pkg} import {module}  # noqa: E402\n\n\n"
+        f"class Test{cls}(unittest.TestCase):\n"
+        + "\n".join(
+            f"    def test_{name}(self) -> None:\n"
+            f"        self.assertEqual({module}.{name}({sample}), {expected})\n"
+            f"        self.assertEqual({module}.{name}(-1), {module}.{name}(0))\n"
+            for _, name, sample, expected in functions
+        )
+        + '\n\nif __name__ == "__main__":\n    unittest.main()\n'
+    )
+    return source, tests
+
+
+def _doc(pkg: str, title: str, rng: random.Random, paragraphs: int) -> str:
+    words = [*_VERBS, *_NOUNS, *_MODULES, "the", "a", "of", "when", "and", "is", "each", pkg]
+    out = [f"# {title}\n"]
+    for n in range(paragraphs):
+        if n % 4 == 0:
+            out.append(f"## {rng.choice(_MODULES).capitalize()} {rng.choice(_NOUNS)}s\n")
+        sentences = (
+            " ".join(rng.choice(words) for _ in range(rng.randrange(8, 16))).capitalize() + "."
+            for _ in range(rng.randrange(3, 7))
+        )
+        out.append(" ".join(sentences) + "\n")
+    return "\n".join(out)
+
+
+def _log(rng: random.Random, lines: int, errors: int) -> str:
+    levels = ("INFO", "INFO", "INFO", "DEBUG", "DEBUG", "WARNING")
+    error_at = set(rng.sample(range(lines // 3, lines), errors))
+    out = []
+    for n in range(lines):
+        stamp = f"2026-03-{1 + n * 28 // lines:02d}T{n % 24:02d}:{n % 60:02d}:{(n * 7) % 60:02d}Z"
+        module = rng.choice(_MODULES)
+        if n in error_at:
+            out.append(f"{stamp} ERROR {module}: {rng.choice(_NOUNS)} timeout after {rng.randrange(5, 90)}s")
+            out.append("Traceback (most recent call last):")
+            out.append(f'  File "src/{module}.py", line {rng.randrange(10, 90)}, in {rng.choice(_VERBS)}')
+            out.append(f"TimeoutError: {module} {rng.choice(_NOUNS)} did not finish")
+        else:
+            level = rng.choice(levels)
+            job = rng.randrange(10_000, 99_999)
+            out.append(f"{stamp} {level} {module}: job {job} {rng.choice(_VERBS)} {rng.choice(_NOUNS)} ok")
+    return "\n".join(out) + "\n"
+
+
+def _data(rng: random.Random, rows: int) -> str:
+    out = ["id,region,sku,quantity,unit_price,status"]
+    regions = ("north", "south", "east", "west", "central")
+    statuses = ("ok", "ok", "ok", "ok", "late", "returned")
+    for n in range(rows):
+        out.append(
+            f"{n},{rng.choice(regions)},SKU-{rng.randrange(1000, 9999)},{rng.randrange(1, 500)},"
+            f"{rng.randrange(100, 99_999) / 100:.2f},{rng.choice(statuses)}"
+        )
+    return "\n".join(out) + "\n"
+
+
+def generate_workspace(root: Path, seed: int, *, data_rows: int = 40_000, log_lines: int = 6_000) -> Path:
+    """Write the profile repository under `root` (created); the same seed writes the same bytes.
+
+    Args:
+        root: The workspace directory.
+        seed: Decides names, numbers, sizes and contents.
+        data_rows: Rows of `data/measurements.csv` (about 40 characters each).
+        log_lines: Lines of `logs/worker.log` (the huge log).
+
+    Returns:
+        `root`.
+    """
+    pkg = package_name(seed)
+    files: dict[str, str] = {
+        "README.md": (
+            f"# {pkg}\n\nA small inventory and pricing package.\n\n"
+            "Run the tests with `python -m unittest discover -s tests -q`.\n"
+        ),
+        "pyproject.toml": f'[project]\nname = "{pkg}"\nversion = "0.{seed % 10}.0"\n',
+        f"src/{pkg}/__init__.py": f'"""{pkg}: inventory and pricing helpers."""\n',
+        "tests/__init__.py": "",
+    }
+    for module in _MODULES:
+        source, tests = _module_files(pkg, module, _rng(seed, "module", module))
+        files[f"src/{pkg}/{module}.py"] = source
+        files[f"tests/test_{module}.py"] = tests
+    for title, size in (("architecture", 24), ("usage", 14), ("operations", 40), ("changelog", 10)):
+        files[f"docs/{title}.md"] = _doc(pkg, title.capitalize(), _rng(seed, "doc", title), size)
+    files["logs/worker.log"] = _log(_rng(seed, "log", "worker"), log_lines, 12)
+    files["logs/app.log"] = _log(_rng(seed, "log", "app"), log_lines // 20, 2)
+    files["data/measurements.csv"] = _data(_rng(seed, "data"), data_rows)
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+# --- the user ----------------------------------------------------------------------------------------
+
+_TASKS: dict[str, tuple[str, ...]] = {
+    "feature": (
+        "Add a bulk discount to the {module} module: look at how {module} computes its values first.",
+        "Write more tests for {module} and run the whole test suite.",
+        "Document the {module} module's timeout setting in docs/usage.md.",
+        "Wire the new {module} behaviour into reports and check the tests still pass.",
+        "Review src/{pkg}/{module}.py for edge cases with negative values and fix what you find.",
+        "Run the tests and tell me whether anything fails.",
+        "Explain how {module} and {other} interact.",
+        "Add a changelog entry for the {module} changes.",
+    ),
+    "debug": (
+        "The nightly job fails with a timeout. Look through logs/worker.log and find the errors.",
+        "Which module raises the TimeoutError in logs/worker.log? Check its source.",
+        "Grep the logs for ERROR lines and group them by module.",
+        "Check data/measurements.csv for rows with status returned in the {module} region.",
+        "Look at the first traceback in logs/worker.log and the matching code in {module}.",
+        "Run the tests to see whether the {module} timeout is covered.",
+        "Compare logs/app.log with logs/worker.log: do the same modules fail?",
+        "Read the operations doc and tell me what it says about {module} timeouts.",
+    ),
+    "refactor": (
+        "Add a comment on every public function in {module} and {other} saying it clamps negatives.",
+        "Rename nothing yet, but find every use of the TIMEOUT_S constants across the package.",
+        "Tidy the docstrings in {module}, {other} and {third}; keep the tests passing.",
+        "Grep for 'value < 0' across src and review each clamp.",
+        "Move the {module} notes into docs/architecture.md.",
+        "Run the test suite after the refactor of {module}.",
+        "Check every test file imports the package the same way.",
+    ),
+    "swe": (
+        "Investigate the failing behaviour in {module}: reproduce with the tests, read the code, fix it.",
+        "Find where {module} computes its result and check it against tests/test_{module}.py.",
+        "Read data/measurements.csv and the parser module: does the parser handle every column?",
+        "Search the codebase for the {module} offset and explain it.",
+        "Run the full test suite and read the slowest module.",
+    ),
+}
+
+
+def _fact_positions(turns: int, count: int) -> tuple[list[int], list[int]]:
+    """Turns where facts are stated (early) and asked (much later): a fact stated at turn s is asked
+    at about s + 60% of the session, never before it was stated."""
+    stated = [min(turns - 1, 1 + 2 * i) for i in range(count)]
+    asked = [min(turns - 1, s + max(1, (turns * 3) // 5)) for s in stated]
+    return stated, asked
+
+
+def user_prompts(profile: str, turns: int, seed: int) -> list[str]:
+    """The prompts the profile's user types, one per turn.
+
+    Args:
+        profile: One of `PROFILES`.
+        turns: How many turns (`--turns N`).
+        seed: The session's seed.
+
+    Raises:
+        ValueError: an unknown profile.
+    """
+    if profile not in _TASKS:
+        raise ValueError(f"unknown profile {profile!r}; profiles: {', '.join(PROFILES)}")
+    rng = _rng(seed, "user", profile)
+    pkg = package_name(seed)
+    tasks = _TASKS[profile]
+    prompts = []
+    for _ in range(turns):
+        module, other, third = rng.sample(_MODULES, 3)
+        template = tasks[rng.randrange(len(tasks))]
+        prompts.append(template.format(module=module, other=other, third=third, pkg=pkg))
+    facts = facts_for(seed)
+    stated, asked = _fact_positions(turns, len(facts)) if turns >= 4 else ([], [])
+    for fact, at in zip(facts, stated, strict=False):
+        prompts[at] = f"{fact.statement} {prompts[at]}"
+    for fact, at in zip(facts, asked, strict=False):
+        if at > stated[facts.index(fact)] and at not in stated:
+            prompts[at] = fact.question
+    return prompts

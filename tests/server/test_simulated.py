@@ -1,0 +1,461 @@
+"""The simulated model (`--backend simulated`): determinism, planted facts, summaries, Snip, the round
+distribution, and whole sessions through the real engine and tools."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from foldline._json import dumps
+from foldline.compact.prompts import (
+    SPAN_SECTIONS,
+    SUMMARY_SECTIONS,
+    parse_sections,
+    snip_nudge,
+    span_prompt,
+    summary_prompt,
+)
+from foldline.config import Config, TranscriptConfig
+from foldline.providers.anthropic import AnthropicProvider
+from foldline.server.app import create_app
+from foldline.server.backend import BackendRequest
+from foldline.server.config import ServerConfig, SimulatedConfig
+from foldline.server.simulated import (
+    PROFILES,
+    SimulatedBackend,
+    draw_rounds,
+    facts_for,
+    generate_workspace,
+    user_prompts,
+)
+from foldline.server.simulated.summary import items_of
+from foldline.server.testing import run_server
+from foldline.simulation import SimulationReport, quantile, simulate
+from foldline.testing import SimulatedProvider
+
+MODEL = "claude-sonnet-4-5"
+TOOLS = [
+    {"name": n, "input_schema": {"type": "object"}} for n in ("Read", "Edit", "Bash", "Grep", "Glob", "Snip")
+]
+
+
+def _request(messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None) -> BackendRequest:
+    return BackendRequest(
+        model=MODEL,
+        messages=messages,
+        tools=TOOLS if tools is None else tools,
+        request_key="k",
+        max_tokens=8192,
+    )
+
+
+def _user(text: str, tag: str | None = None) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    if tag:
+        content.append({"type": "text", "text": f"[id:{tag}]"})
+    return {"role": "user", "content": content}
+
+
+def _assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+def _read_call(call_id: str, path: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": "Read", "input": {"file_path": path}}
+
+
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": text}
+
+
+def _text_of(request: BackendRequest) -> str:
+    reply = SimulatedBackend(seed=1).reply(request)
+    return "".join(str(b.get("text", "")) for b in reply.content)
+
+
+def _config(tmp_path: Path, **overrides: Any) -> Config:
+    transcript = TranscriptConfig(sessions_dir=tmp_path / "sessions", fsync="never")
+    return Config(transcript=transcript, **{"context_window": 10**9, **overrides})
+
+
+async def _run(tmp_path: Path, profile: str, turns: int, seed: int = 3, **config: Any) -> SimulationReport:
+    return await simulate(
+        SimulatedProvider(seed=seed, profile=profile),
+        profile=profile,
+        turns=turns,
+        seed=seed,
+        workspace=tmp_path / "ws",
+        sessions_dir=tmp_path / "sessions",
+        config=_config(tmp_path, **config),
+    )
+
+
+# --- the world ------------------------------------------------------------------------------------
+
+
+def test_the_same_seed_writes_the_same_workspace_and_its_tests_pass(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    a, b = generate_workspace(tmp_path / "a", 5), generate_workspace(tmp_path / "b", 5)
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
+    assert (a / "data" / "measurements.csv").stat().st_size > 1_000_000  # the large data file
+    assert (a / "logs" / "worker.log").stat().st_size > 200_000
+    run = subprocess.run(
+        [sys.executable, "-m", "unittest", "discover", "-s", "tests", "-q"],
+        cwd=a,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert re.search(r"Ran [1-9]\d+ tests", run.stderr)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_states_facts_early_and_asks_much_later(profile: str) -> None:
+    prompts = user_prompts(profile, 100, seed=9)
+    assert len(prompts) == 100
+    for fact in facts_for(9):
+        stated = next(i for i, p in enumerate(prompts) if fact.statement in p)
+        asked = prompts.index(fact.question)
+        assert stated < 12
+        assert asked - stated >= 50
+
+
+def test_rounds_per_turn_follow_the_measured_distribution() -> None:
+    quantiles = SimulatedConfig().round_quantiles
+    draws = [draw_rounds(i / 20_000, quantiles) for i in range(20_000)]
+    assert quantile(draws, 0.5) == 1
+    assert quantile(draws, 0.75) == 3
+    assert quantile(draws, 0.9) == 8
+    assert quantile(draws, 0.99) == 36
+    assert max(draws) <= 75
+
+
+# --- determinism ----------------------------------------------------------------------------------
+
+
+def test_the_same_seed_and_request_give_byte_identical_replies_over_http() -> None:
+    body = {
+        "model": MODEL,
+        "max_tokens": 1024,
+        "tools": TOOLS,
+        "messages": [_user("Explain how pricing and taxes interact.")],
+    }
+    replies = []
+    for _ in range(2):
+        with run_server(create_app(backend=SimulatedBackend(seed=4))) as url:
+            client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
+            replies.append(client.messages.with_raw_response.create(**body).http_response.content)
+    assert replies[0] == replies[1]
+    assert b'"tool_use"' in replies[0]  # it explores rather than echoing
+
+
+def test_replies_depend_on_the_seed() -> None:
+    prompts = [f"Look at module number {i} and explain it." for i in range(12)]
+    first = [dumps(SimulatedBackend(seed=1).reply(_request([_user(p)])).content) for p in prompts]
+    second = [dumps(SimulatedBackend(seed=2).reply(_request([_user(p)])).content) for p in prompts]
+    assert first != second
+
+
+# --- planted facts ----------------------------------------------------------------------------------
+
+
+def test_a_planted_fact_in_view_is_answered() -> None:
+    messages = [
+        _user("Note for later: the staging port is 6543. Explain the parser.", "a1"),
+        _assistant("Noted."),
+        _user("What is the staging port?", "a2"),
+    ]
+    assert "The staging port is 6543." in _text_of(_request(messages))
+
+
+def test_a_planted_fact_removed_from_the_request_is_not_known() -> None:
+    messages = [
+        _user("Explain the parser.", "a1"),
+        _assistant("The parser reads rows."),
+        _user("What is the staging port?", "a2"),
+    ]
+    answer = _text_of(_request(messages))
+    assert answer.startswith("I don't know the staging port")
+    assert not re.search(r"\d{4}", answer)
+
+
+def test_the_latest_statement_of_a_fact_wins_and_the_question_itself_is_no_statement() -> None:
+    messages = [
+        _user("Note for later: the staging port is 6543.", "a1"),
+        _assistant("Noted."),
+        _user("Correction: the staging port is 7000. Thanks.", "a2"),
+        _assistant("Noted."),
+        _user("What is the staging port?", "a3"),
+    ]
+    assert "The staging port is 7000." in _text_of(_request(messages))
+
+
+@pytest.mark.anyio
+async def test_planted_facts_are_answered_through_a_real_session(tmp_path: Path) -> None:
+    report = await _run(tmp_path, "debug", 12, seed=11)
+    assert report.errors == []
+    assert report.stopped is None
+    facts = {f.question: f.value for f in facts_for(11)}
+    asked = [(prompt, answer) for prompt, answer in report.answers if prompt in facts]
+    assert asked
+    for prompt, answer in asked:
+        assert facts[prompt] in answer
+
+
+# --- summaries --------------------------------------------------------------------------------------
+
+_words = st.text(alphabet="abcdefghij klmnop.:-_/\n0123456789", min_size=1, max_size=120)
+
+
+@st.composite
+def _conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for n in range(draw(st.integers(1, 6))):
+        messages.append(_user(draw(_words), f"t{n}"))
+        uses = [
+            {"type": "tool_use", "id": f"toolu_{n}_{i}", "name": "Read", "input": {"file_path": draw(_words)}}
+            for i in range(draw(st.integers(0, 2)))
+        ]
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": draw(_words)}, *uses]})
+        if uses:
+            results = [{"type": "tool_result", "tool_use_id": u["id"], "content": draw(_words)} for u in uses]
+            messages.append({"role": "user", "content": [*results, {"type": "text", "text": f"[id:r{n}]"}]})
+            messages.append(_assistant(draw(_words)))
+    return messages
+
+
+@given(_conversation(), st.booleans())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_summary_holds_only_text_from_its_request(messages: list[dict[str, Any]], span: bool) -> None:
+    instruction = span_prompt("t0", f"t{len(messages) // 4}") if span else summary_prompt("keep paths")
+    sections = SPAN_SECTIONS if span else SUMMARY_SECTIONS
+    request = _request([*messages, _user(instruction)])
+    reply = _text_of(request)
+    texts = [i.text for i in items_of(request.messages)]
+    titles = [line[3:] for line in reply.splitlines() if line.startswith("## ")]
+    assert titles == list(sections)
+    for line in reply.splitlines():
+        if line.strip() and not line.startswith("## "):
+            assert any(line in text for text in texts), line
+
+
+def test_summaries_parse_with_the_client_reader_and_keep_the_planted_facts() -> None:
+    messages = [
+        _user("Note for later: the staging port is 6543. Fix the parser.", "t0"),
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Reading it."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "Read",
+                    "input": {"file_path": "src/parser.py"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": "1\tdef parse():\n2\t    raise ValueError",
+                },
+                {"type": "text", "text": "[id:t1]"},
+            ],
+        },
+        _assistant("The parser raises ValueError on empty rows."),
+        _user("Then run the tests.", "t2"),
+        _assistant("Ran 12 tests: OK."),
+    ]
+    for instruction, sections in (
+        (summary_prompt(), SUMMARY_SECTIONS),
+        (span_prompt("t0", "t2"), SPAN_SECTIONS),
+    ):
+        parsed = parse_sections(_text_of(_request([*messages, _user(instruction)])), sections)
+        assert parsed is not None
+        assert any("the staging port is 6543" in text for text in parsed.values())
+    full = parse_sections(_text_of(_request([*messages, _user(summary_prompt())])), SUMMARY_SECTIONS)
+    assert full is not None
+    assert "src/parser.py" in full["Files and Code Sections"]
+    assert "raise ValueError" in full["Errors and Fixes"]
+
+
+def test_a_span_summary_covers_only_its_span() -> None:
+    messages = [
+        _user("Note for later: the staging port is 6543.", "t0"),
+        _assistant("Noted."),
+        _user("Note for later: the release codename is iron-lynx.", "t1"),
+        _assistant("Noted."),
+    ]
+    reply = _text_of(_request([*messages, _user(span_prompt("t1", "t1"))]))
+    assert "iron-lynx" in reply
+    assert "6543" not in reply
+
+
+# --- Snip -----------------------------------------------------------------------------------------------
+
+
+def _bulky_history() -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [_user("Read the logs.", "p0")]
+    for n in range(4):
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"toolu_{n}", "name": "Read", "input": {"file_path": "x.log"}}
+                ],
+            }
+        )
+        size = 9_000 if n < 2 else 100
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "x" * size},
+                    {"type": "text", "text": f"[id:r{n}]"},
+                ],
+            }
+        )
+    messages.append(_assistant("Done reading."))
+    return messages
+
+
+def test_told_it_may_the_model_snips_old_bulky_results() -> None:
+    history = _bulky_history()
+    nudged = _request([*history, _user("Now explain the parser.\n" + snip_nudge(85), "p1")])
+    reply = SimulatedBackend(seed=1).reply(nudged)
+    snips = [b for b in reply.content if b.get("type") == "tool_use" and b["name"] == "Snip"]
+    assert len(snips) == 1
+    assert snips[0]["input"]["ids"] == ["r0", "r1"]  # the two bulky ones, never the small ones
+
+
+def test_without_the_reminder_or_the_tool_the_model_never_snips() -> None:
+    history = _bulky_history()
+    plain = SimulatedBackend(seed=1).reply(_request([*history, _user("Now explain the parser.", "p1")]))
+    no_tool = SimulatedBackend(seed=1).reply(
+        _request([*history, _user("Now explain the parser.\n" + snip_nudge(85), "p1")], tools=TOOLS[:-1])
+    )
+    for reply in (plain, no_tool):
+        assert not any(b.get("type") == "tool_use" and b["name"] == "Snip" for b in reply.content)
+
+
+# --- whole sessions -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_session_explores_reads_edits_and_runs_the_tests(tmp_path: Path) -> None:
+    report = await _run(tmp_path, "refactor", 16, seed=3)
+    assert report.errors == []
+    assert report.stopped is None
+    assert report.turns_done == 16
+    for tool in ("Glob", "Grep", "Read", "Bash", "Edit"):
+        assert report.tool_calls.get(tool, 0) > 0, report.tool_calls
+    assert report.tool_errors == 0  # every Edit's old_string came from a visible Read, so it applied
+    edited = [p for p in (tmp_path / "ws").rglob("*.py") if "# checked:" in p.read_text()]
+    assert edited
+    assert all(answer for _, answer in report.answers)
+
+
+@pytest.mark.anyio
+async def test_a_small_window_without_compaction_stops_at_the_blocking_limit(tmp_path: Path) -> None:
+    report = await _run(tmp_path, "debug", 40, seed=3, context_window=60_000)
+    assert report.errors == []
+    assert report.stopped is not None
+    assert "over the blocking limit" in report.stopped
+    assert "run /compact" in report.stopped
+    assert report.turns_done < 40
+
+
+@pytest.mark.anyio
+async def test_a_session_runs_against_foldline_serve_over_http(tmp_path: Path) -> None:
+    backend = SimulatedBackend(seed=5, profile="feature")
+    config = ServerConfig(context_window=10**9)
+    with run_server(create_app(config, backend=backend)) as url:
+        report = await simulate(
+            AnthropicProvider(base_url=url, api_key="k"),
+            profile="feature",
+            turns=6,
+            seed=5,
+            workspace=tmp_path / "ws",
+            sessions_dir=tmp_path / "sessions",
+            config=_config(tmp_path),
+        )
+    assert report.errors == []
+    assert report.turns_done == 6
+    assert backend.answered == len(report.request_tokens) >= 6
+    assert all(tokens > 0 for tokens in report.request_tokens)
+
+
+def test_foldline_simulate_prints_the_sessions_statistics(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from foldline.cli import cli
+
+    args = [
+        "simulate",
+        "--profile",
+        "swe",
+        "--turns",
+        "3",
+        "--seed",
+        "1",
+        "--workspace",
+        str(tmp_path / "ws"),
+    ]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "turns completed        3 of 3" in result.output
+    assert "API/engine errors      0" in result.output
+    assert (tmp_path / "ws" / "data" / "measurements.csv").is_file()
+
+
+@pytest.mark.anyio
+async def test_through_the_engine_a_snip_removes_old_bulky_results(tmp_path: Path) -> None:
+    from foldline.session import Session
+    from foldline.timeline import SnipBoundary, UserEntry
+    from foldline.tools import default_tools
+
+    workspace = generate_workspace(tmp_path / "ws", seed=4)
+    provider = SimulatedProvider(seed=4, profile="debug")
+    async with Session.open(
+        tmp_path / "s.jsonl",
+        provider=provider,
+        workspace=workspace,
+        config=_config(tmp_path),
+        tools=default_tools(),
+        permission_mode="bypassPermissions",
+        fsync="never",
+    ) as session:
+        await session.submit_message("Read logs/worker.log and logs/app.log and find the errors.")
+        await session.submit_message("Explain the parser module.\n" + snip_nudge(85))
+        records = session.engine.timeline.snapshot()
+    boundaries = [r for r in records if isinstance(r, SnipBoundary)]
+    assert len(boundaries) == 1
+    removed = set(boundaries[0].removed_uuids)
+    removed_entries = [r for r in records if isinstance(r, UserEntry) and r.uuid in removed]
+    assert removed_entries
+    assert all(isinstance(e.message.content, list) for e in removed_entries)  # tool results, not prompts
+    results = [
+        b
+        for r in records
+        if isinstance(r, UserEntry) and isinstance(r.message.content, list)
+        for b in r.message.content
+        if b.get("type") == "tool_result"
+    ]
+    assert not any(b.get("is_error") for b in results)
+    from foldline.compact.snip import short_id
+
+    sent = dumps(provider.calls[-1].body).decode()
+    assert not any(f"[id:{short_id(uuid)}]" in sent for uuid in removed)  # gone from the next request
