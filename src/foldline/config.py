@@ -92,6 +92,9 @@ class SessionMemoryConfig:
     keep_max_tokens: int = 40_000
     keep_min_text_messages: int = 5
     """The compaction that uses it keeps the latest 10,000-40,000 tokens, at least 5 text messages."""
+    keep_max_share: float = 0.25
+    """...and never more than this share of the effective window, so a small window is not refilled
+    by the kept tail alone (on 200K, 45,000 > 40,000: the numbers above hold)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -171,6 +171,7 @@ async def simulate(
     sessions_dir: Path,
     config: Config | None = None,
     on_turn: Callable[[int, SimulationReport], None] | None = None,
+    levels: bool = True,
 ) -> SimulationReport:
     """Play `turns` prompts of `profile`'s user into a real session over `provider`.
 
@@ -183,6 +184,8 @@ async def simulate(
         sessions_dir: Where the transcript goes.
         config: The engine's configuration (default: `Config()` with fsync off, as benchmarks run).
         on_turn: Called after each turn with its number and the report so far.
+        levels: Every compaction level on (`Session.open`'s default); False leaves only level 0 and
+            Snip's machinery, the "no management" baseline.
 
     Returns:
         The report; a turn refused at the blocking limit stops the run (`report.stopped`).
@@ -200,6 +203,7 @@ async def simulate(
         tools=default_tools(),
         permission_mode="bypassPermissions",
         fsync="never",
+        levels=levels,
     ) as session:
         for turn, prompt in enumerate(user_prompts(profile, turns, seed)):
             before = len(session.engine.timeline)

@@ -35,3 +35,11 @@ def test_missing_reordered_or_empty_sections_are_not_a_summary() -> None:
     empty = "## Task\n## Outcome\n## Facts to Keep\n"
     for reply in (missing, reordered, empty, ""):
         assert parse_sections(reply, SPAN_SECTIONS) is None
+
+
+def test_a_quoted_heading_stays_inside_its_section() -> None:
+    reply = "## Task\nsummary of a summary:\n## Task\nold\n## Outcome\ny\n## Facts to Keep\nz"
+    parsed = parse_sections(reply, SPAN_SECTIONS)
+    assert parsed is not None
+    assert parsed["Task"] == "summary of a summary:\n## Task\nold"
+    assert parsed["Facts to Keep"] == "z"

@@ -84,7 +84,9 @@ def _config(tmp_path: Path, **overrides: Any) -> Config:
     return Config(transcript=transcript, **{"context_window": 10**9, **overrides})
 
 
-async def _run(tmp_path: Path, profile: str, turns: int, seed: int = 3, **config: Any) -> SimulationReport:
+async def _run(
+    tmp_path: Path, profile: str, turns: int, seed: int = 3, levels: bool = True, **config: Any
+) -> SimulationReport:
     return await simulate(
         SimulatedProvider(seed=seed, profile=profile),
         profile=profile,
@@ -93,6 +95,7 @@ async def _run(tmp_path: Path, profile: str, turns: int, seed: int = 3, **config
         workspace=tmp_path / "ws",
         sessions_dir=tmp_path / "sessions",
         config=_config(tmp_path, **config),
+        levels=levels,
     )
 
 
@@ -370,7 +373,7 @@ async def test_a_session_explores_reads_edits_and_runs_the_tests(tmp_path: Path)
 
 @pytest.mark.anyio
 async def test_a_small_window_without_compaction_stops_at_the_blocking_limit(tmp_path: Path) -> None:
-    report = await _run(tmp_path, "debug", 40, seed=3, context_window=60_000)
+    report = await _run(tmp_path, "debug", 40, seed=3, levels=False, context_window=60_000)
     assert report.errors == []
     assert report.stopped is not None
     assert "over the blocking limit" in report.stopped
@@ -391,6 +394,7 @@ async def test_a_session_runs_against_foldline_serve_over_http(tmp_path: Path) -
             workspace=tmp_path / "ws",
             sessions_dir=tmp_path / "sessions",
             config=_config(tmp_path),
+            levels=False,  # every request is the main loop's: no ctx-agent or memory forks
         )
     assert report.errors == []
     assert report.turns_done == 6

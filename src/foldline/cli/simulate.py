@@ -39,8 +39,17 @@ __all__ = ["simulate_command"]
     help="The client's window.",
 )
 @click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option(
+    "--no-compaction", is_flag=True, help="Turn Microcompact, Collapse and AutoCompact off (the baseline)."
+)
 def simulate_command(
-    profile: str, turns: int, seed: int, url: str | None, context_window: int, workspace: Path | None
+    profile: str,
+    turns: int,
+    seed: int,
+    url: str | None,
+    context_window: int,
+    workspace: Path | None,
+    no_compaction: bool,
 ) -> None:
     """Play a simulated user's session through the real engine and print its statistics."""
     from foldline.config import Config, TranscriptConfig
@@ -69,6 +78,7 @@ def simulate_command(
                 workspace=workspace or root / "ws",
                 sessions_dir=root / "sessions",
                 config=config,
+                levels=not no_compaction,
             )
         )
     click.echo("\n".join(report.lines()))

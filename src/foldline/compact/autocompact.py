@@ -205,11 +205,12 @@ class AutoCompactStage:
         if index is None:
             return None  # the memory covers a conversation this view no longer shows
         cfg = ctx.config.autocompact.memory
+        most = min(cfg.keep_max_tokens, int(ctx.config.effective_window * cfg.keep_max_share))
         start = recent_tail_start(
             view,
             index + 1,
-            min_tokens=cfg.keep_min_tokens,
-            max_tokens=cfg.keep_max_tokens,
+            min_tokens=min(cfg.keep_min_tokens, most),
+            max_tokens=most,
             min_text_messages=cfg.keep_min_text_messages,
         )
         if start is None:

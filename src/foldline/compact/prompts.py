@@ -106,17 +106,21 @@ def requested_sections(prompt: str) -> list[str]:
 def parse_sections(reply: str, sections: Sequence[str]) -> dict[str, str] | None:
     """The reply's text per requested section, or None when the reply is not a usable summary.
 
-    Usable: every requested heading is present, in order, and at least one section has text.
+    Usable: every requested heading is present, in order, and at least one section has text. Each
+    heading is the first match after the previous one, so a body that quotes a heading (a summary of
+    a conversation that already holds a summary) stays inside its section instead of breaking it.
     """
     found = [(m.group(1), m.start(), m.end()) for m in _HEADING.finditer(reply)]
-    titles = [title for title, _, _ in found]
-    wanted = list(sections)
-    picked = [t for t in titles if t in wanted]
-    if picked != wanted:
-        return None
+    marks: list[tuple[str, int, int]] = []
+    at = 0
+    for title in sections:
+        match = next(((t, start, end) for t, start, end in found[at:] if t == title), None)
+        if match is None:
+            return None
+        marks.append(match)
+        at = found.index(match) + 1
     out: dict[str, str] = {}
-    for i, (title, _, end) in enumerate(found):
-        stop = found[i + 1][1] if i + 1 < len(found) else len(reply)
-        if title in wanted:
-            out[title] = reply[end:stop].strip()
+    for i, (title, _, end) in enumerate(marks):
+        stop = marks[i + 1][1] if i + 1 < len(marks) else len(reply)
+        out[title] = reply[end:stop].strip()
     return out if any(out.values()) else None
