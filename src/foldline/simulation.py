@@ -8,6 +8,15 @@ the tokens, the largest raw tool result (before the level-0 budget moved it to a
 size over time, errors. A turn the engine refuses (the blocking limit, R3.4.1) stops the run and
 its message is kept: that is the baseline compaction must beat.
 
+The session's economics come from every request the provider was sent, main loop and forks
+(ctx-agent, session memory, AutoCompact's summary) alike: `simulate` wraps the provider in a meter
+that keeps each request's `usage` as the server billed it, or the HTTP status it was refused with.
+Forks never enter the timeline, so the meter is the one place that sees them all. From those: the
+cost at list prices, the cache-read share, the peak request and the requests over a blocking limit.
+The planted facts (`profiles.facts_for`) are scored from the answers: a question the user asked is
+retained when the answer contains the fact's value. The levels' receipts are counted from the
+transcript's records once the session is closed.
+
 Token counts here use the server's tokenizer, the one that bills the requests.
 """
 
@@ -15,23 +24,94 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from foldline._json import dumps
 from foldline.config import Config, TranscriptConfig
-from foldline.errors import ModelAPIError, PromptTooLongError
-from foldline.providers.base import Provider
-from foldline.server.simulated.profiles import generate_workspace, user_prompts
+from foldline.errors import ModelAPIError, ModelHTTPError, PromptTooLongError
+from foldline.providers.base import Capabilities, Provider
+from foldline.server.simulated.profiles import facts_for, generate_workspace, user_prompts
 from foldline.server.tokenizer import count_block
 from foldline.session import Session
-from foldline.timeline import AnyRecord, AssistantEntry, UserEntry
+from foldline.stream import MessageDelta, MessageStart, StreamEvent
+from foldline.timeline import (
+    AnyRecord,
+    AssistantEntry,
+    CollapseCommit,
+    CompactBoundary,
+    ResultsCleared,
+    SnipBoundary,
+    SystemEntry,
+    UserEntry,
+)
 from foldline.tools import default_tools
+from foldline.usage import UsageTotals
 
-__all__ = ["SimulationReport", "quantile", "simulate"]
+__all__ = ["MeteredRequest", "SimulationReport", "quantile", "simulate"]
 
 _MOVED = re.compile(r"^\[Output too large for the context: ([\d,]+) characters")
+_TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens")
+
+
+@dataclass
+class MeteredRequest:
+    """One request the provider was sent, as its answer reported it."""
+
+    input: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    output: int = 0
+    status: int | None = None
+    """The HTTP status of a refused request (its usage is then empty); None when answered."""
+    refused_tokens: int = 0
+    """A prompt-too-long refusal's token count, from the API's message."""
+
+    @property
+    def prompt(self) -> int:
+        """Every input token of the request: uncached, cache writes and cache reads."""
+        return self.input + self.cache_read + self.cache_write or self.refused_tokens
+
+
+class _Meter:
+    """A provider that passes every request through and keeps what each one was billed."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self.requests: list[MeteredRequest] = []
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.inner.capabilities
+
+    def stream(self, body: dict[str, Any], *, betas: Sequence[str] = ()) -> AsyncIterator[StreamEvent]:
+        return self._metered(body, betas)
+
+    async def _metered(self, body: dict[str, Any], betas: Sequence[str]) -> AsyncIterator[StreamEvent]:
+        request = MeteredRequest()
+        self.requests.append(request)
+        try:
+            async for event in self.inner.stream(body, betas=betas):
+                if isinstance(event, MessageStart):
+                    usage = event.usage
+                    request.input = usage.input_tokens
+                    request.cache_read = usage.cache_read_input_tokens
+                    request.cache_write = usage.cache_creation_input_tokens
+                elif isinstance(event, MessageDelta):
+                    request.output = event.usage.output_tokens
+                yield event
+        except ModelHTTPError as e:
+            request.status = e.status
+            match = _TOO_LONG.search(str(e))
+            request.refused_tokens = int(match.group(1)) if match else 0
+            raise
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)  # optional on a Provider, as the engine treats it
+        if close is not None:
+            await close()
 
 
 def quantile(values: Sequence[int], q: float) -> int:
@@ -74,6 +154,60 @@ class SimulationReport:
     answers: list[tuple[str, str]] = field(default_factory=list)
     """(prompt, final answer text) per completed turn."""
     wall_s: float = 0.0
+    requests: list[MeteredRequest] = field(default_factory=list)
+    """Every request the provider was sent, main loop and forks, in order (see `_Meter`)."""
+    main_requests: int = 0
+    """The main loop's answered requests (the timeline's API replies); the rest were forks."""
+    blocking_limit: int = 0
+    """The session's blocking limit (`Config.blocking_limit`)."""
+    facts_planted: int = 0
+    """Planted facts the user stated in the turns that ran."""
+    facts_asked: int = 0
+    """Questions for a planted fact that the user asked and the session answered."""
+    facts_retained: int = 0
+    """...whose answer contained the fact's value."""
+    fact_answers: list[tuple[str, str, bool]] = field(default_factory=list)
+    """(subject, value, retained) per question asked."""
+    receipts: dict[str, int] = field(default_factory=dict)
+    """How often each level acted, from the transcript's receipts and control records."""
+
+    @property
+    def usage(self) -> UsageTotals:
+        """Usage summed over every answered request, forks included."""
+        totals = UsageTotals()
+        for r in self.requests:
+            if r.status is None:
+                totals.requests += 1
+                totals.input += r.input
+                totals.cache_read += r.cache_read
+                totals.cache_write += r.cache_write
+                totals.output += r.output
+        return totals
+
+    @property
+    def api_calls(self) -> int:
+        """Requests sent, main loop and forks, refused ones included."""
+        return len(self.requests)
+
+    @property
+    def fork_requests(self) -> int:
+        """Answered requests that were not the main loop's: ctx-agent, session memory, summaries."""
+        return self.usage.requests - self.main_requests
+
+    @property
+    def http_400s(self) -> int:
+        """Requests refused with HTTP 400."""
+        return sum(1 for r in self.requests if r.status == 400)
+
+    @property
+    def peak_request(self) -> int:
+        """The largest request's input tokens (answered or refused as too long)."""
+        return max((r.prompt for r in self.requests), default=0)
+
+    def over_limit(self, limit: int | None = None) -> int:
+        """Requests whose input tokens exceeded `limit` (default: the session's blocking limit)."""
+        limit = self.blocking_limit if limit is None else limit
+        return sum(1 for r in self.requests if r.prompt > limit)
 
     @property
     def turns_done(self) -> int:
@@ -110,6 +244,19 @@ class SimulationReport:
         for turn in sorted(last_per_turn):
             if (turn + 1) % step == 0 or turn == max(last_per_turn):
                 out.append(f"  {turn + 1:5}  {last_per_turn[turn]:>10,}")
+        usage = self.usage
+        receipts = ", ".join(f"{k} {v}" for k, v in sorted(self.receipts.items())) or "none"
+        out += [
+            f"API calls              {self.api_calls} ({self.main_requests} main loop, "
+            f"{self.fork_requests} forks, {self.http_400s} HTTP 400)",
+            f"peak request           {self.peak_request:,} tokens; {self.over_limit()} requests over the "
+            f"blocking limit ({self.blocking_limit:,})",
+            f"cache-read share       {usage.read_share:.1%} of all input tokens",
+            f"cost at list prices    ${usage.cost():.2f} (${usage.cost(cached=False):.2f} without caching)",
+            f"planted facts          {self.facts_retained} of {self.facts_asked} asked retained "
+            f"({self.facts_planted} planted)",
+            f"level receipts         {receipts}",
+        ]
         if self.stopped:
             out.append(f"stopped                {self.stopped}")
         return out
@@ -161,6 +308,47 @@ def _measure(report: SimulationReport, records: Sequence[AnyRecord], turn: int) 
     return rounds
 
 
+def _count_receipts(records: Iterable[AnyRecord]) -> dict[str, int]:
+    """Each level's actions, by name: its receipts and the control records it appended."""
+    counts: dict[str, int] = {}
+
+    def bump(name: str) -> None:
+        counts[name] = counts.get(name, 0) + 1
+
+    for record in records:
+        if isinstance(record, SystemEntry):
+            if record.subtype == "compaction":
+                data = record.data if isinstance(record.data, dict) else {}
+                # AutoCompact's receipts carry their outcome rather than a level name
+                level = data.get("level") or (f"autocompact:{data['outcome']}" if "outcome" in data else None)
+                bump(f"receipt:{level or 'unknown'}")
+            elif record.subtype in ("collapse", "tool_result_budget"):
+                bump(f"receipt:{record.subtype}")
+        elif isinstance(record, CompactBoundary):
+            bump("compact_boundary")
+        elif isinstance(record, SnipBoundary):
+            bump("snip_boundary")
+        elif isinstance(record, CollapseCommit):
+            bump("collapse_commit")
+        elif isinstance(record, ResultsCleared):
+            bump("results_cleared")
+    return counts
+
+
+def _score_facts(report: SimulationReport) -> None:
+    """Which planted facts the typed prompts stated, and which asked ones the answers still knew."""
+    facts = facts_for(report.seed)
+    typed = [prompt for prompt, _ in report.answers]
+    report.facts_planted = sum(1 for f in facts if any(p.startswith(f.statement) for p in typed))
+    for prompt, answer in report.answers:
+        for fact in facts:
+            if prompt == fact.question:
+                retained = fact.value in answer
+                report.fact_answers.append((fact.subject, fact.value, retained))
+    report.facts_asked = len(report.fact_answers)
+    report.facts_retained = sum(1 for *_, retained in report.fact_answers if retained)
+
+
 async def simulate(
     provider: Provider,
     *,
@@ -188,16 +376,21 @@ async def simulate(
             Snip's machinery, the "no management" baseline.
 
     Returns:
-        The report; a turn refused at the blocking limit stops the run (`report.stopped`).
+        The report; a turn refused at the blocking limit stops the run (`report.stopped`). Its
+        `requests` are every request `provider` was sent, forks included, metered at the provider.
     """
     generate_workspace(workspace, seed)
     config = config or Config(transcript=TranscriptConfig(sessions_dir=sessions_dir, fsync="never"))
-    report = SimulationReport(profile=profile, seed=seed, turns_planned=turns)
+    report = SimulationReport(
+        profile=profile, seed=seed, turns_planned=turns, blocking_limit=config.blocking_limit
+    )
+    meter = _Meter(provider)
+    report.requests = meter.requests
     started = time.perf_counter()
     path = sessions_dir / f"simulated-{profile}-{seed}.jsonl"
     async with Session.open(
         path,
-        provider=provider,
+        provider=meter,
         workspace=workspace,
         config=config,
         tools=default_tools(),
@@ -220,5 +413,17 @@ async def simulate(
             report.answers.append((prompt, result.text))
             if on_turn is not None:
                 on_turn(turn, report)
+    # Closing drained the background tail (its forks are metered); read the records after it.
+    final = session.engine.timeline.snapshot()
     report.wall_s = time.perf_counter() - started
+    report.main_requests = sum(
+        1
+        for r in final
+        if isinstance(r, AssistantEntry)
+        and r.message.usage is not None
+        and not r.is_api_error_message
+        and not r.is_virtual
+    )
+    report.receipts = _count_receipts(final)
+    _score_facts(report)
     return report

@@ -463,3 +463,29 @@ async def test_through_the_engine_a_snip_removes_old_bulky_results(tmp_path: Pat
 
     sent = dumps(provider.calls[-1].body).decode()
     assert not any(f"[id:{short_id(uuid)}]" in sent for uuid in removed)  # gone from the next request
+
+
+@pytest.mark.anyio
+async def test_a_managed_session_reports_its_economics_facts_and_receipts(tmp_path: Path) -> None:
+    report = await _run(tmp_path, "debug", 20, seed=3, levels=True, context_window=60_000)
+    assert report.errors == []
+    assert report.stopped is None
+    assert report.turns_done == 20
+    # every request is metered: the main loop's are the timeline's replies, the rest are forks
+    assert report.api_calls == report.main_requests + report.fork_requests + report.http_400s
+    assert report.main_requests >= report.turns_done
+    assert report.fork_requests > 0  # levels on: ctx-agent, session memory or summary requests ran
+    usage = report.usage
+    assert usage.requests == report.main_requests + report.fork_requests
+    assert report.peak_request == max(r.prompt for r in report.requests) > 0
+    assert 0.0 <= usage.read_share <= 1.0
+    assert usage.cost() > 0
+    # planted facts: stated early, asked later, each answer scored against the fact's value
+    assert report.facts_planted > 0
+    assert 0 < report.facts_asked == len(report.fact_answers)
+    assert report.facts_retained <= report.facts_asked
+    assert report.facts_retained == sum(1 for *_, kept in report.fact_answers if kept)
+    # the window is small: some level beyond the level-0 budget acted and left its receipt
+    acted = {k: v for k, v in report.receipts.items() if k != "receipt:tool_result_budget"}
+    assert sum(acted.values()) > 0, report.receipts
+    assert any(line.startswith("planted facts") for line in report.lines())
