@@ -2,26 +2,38 @@
 
 Starts `foldline serve --backend simulated --seed S --profile P` as a separate process (so the
 server and the client use their own cores, as in real use), then plays the profile's user for
-`--turns` turns through a real `Session` (real tools in a generated workspace) and prints:
+`--turns` turns through a real `Session` (real tools in a generated workspace), three times:
 
-- the session's shape: tool rounds per turn (median, p90, p99, max), the tool results' share of the
-  tokens, the largest raw tool result (before the level-0 budget), the request size over time,
-  tool calls by name, API errors and failed tool calls, wall time;
-- the baseline without compaction: the same session against a 200K window, which must stop at the
-  blocking limit with a clear message (`--no-baseline` skips it);
-- server milliseconds per request at about 10K, 100K and 180K-token requests: bodies the session
-  really sent, POSTed again to the server (non-streaming), the first time and the median of repeats.
+1. no management on an unlimited window: the session's shape (tool rounds per turn, the tool
+   results' share of the tokens, the largest raw tool result, the request size over time, tool
+   calls by name, errors, wall time), and server milliseconds per request at about 10K, 100K and
+   180K-token requests (bodies the session really sent, POSTed again non-streaming: the first time
+   and the median of repeats);
+2. the same session on a 200K window without compaction, which must stop at the blocking limit with
+   a clear message;
+3. the same session on a 200K window with every level on (`Session.open`'s `install_levels`), the
+   provider declaring `cache_edits` as foldline serve supports them (`FOLDLINE_SERVE_CAPABILITIES`).
 
-Targets (issue 11): 300 turns in under 3 minutes on a 2-core machine; 0 errors.
+Then a side-by-side table of the three: turns completed, API calls (main loop + forks), HTTP 400s,
+requests over the 200K window's blocking limit, peak request, cache-read share, cost at Sonnet list
+prices and its ratio to no management, planted facts retained of those asked, wall time. Usage and
+token counts are the server's own (`usage` of each answer, metered at the client's provider for
+the main loop and every fork alike); HTTP statuses are counted from the server's access log.
+`--json` prints one JSON object per strategy on stdout (everything else goes to stderr).
+
+Targets (issues 11, 13, 14): 300 turns in under 3 minutes on a 2-core machine; 0 errors; with every
+level on, no HTTP 400 and no request over the blocking limit, cost <= 0.40x of no management,
+cache-read share >= 0.95, planted facts retained.
 
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/simulator.py [--turns 300] [--profile feature]
-[--seed 7] [--repeat 5] [--no-baseline]`
+[--seed 7] [--repeat 5] [--json]`
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import os
 import re
@@ -30,26 +42,43 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from foldline._json import dumps
 from foldline.config import Config, TranscriptConfig
-from foldline.providers.anthropic import AnthropicProvider
+from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.providers.base import Capabilities
 from foldline.server.caching import flatten, total_tokens
 from foldline.simulation import SimulationReport, simulate
 from foldline.stream import StreamEvent
 
 SIZES = (10_000, 100_000, 180_000)
+UNLIMITED = 100_000_000
+_ACCESS = re.compile(r'"POST /v1/messages HTTP/[\d.]+" (\d{3})')
+
+
+@dataclass
+class Server:
+    """A running `foldline serve`: its URL and its log (uvicorn's access lines)."""
+
+    url: str
+    log: Any
+
+    def statuses(self) -> Counter[int]:
+        """HTTP statuses of the `/v1/messages` requests the server answered so far."""
+        self.log.seek(0)
+        return Counter(int(m.group(1)) for m in _ACCESS.finditer(self.log.read()))
 
 
 @contextmanager
-def serve(seed: int, profile: str, window: int) -> Iterator[str]:
-    """`foldline serve --backend simulated` on a free loopback port; yields its URL."""
+def serve(seed: int, profile: str, window: int) -> Iterator[Server]:
+    """`foldline serve --backend simulated` on a free loopback port; yields it."""
     command = [
         sys.executable,
         "-c",
@@ -81,7 +110,7 @@ def serve(seed: int, profile: str, window: int) -> Iterator[str]:
                 time.sleep(0.05)
             else:
                 raise RuntimeError("foldline serve did not start")
-            yield match.group(1)
+            yield Server(match.group(1), log)
         finally:
             process.terminate()
             process.wait(timeout=10)
@@ -112,9 +141,16 @@ class Recorder:
 
 
 async def run(
-    url: str, args: argparse.Namespace, window: int, root: Path
+    url: str,
+    args: argparse.Namespace,
+    window: int,
+    root: Path,
+    *,
+    levels: bool,
+    capabilities: Capabilities | None = None,
 ) -> tuple[SimulationReport, Recorder]:
-    provider = Recorder(AnthropicProvider(base_url=url, api_key="benchmark"))
+    inner = AnthropicProvider(base_url=url, api_key="benchmark", capabilities=capabilities)
+    provider = Recorder(inner)
     config = Config(
         context_window=window,
         transcript=TranscriptConfig(sessions_dir=root / "sessions", fsync="never"),
@@ -137,6 +173,7 @@ async def run(
         sessions_dir=root / "sessions",
         config=config,
         on_turn=progress,
+        levels=levels,
     )
     return report, provider
 
@@ -173,29 +210,147 @@ def time_server(url: str, recorder: Recorder, repeat: int) -> None:
     connection.close()
 
 
+@dataclass
+class Strategy:
+    """One run of the session and what the server saw of it."""
+
+    name: str
+    report: SimulationReport
+    statuses: Counter[int]
+
+    def row(self, baseline_cost: float, limit: int) -> dict[str, Any]:
+        """The strategy's numbers, as the table prints them and `--json` writes them."""
+        report, usage = self.report, self.report.usage
+        cost = usage.cost()
+        return {
+            "strategy": self.name,
+            "turns_completed": report.turns_done,
+            "turns_planned": report.turns_planned,
+            "api_calls": report.api_calls,
+            "main_requests": report.main_requests,
+            "fork_requests": report.fork_requests,
+            "http_400_server": self.statuses.get(400, 0),
+            "http_400_client": report.http_400s,
+            "server_statuses": {str(k): v for k, v in sorted(self.statuses.items())},
+            "blocking_limit": limit,
+            "over_blocking_limit": report.over_limit(limit),
+            "peak_request_tokens": report.peak_request,
+            "cache_read_share": round(usage.read_share, 4),
+            "cost_usd": round(cost, 4),
+            "cost_ratio": round(cost / baseline_cost, 4) if baseline_cost else None,
+            "facts_planted": report.facts_planted,
+            "facts_asked": report.facts_asked,
+            "facts_retained": report.facts_retained,
+            "receipts": report.receipts,
+            "errors": report.errors,
+            "stopped": report.stopped,
+            "wall_s": round(report.wall_s, 1),
+        }
+
+
+def print_table(rows: Sequence[dict[str, Any]]) -> None:
+    limit = rows[0]["blocking_limit"]
+    columns = [
+        ("strategy", "{}", 0),
+        ("turns", "{turns_completed}/{turns_planned}", 7),
+        ("API calls", "{api_calls}", 9),
+        ("HTTP 400", "{http_400_server}", 8),
+        (f"> {limit // 1000}K", "{over_blocking_limit}", 7),
+        ("peak ctx", "{peak_request_tokens:,}", 11),
+        ("cache read", "{cache_read_share:.1%}", 10),
+        ("cost", "${cost_usd:,.2f}", 9),
+        ("vs none", "{ratio}", 7),
+        ("facts", "{facts_retained}/{facts_asked}", 5),
+        ("wall", "{wall_s:.0f} s", 7),
+    ]
+    width = max(len(r["strategy"]) for r in rows)
+    print(f"{'strategy':<{width}}  " + "  ".join(f"{title:>{w}}" for title, _, w in columns[1:]))
+    for r in rows:
+        ratio = f"{r['cost_ratio']:.2f}x" if r["cost_ratio"] is not None else "-"
+        cells = [fmt.format(**r, ratio=ratio) for _, fmt, _ in columns[1:]]
+        print(
+            f"{r['strategy']:<{width}}  "
+            + "  ".join(f"{c:>{w}}" for c, (_, _, w) in zip(cells, columns[1:], strict=True))
+        )
+    print(
+        f"(> {limit // 1000}K: requests whose input tokens exceeded the 200K window's blocking limit "
+        f"({limit:,}); HTTP 400 counted from the server's access log; cost at Sonnet list prices over "
+        "the main loop and every fork; facts: planted facts retained of those asked)"
+    )
+    for r in rows:
+        receipts = ", ".join(f"{k} {v}" for k, v in sorted(r["receipts"].items())) or "none"
+        print(
+            f"  {r['strategy']}: {r['main_requests']} main + {r['fork_requests']} forks; receipts: {receipts}"
+        )
+        if r["stopped"]:
+            print(f"    stopped: {r['stopped']}")
+        if r["errors"]:
+            print(f"    errors: {r['errors'][:3]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--profile", default="feature", choices=("feature", "debug", "refactor", "swe"))
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--json", action="store_true", help="one JSON object per strategy on stdout")
     args = parser.parse_args()
-    unlimited = 100_000_000
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
+        rows = strategies(args)
+    if args.json:
+        for row in rows:
+            out.write(dumps(row).decode() + "\n")
+    else:
+        print()
+        print_table(rows)
+
+
+def strategies(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Run the three strategies and return their rows."""
+    limit = Config(context_window=200_000).blocking_limit
+    done: list[Strategy] = []
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"== {args.turns} turns of profile {args.profile!r}, seed {args.seed}, unlimited window")
-        with serve(args.seed, args.profile, unlimited) as url:
-            report, recorder = asyncio.run(run(url, args, unlimited, Path(tmp) / "unlimited"))
+        print(
+            f"== {args.turns} turns of profile {args.profile!r}, seed {args.seed}, "
+            "unlimited window, no management"
+        )
+        with serve(args.seed, args.profile, UNLIMITED) as server:
+            report, recorder = asyncio.run(
+                run(server.url, args, UNLIMITED, Path(tmp) / "unlimited", levels=False)
+            )
+            statuses = server.statuses()
             print_report(report)
-            time_server(url, recorder, args.repeat)
-        if not args.no_baseline:
-            limit = Config().blocking_limit
-            print(f"\n== the same session on a 200K window, no compaction (blocking limit {limit:,})")
-            with serve(args.seed, args.profile, 200_000) as url:
-                baseline, _ = asyncio.run(run(url, args, 200_000, Path(tmp) / "baseline"))
-            print(f"turns completed        {baseline.turns_done} of {baseline.turns_planned}")
-            print(f"stopped                {baseline.stopped or 'no: it never reached the limit'}")
-            print(f"API/engine errors      {len(baseline.errors)} {baseline.errors[:3]}")
+            time_server(server.url, recorder, args.repeat)
+        done.append(Strategy("no management, unlimited window", report, statuses))
+
+        print(f"\n== the same session on a 200K window, no compaction (blocking limit {limit:,})")
+        with serve(args.seed, args.profile, 200_000) as server:
+            baseline, _ = asyncio.run(run(server.url, args, 200_000, Path(tmp) / "baseline", levels=False))
+            statuses = server.statuses()
+        print(f"turns completed        {baseline.turns_done} of {baseline.turns_planned}")
+        print(f"stopped                {baseline.stopped or 'no: it never reached the limit'}")
+        print(f"API/engine errors      {len(baseline.errors)} {baseline.errors[:3]}")
+        done.append(Strategy("200K, no compaction", baseline, statuses))
+
+        print("\n== the same session on a 200K window, every level on, cache_edits declared")
+        with serve(args.seed, args.profile, 200_000) as server:
+            managed, _ = asyncio.run(
+                run(
+                    server.url,
+                    args,
+                    200_000,
+                    Path(tmp) / "managed",
+                    levels=True,
+                    capabilities=FOLDLINE_SERVE_CAPABILITIES,
+                )
+            )
+            statuses = server.statuses()
+        print("\n".join(managed.lines()))
+        done.append(Strategy("foldline, every level, 200K", managed, statuses))
+    baseline_cost = done[0].report.usage.cost()
+    return [s.row(baseline_cost, limit) for s in done]
 
 
 if __name__ == "__main__":
