@@ -42,6 +42,9 @@ __all__ = ["simulate_command"]
 @click.option(
     "--no-compaction", is_flag=True, help="Turn Microcompact, Collapse and AutoCompact off (the baseline)."
 )
+@click.option(
+    "--no-collapse", is_flag=True, help="Context Collapse off: AutoCompact compacts at its threshold instead."
+)
 def simulate_command(
     profile: str,
     turns: int,
@@ -50,9 +53,10 @@ def simulate_command(
     context_window: int,
     workspace: Path | None,
     no_compaction: bool,
+    no_collapse: bool,
 ) -> None:
     """Play a simulated user's session through the real engine and print its statistics."""
-    from foldline.config import Config, TranscriptConfig
+    from foldline.config import CollapseConfig, Config, TranscriptConfig
     from foldline.providers.anthropic import AnthropicProvider
     from foldline.providers.base import Provider
     from foldline.simulation import simulate
@@ -67,6 +71,7 @@ def simulate_command(
         )
         config = Config(
             context_window=context_window,
+            collapse=CollapseConfig(enabled=not no_collapse),
             transcript=TranscriptConfig(sessions_dir=root / "sessions", fsync="never"),
         )
         report = asyncio.run(
