@@ -95,11 +95,10 @@ def serve(seed: int, profile: str, window: int) -> Iterator[Server]:
         "--context-window",
         str(window),
     ]
-    # stderr to a file: uvicorn logs every request there, and an unread pipe would block the server
+    # Both streams to a file: uvicorn logs its banner to stderr and every request's status to stdout,
+    # and an unread pipe would block the server.
     with tempfile.TemporaryFile("w+") as log:
-        process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=log, text=True, env=os.environ.copy()
-        )
+        process = subprocess.Popen(command, stdout=log, stderr=log, text=True, env=os.environ.copy())
         try:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and process.poll() is None:
