@@ -34,6 +34,7 @@ __all__ = [
     "Reply",
     "ScriptedBackend",
     "load_scenario",
+    "text_of",
 ]
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"]
@@ -72,15 +73,16 @@ class BackendRequest:
         """The text of the last user message's text blocks (empty when it has none)."""
         for message in reversed(self.messages):
             if message.get("role") == "user":
-                return _text_of(message.get("content"))
+                return text_of(message.get("content"))
         return ""
 
     def system_text(self) -> str:
         """The system prompt as one string."""
-        return _text_of(self.system)
+        return text_of(self.system)
 
 
-def _text_of(content: object) -> str:
+def text_of(content: object) -> str:
+    """The text of a `content` value: a string as is, or its blocks' `text` fields joined by newlines."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):

@@ -34,7 +34,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from foldline._types import Block
-from foldline.server.backend import BackendRequest, Reply
+from foldline.server.backend import BackendRequest, Reply, text_of
 from foldline.server.config import SimulatedConfig
 from foldline.server.simulated.summary import build_summary, items_of, requested_sections
 
@@ -102,14 +102,6 @@ def _typed_text(message: dict[str, Any]) -> str:
         return ""
     parts = [_REMINDER.sub("", t).strip() for t in _text_blocks(message) if not _TAG_BLOCK.match(t)]
     return "\n".join(p for p in parts if p)
-
-
-def _result_text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and "text" in b)
-    return ""
 
 
 @dataclass
@@ -181,7 +173,7 @@ def _read_turn(messages: Sequence[dict[str, Any]]) -> _Turn | None:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     found = by_id.get(str(block.get("tool_use_id")))
                     if found is not None:
-                        found.result = _result_text(block.get("content"))
+                        found.result = text_of(block.get("content"))
                         found.is_error = bool(block.get("is_error"))
     return turn
 
@@ -291,7 +283,7 @@ class SimulatedBackend:
             if message.get("role") != "user" or not isinstance(content, list):
                 continue
             size = sum(
-                len(_result_text(b.get("content")))
+                len(text_of(b.get("content")))
                 for b in content
                 if isinstance(b, dict) and b.get("type") == "tool_result"
             )

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from foldline.server.backend import text_of
 from foldline.server.config import SimulatedConfig
 
 __all__ = ["Item", "build_summary", "items_of", "requested_sections", "span_bounds"]
@@ -60,14 +61,6 @@ class Item:
     text: str
 
 
-def _result_text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and "text" in b)
-    return ""
-
-
 def items_of(messages: Sequence[dict[str, Any]]) -> Iterator[Item]:
     """Every text of `messages`, in order (tag blocks and system reminders left out of prompts)."""
     for index, message in enumerate(messages):
@@ -89,7 +82,7 @@ def items_of(messages: Sequence[dict[str, Any]]) -> Iterator[Item]:
                 else:
                     yield Item(index, "assistant", text)
             elif kind == "tool_result":
-                yield Item(index, "result", _result_text(block.get("content")))
+                yield Item(index, "result", text_of(block.get("content")))
             elif kind == "tool_use":
                 tool_input = block.get("input")
                 for value in tool_input.values() if isinstance(tool_input, dict) else ():
