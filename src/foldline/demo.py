@@ -1,13 +1,18 @@
-"""`foldline demo` / `make demo`: a scripted coding session run end to end, offline.
+"""`foldline demo` / `make demo`: a long simulated coding session through every compaction level, offline.
 
-What it runs: the local Messages API server (real uvicorn on loopback, scripted backend) and the
-real engine with real tools in a throwaway workspace: every turn globs, reads, edits a file and
-runs Python through Bash. Halfway through, the process "dies" (the engine is dropped mid-session)
-and the session is resumed from its JSONL transcript alone. It ends with a table of turns, tokens,
-cache-read share and cost, next to the same traffic without prompt caching.
+What it runs: the local Messages API server (real uvicorn on a free loopback port) with the
+simulated coding model in-process (`SimulatedBackend`), and the real engine with real tools on a
+generated repository (`foldline.simulation.simulate`), on a small window (60K) so that a session
+of a few dozen turns goes through all five levels: the level-0 budget (the debug profile's
+200K-character grep), Snip (the model answers the nudge), Microcompact (cached path: the provider
+declares foldline serve's `cache_edits`), Context Collapse and AutoCompact. Each compaction is
+printed as it fires (R3.0.1). Then the same session runs with no management on an unlimited
+window, and a table sets the two side by side: turns, peak context, tokens sent, cache-read share
+and cost at list prices. `--json` prints one JSON object instead; `--html` writes the inspect page
+of the managed session.
 
-Microcompact, Context Collapse and AutoCompact are not built yet; the demo says so rather than
-pretending.
+The demo's settings (window, profile, seed, Snip's nudge share) are chosen so that every level
+fires in the default run; a level that did not fire is named in the output, never hidden.
 """
 
 from __future__ import annotations
@@ -25,120 +30,112 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from foldline.config import Config
-from foldline.events import CompactionEvent, RecordEvent, RetryEvent, UIEvent
+from foldline.config import Config, TranscriptConfig
+from foldline.events import CompactionEvent, RetryEvent, UIEvent
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
-from foldline.session import Session
-from foldline.timeline import AssistantEntry, UserEntry
-from foldline.tools import PermissionRules, default_tools
-from foldline.transcript import load_transcript
-from foldline.usage import UsageTotals, usage_of
+from foldline.simulation import SimulationReport, simulate
 
-__all__ = ["DemoResult", "main", "run_demo", "scenario"]
+__all__ = ["DEMO_SETTINGS", "DemoResult", "DemoSettings", "level_counts", "main", "run_demo"]
 
-MODEL = "claude-sonnet-4-5"
-
-_SEED_FILE = (
-    '"""A tiny calculator the demo agent grows one function per turn."""\n\n\n'
-    "def add(a, b):\n    return a + b\n\n# end\n"
-)
-_FUNCTIONS = [("sub", "a - b"), ("mul", "a * b"), ("div", "a / b"), ("mod", "a % b"), ("power", "a ** b")]
-_FUNCTIONS += [("maximum", "max(a, b)"), ("minimum", "min(a, b)"), ("mean", "(a + b) / 2")]
+UNLIMITED = 100_000_000
+LEVELS = ("budget", "snip", "microcompact", "collapse", "autocompact")
+# Which receipt or control record (`simulation._count_receipts`) says a level acted.
+_LEVEL_RECORDS = {
+    "budget": ("receipt:tool_result_budget",),
+    "snip": ("snip_boundary",),
+    "microcompact": ("receipt:microcompact",),
+    "collapse": ("collapse_commit",),
+    "autocompact": ("compact_boundary",),
+}
 
 
-def _tool(name: str, **tool_input: object) -> dict[str, Any]:
-    return {"name": name, "input": tool_input}
+@dataclass(frozen=True)
+class DemoSettings:
+    """The demo session: whose user, which seed, how small a window, when Snip is offered."""
+
+    profile: str = "debug"
+    seed: int = 7
+    turns: int = 60
+    context_window: int = 60_000
+    snip_nudge_share: float = 0.8
+    """Later than the default (0.5): on a 60K window the default nudges in the first turn, before
+    there is anything old to snip, and the nudge is not repeated until a snip or a compaction."""
 
 
-def scenario(turns: int) -> list[dict[str, Any]]:
-    """The scripted replies: five model calls per user turn (glob, read, edit, run, report)."""
-    replies: list[dict[str, Any]] = []
-    for i in range(turns):
-        name, expr = _FUNCTIONS[i % len(_FUNCTIONS)]
-        name = f"{name}{i // len(_FUNCTIONS) or ''}"
-        code = f"def {name}(a, b):\n    return {expr}\n\n# end\n"
-        replies += [
-            {
-                "text": f"Let me look at the project before adding `{name}`.",
-                "tool_calls": [_tool("Glob", pattern="*.py")],
-            },
-            {"tool_calls": [_tool("Read", file_path="calc.py")]},
-            {
-                "text": f"Adding `{name}`.",
-                "tool_calls": [_tool("Edit", file_path="calc.py", old_string="# end\n", new_string=code)],
-            },
-            {"tool_calls": [_tool("Bash", command=f"python3 -c 'import calc; print(calc.{name}(7, 3))'")]},
-            {"text": f"Done: `calc.{name}` is in place and returns the right value for (7, 3)."},
-        ]
-    return replies
+DEMO_SETTINGS = DemoSettings()
 
 
 @dataclass
 class DemoResult:
-    """What the demo measured."""
+    """The managed session, the unmanaged one, and where the managed transcript was."""
 
-    turns: list[UsageTotals]
+    managed: SimulationReport
+    unmanaged: SimulationReport
     transcript: Path
-    resumed_at: int
     seconds: float
 
 
-def _session(
-    base_url: str, workspace: Path, transcript: Path, on_event: Callable[[UIEvent], None]
-) -> Session:
-    return Session.open(
-        transcript,
-        provider=AnthropicProvider(
-            base_url=base_url, api_key="demo", capabilities=FOLDLINE_SERVE_CAPABILITIES
-        ),
-        workspace=workspace,
-        session_id="demo",
-        config=Config(model=MODEL),
-        tools=default_tools(),
-        permission_mode="acceptEdits",
-        rules=PermissionRules.from_lists(allow=["Bash(python3 -c:*)"]),
-        fsync="boundaries",
-        on_event=on_event,
+def level_counts(report: SimulationReport) -> dict[str, int]:
+    """How often each level acted in `report`, by the demo's level names."""
+    return {
+        level: sum(report.receipts.get(name, 0) for name in names) for level, names in _LEVEL_RECORDS.items()
+    }
+
+
+async def _run(
+    settings: DemoSettings, root: Path, *, managed: bool, on_event: Callable[[UIEvent], None] | None
+) -> SimulationReport:
+    from foldline.server.app import create_app
+    from foldline.server.config import ServerConfig
+    from foldline.server.simulated import SimulatedBackend
+    from foldline.server.testing import run_server
+
+    window = settings.context_window if managed else UNLIMITED
+    app = create_app(
+        ServerConfig(context_window=window),
+        backend=SimulatedBackend(seed=settings.seed, profile=settings.profile),
     )
+    sessions = root / "sessions"
+    config = Config(
+        context_window=window,
+        snip_nudge_share=settings.snip_nudge_share,
+        transcript=TranscriptConfig(sessions_dir=sessions, fsync="never"),
+    )
+    with run_server(app) as url:
+        provider = AnthropicProvider(
+            base_url=url, api_key="demo", capabilities=FOLDLINE_SERVE_CAPABILITIES if managed else None
+        )
+        return await simulate(
+            provider,
+            profile=settings.profile,
+            turns=settings.turns,
+            seed=settings.seed,
+            workspace=root / "workspace",
+            sessions_dir=sessions,
+            config=config,
+            levels=managed,
+            on_event=on_event,
+        )
 
 
 async def run_demo(
-    turns: int = 8, *, console: Console | None = None, workdir: Path | None = None
+    settings: DemoSettings = DEMO_SETTINGS, *, console: Console | None = None, workdir: Path | None = None
 ) -> DemoResult:
-    """Run the scripted session; print it as it goes; return the per-turn usage."""
-    from foldline.server.app import create_app
-    from foldline.server.backend import ScriptedBackend
-    from foldline.server.testing import run_server
-
-    console = console or Console()
+    """Run the managed session (printing each compaction as it fires), then the unmanaged one."""
     started = time.monotonic()
     with _workdir(workdir) as root:
-        workspace, transcript = root / "workspace", root / "session.jsonl"
-        workspace.mkdir()
-        (workspace / "calc.py").write_text(_SEED_FILE)
-        app = create_app(backend=ScriptedBackend(replies=scenario(turns), select="sequence"))
-        with run_server(app) as url:
-            console.print(f"[dim]local Messages API on {url}; workspace {workspace}[/dim]")
-            resumed_at = turns // 2
-            stats: list[UsageTotals] = []
-            session = _session(url, workspace, transcript, _printer(console))
-            for turn in range(turns):
-                if turn == resumed_at:
-                    await session.aclose()
-                    console.rule("[yellow]process stopped; resuming from the transcript alone[/yellow]")
-                    session = _session(url, workspace, transcript, _printer(console))
-                engine = session.engine
-                before = len(engine.timeline)
-                prompt = f"Add the next calculator function (task {turn + 1} of {turns})."
-                console.print(f"\n[bold cyan]user>[/bold cyan] {prompt}")
-                await session.submit_message(prompt)
-                stats.append(usage_of(list(engine.timeline.snapshot()[before:])))
-            await session.aclose()
-        loaded = load_transcript(transcript)
-        console.print(
-            f"\n[dim]transcript: {transcript.stat().st_size:,} bytes, {len(loaded.records)} records[/dim]"
-        )
-        return DemoResult(stats, transcript, resumed_at, time.monotonic() - started)
+        if console is not None:
+            console.print(
+                f"[dim]{settings.turns} turns of the {settings.profile!r} profile (seed {settings.seed}) "
+                f"on a {settings.context_window:,}-token window, every level on[/dim]"
+            )
+        managed = await _run(settings, root / "managed", managed=True, on_event=_printer(console))
+        if console is not None:
+            console.print("[dim]the same session with no management on an unlimited window[/dim]")
+        unmanaged = await _run(settings, root / "unmanaged", managed=False, on_event=None)
+        transcript = root / "managed" / "sessions" / f"simulated-{settings.profile}-{settings.seed}.jsonl"
+        result = DemoResult(managed, unmanaged, transcript, time.monotonic() - started)
+        return result
 
 
 @contextmanager
@@ -150,75 +147,113 @@ def _workdir(path: Path | None) -> Iterator[Path]:
         yield Path(d)
 
 
-def _printer(console: Console) -> Callable[[UIEvent], None]:
+def _printer(console: Console | None) -> Callable[[UIEvent], None] | None:
+    if console is None:
+        return None
+
     def show(event: UIEvent) -> None:
         if isinstance(event, RetryEvent):
             console.print(f"[yellow]retrying in {event.delay:.1f}s: {event.reason}[/yellow]")
-        if isinstance(event, CompactionEvent):  # R3.0.1: never clear silently
+        elif isinstance(event, CompactionEvent):  # R3.0.1: never clear silently
             console.print(f"[cyan]  {event.level}: {event.text}[/cyan]", highlight=False)
-        if not isinstance(event, RecordEvent):
-            return
-        record = event.record
-        if isinstance(record, AssistantEntry) and not record.is_virtual:
-            for block in record.message.content:
-                if block.get("type") == "text":
-                    console.print(f"[green]model>[/green] {block['text']}")
-                elif block.get("type") == "tool_use":
-                    console.print(f"[magenta]  tool[/magenta] {block['name']} {block['input']}")
-        elif isinstance(record, UserEntry) and isinstance(record.message.content, list):
-            for block in record.message.content:
-                if block.get("type") == "tool_result":
-                    text = str(block.get("content"))[:70].replace("\n", " ⏎ ")
-                    mark = "[red]error[/red]" if block.get("is_error") else "[dim]ok[/dim]"
-                    console.print(f"    {mark} [dim]{text}[/dim]")
 
     return show
 
 
+def summary(result: DemoResult) -> dict[str, Any]:
+    """The demo's numbers as `--json` prints them."""
+    m, u = result.managed, result.unmanaged
+    return {
+        "turns": m.turns_done,
+        "turns_planned": m.turns_planned,
+        "api_calls": m.api_calls,
+        "http_400": m.http_400s,
+        "peak_context_tokens": m.peak_request,
+        "blocking_limit": m.blocking_limit,
+        "over_blocking_limit": m.over_limit(),
+        "tokens_sent": m.usage.prompt,
+        "cache_read_share": round(m.usage.read_share, 4),
+        "cost_usd": round(m.usage.cost(), 4),
+        "levels": level_counts(m),
+        "facts_planted": m.facts_planted,
+        "facts_asked": m.facts_asked,
+        "facts_retained": m.facts_retained,
+        "errors": m.errors,
+        "stopped": m.stopped,
+        "unmanaged": {
+            "turns": u.turns_done,
+            "api_calls": u.api_calls,
+            "peak_context_tokens": u.peak_request,
+            "tokens_sent": u.usage.prompt,
+            "cache_read_share": round(u.usage.read_share, 4),
+            "facts_retained": u.facts_retained,
+        },
+        "cost_unmanaged_usd": round(u.usage.cost(), 4),
+        "wall_s": round(result.seconds, 1),
+    }
+
+
 def summary_table(result: DemoResult) -> Table:
-    """Turns, tokens, cache-read share and cost, with the uncached cost beside it."""
-    table = Table(title="usage per turn, as the server billed it")
-    for column in ("turn", "calls", "prompt", "read", "write", "output", "read %", "cost", "no-cache $"):
+    """Turns, peak context, tokens sent, cache-read share and cost: managed beside unmanaged."""
+    table = Table(title="the same session, managed and not")
+    for column in ("", "turns", "API calls", "peak context", "tokens sent", "cache read", "cost", "facts"):
         table.add_column(column, justify="right")
-    for i, t in enumerate(result.turns, 1):
-        table.add_row(*_row(f"{i}{'*' if i - 1 == result.resumed_at else ''}", t))
-    table.add_row(*_row("total", sum(result.turns, UsageTotals())), style="bold")
+    for label, r in (
+        (f"foldline, {result.managed.blocking_limit:,}-token limit", result.managed),
+        ("no management, unlimited window", result.unmanaged),
+    ):
+        usage = r.usage
+        table.add_row(
+            label,
+            f"{r.turns_done}/{r.turns_planned}",
+            str(r.api_calls),
+            f"{r.peak_request:,}",
+            f"{usage.prompt:,}",
+            f"{usage.read_share:.1%}",
+            f"${usage.cost():.2f}",
+            f"{r.facts_retained}/{r.facts_asked}",
+        )
     return table
 
 
-def _row(label: str, t: UsageTotals) -> list[str]:
-    return [
-        label,
-        str(t.requests),
-        f"{t.prompt:,}",
-        f"{t.cache_read:,}",
-        f"{t.cache_write + t.input:,}",
-        f"{t.output:,}",
-        f"{t.read_share:.0%}",
-        f"${t.cost():.4f}",
-        f"${t.cost(cached=False):.4f}",
-    ]
+def main(turns: int = DEMO_SETTINGS.turns, *, html: Path | None = None, as_json: bool = False) -> None:
+    """Run the demo and print its table (or, with `as_json`, one JSON object)."""
+    from foldline._json import dumps
+
+    settings = DemoSettings(turns=turns)
+    if as_json:
+        with _workdir(None) as root:
+            result = asyncio.run(run_demo(settings, workdir=root))
+            if html is not None:
+                _write_html(result.transcript, html)
+        sys.stdout.write(dumps(summary(result)).decode() + "\n")
+    else:
+        console = Console() if sys.stdout.isatty() else Console(width=110)
+        console.rule("[bold]foldline demo[/bold]: a long coding session through every compaction level")
+        with _workdir(None) as root:
+            result = asyncio.run(run_demo(settings, console=console, workdir=root))
+            if html is not None:
+                _write_html(result.transcript, html)
+        console.print(summary_table(result))
+        counts = level_counts(result.managed)
+        console.print("levels fired: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        silent = [k for k, v in counts.items() if not v]
+        if silent:
+            console.print(f"[yellow]did not fire in this run: {', '.join(silent)}[/yellow]")
+        m = result.managed
+        console.print(
+            f"HTTP 400: {m.http_400s}; requests over the blocking limit: {m.over_limit()} (AutoCompact's "
+            f"reactive path answers those); {result.seconds:.1f}s for both sessions."
+        )
+        if html is not None:
+            console.print(f"inspect page: {html}")
 
 
-def main(turns: int = 8) -> None:
-    """Run the demo and print its summary."""
-    console = Console() if sys.stdout.isatty() else Console(width=100)
-    console.rule("[bold]foldline demo[/bold]: a scripted coding session against the local Messages API")
-    result = asyncio.run(run_demo(turns, console=console))
-    console.print(summary_table(result))
-    console.print(
-        "[dim]prompt = read + write (uncached input included); * = first turn after the resume[/dim]"
-    )
-    total_cached = sum(t.cost() for t in result.turns)
-    total_plain = sum(t.cost(cached=False) for t in result.turns)
-    console.print(
-        f"{len(result.turns)} turns in {result.seconds:.1f}s; prompt caching saves "
-        f"{1 - total_cached / total_plain:.0%} of the cost (${total_cached:.4f} vs ${total_plain:.4f})."
-    )
-    console.print(
-        "[dim]This short session stays far below the context window, so no compaction level fires; "
-        "`foldline simulate --turns 60 --context-window 60000` plays a long one that runs them all.[/dim]"
-    )
+def _write_html(transcript: Path, out: Path) -> None:
+    from foldline.inspection import render_html, session_view
+    from foldline.sessions import load_session
+
+    out.write_text(render_html(session_view(load_session(transcript))))
 
 
 if __name__ == "__main__":

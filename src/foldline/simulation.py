@@ -32,6 +32,7 @@ from typing import Any
 from foldline._json import dumps
 from foldline.config import Config, TranscriptConfig
 from foldline.errors import ModelAPIError, ModelHTTPError, PromptTooLongError
+from foldline.events import UIEvent
 from foldline.providers.base import Capabilities, Provider
 from foldline.server.simulated.profiles import facts_for, generate_workspace, user_prompts
 from foldline.server.tokenizer import count_block
@@ -360,6 +361,7 @@ async def simulate(
     config: Config | None = None,
     on_turn: Callable[[int, SimulationReport], None] | None = None,
     levels: bool = True,
+    on_event: Callable[[UIEvent], None] | None = None,
 ) -> SimulationReport:
     """Play `turns` prompts of `profile`'s user into a real session over `provider`.
 
@@ -374,6 +376,7 @@ async def simulate(
         on_turn: Called after each turn with its number and the report so far.
         levels: Every compaction level on (`Session.open`'s default); False leaves only level 0 and
             Snip's machinery, the "no management" baseline.
+        on_event: The session's UI event callback (the demo prints compactions as they fire).
 
     Returns:
         The report; a turn refused at the blocking limit stops the run (`report.stopped`). Its
@@ -397,6 +400,7 @@ async def simulate(
         permission_mode="bypassPermissions",
         fsync="never",
         levels=levels,
+        on_event=on_event,
     ) as session:
         for turn, prompt in enumerate(user_prompts(profile, turns, seed)):
             before = len(session.engine.timeline)

@@ -1,6 +1,8 @@
-"""`foldline demo`: the scripted end-to-end session (see `foldline.demo`)."""
+"""`foldline demo`: the long simulated session through every compaction level (see `foldline.demo`)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
@@ -8,13 +10,17 @@ from foldline.cli import cli
 
 
 @cli.command()
-@click.option("--turns", default=8, show_default=True, type=click.IntRange(1, 200), help="User turns to run.")
-def demo(turns: int) -> None:
-    """Run a scripted coding session against the local server and print what it cost."""
+@click.option(
+    "--turns", default=60, show_default=True, type=click.IntRange(1, 1000), help="User turns to run."
+)
+@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Write the inspect page here.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
+def demo(turns: int, html: Path | None, as_json: bool) -> None:
+    """Run a long coding session on a small window, every level on, beside the same one unmanaged."""
     try:
         from foldline.demo import main
     except ImportError as e:  # starlette/uvicorn are the optional `server` extra
         raise click.ClickException(
             f"the demo needs the server extra: pip install 'foldline[server]' ({e})"
         ) from e
-    main(turns)
+    main(turns, html=html, as_json=as_json)
