@@ -6,7 +6,14 @@ import math
 
 from foldline.config import Config
 from foldline.timeline import AssistantEntry, AssistantMessage, Usage, UserEntry, UserMessage
-from foldline.tokens import context_tokens, estimate_blocks, estimate_text
+from foldline.tokens import (
+    ContextCount,
+    context_count,
+    context_tokens,
+    estimate_blocks,
+    estimate_fixed,
+    estimate_text,
+)
 
 
 def test_four_characters_per_token_rounded_up() -> None:
@@ -47,3 +54,23 @@ def test_thresholds_match_the_spec_for_a_200k_window() -> None:
     config = Config()
     assert (config.effective_window, config.autocompact_threshold) == (180_000, 167_000)
     assert (config.warning_threshold, config.blocking_limit) == (147_000, 177_000)
+
+
+def test_an_unanchored_count_adds_the_system_prompt_and_tools_the_usage_would_have_covered() -> None:
+    entries = [UserEntry(uuid="u", timestamp="t", message=UserMessage(content="x" * 400))]
+    tools = [{"name": "Read", "description": "d" * 396, "input_schema": {"type": "object"}}]
+    fixed = estimate_fixed("s" * 800, tools)
+    assert fixed > math.ceil((200 + 100) * 4 / 3)  # system and the tool's JSON, padded
+    count = context_count(entries, unanchored_base=fixed)
+    assert count == ContextCount(0, fixed + math.ceil(100 * 4 / 3))
+    # An anchored count already has them inside the usage: the base is not added twice.
+    usage = Usage(input_tokens=5000, output_tokens=10)
+    reply = AssistantEntry(uuid="a", timestamp="t", message=AssistantMessage(id="m", content=[], usage=usage))
+    assert context_count([*entries, reply], unanchored_base=fixed) == ContextCount(5010, 0)
+
+
+def test_the_pessimistic_count_inflates_only_the_estimated_part() -> None:
+    count = ContextCount(anchored=100_000, estimated=10_000)
+    assert count.total == 110_000
+    assert count.pessimistic(1.5) == 115_000
+    assert ContextCount(0, 10_000).pessimistic(1.5) == 15_000

@@ -104,6 +104,11 @@ class AutoCompactConfig:
     buffer_tokens: int = 13_000
     warning_below_threshold: int = 20_000
     blocking_margin: int = 3_000
+    estimate_error_factor: float = 3.0
+    """How far the estimated part of a count may be low. The padded estimate assumes 3 characters
+    per token; digits and punctuation (logs, CSV, hex, minified JSON) can come out near 1. A request
+    whose estimate, with its estimated part times this, passes the blocking limit is counted exactly
+    (`count_tokens`, free) before it is sent."""
     max_consecutive_failures: int = 3
     thrash_turns: int = 3
     thrash_repeats: int = 3

@@ -65,8 +65,8 @@ from foldline.events import (
     ToolInputDeltaEvent,
 )
 from foldline.executor import ToolExecutor
-from foldline.projection import context_tokens_of, project_view
-from foldline.providers.base import Capabilities, Provider
+from foldline.projection import context_count_of, project_view
+from foldline.providers.base import Capabilities, Provider, count_tokens, too_long_before_sending
 from foldline.retry import AttemptBudget, retrying
 from foldline.session_log import SessionLog, TranscriptSink
 from foldline.stream import (
@@ -91,6 +91,7 @@ from foldline.timeline import (
     api_filter,
     new_uuid,
 )
+from foldline.tokens import estimate_fixed
 from foldline.tool_runner import ToolRunner
 from foldline.tools.base import Tool, tool_specs
 from foldline.tools.instructions import load_instruction_files
@@ -239,6 +240,10 @@ class QueryEngine:
     _cache_watch: CacheBreakDetector = field(default_factory=CacheBreakDetector, init=False)
     """A new engine (a resume) starts without a baseline: R7.4's reset on resume."""
     _tail: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _fixed_tokens: int = field(default=0, init=False)
+    """Estimate of the system prompt and tools: what a count needs when no usage anchors it."""
+    _count_exactly: bool = field(default=False, init=False)
+    """The last round's estimate was too close to the blocking limit to trust (see `query`)."""
 
     def __post_init__(self) -> None:
         self.log = SessionLog(self.timeline, self.transcript, self.events, self.clock)
@@ -253,6 +258,7 @@ class QueryEngine:
             ask=self.ask,
             results_dir=results_dir,
         )
+        self._fixed_tokens = estimate_fixed(self.system, tool_specs(list(self.tools)))
         if self.build_request is None:
             self.build_request = request_builder(
                 self.config, self.system, self.tools, self.provider.capabilities
@@ -364,6 +370,8 @@ class QueryEngine:
         """
         plan = self._plan(turn)
         self.log.sync()  # R2 fsync policy: everything the request is built from is durable first
+        if refused := await self._over_blocking_limit(plan):
+            return Failure(refused)  # recovered from exactly as the API's own refusal would be
 
         async def attempt() -> Reply:
             accumulator, executor = MessageAccumulator(), self.runner.executor()
@@ -392,6 +400,22 @@ class QueryEngine:
         assert turn.accumulator is not None, "a successful attempt leaves its reply"
         self._watch_cache(turn.accumulator.usage)
         return reply
+
+    async def _over_blocking_limit(self, plan: RequestPlan) -> PromptTooLongAPIError | None:
+        """R3.4.1 exactly: when the estimate was too close to call, count the request before sending.
+
+        The estimate pads by 4/3, which dense logs and numbers can still beat; a request sent over the
+        blocking limit is one the API may refuse with no room left to compact. The count is free and
+        asked only near the limit; a provider that cannot count leaves the estimate's verdict.
+        """
+        if not self._count_exactly:
+            return None
+        exact = await count_tokens(self.provider, plan.body, plan.betas)
+        limit = self.config.blocking_limit
+        self.events.telemetry("exact_count", tokens=exact, limit=limit)
+        if exact is None or exact <= limit:
+            return None
+        return too_long_before_sending(self.config.model, exact, limit)
 
     def _plan(self, turn: _Turn) -> RequestPlan:
         assert self.build_request is not None
@@ -467,7 +491,7 @@ class QueryEngine:
             records,
             self.config,
             self.provider.capabilities,
-            context_tokens_of(records),
+            context_count_of(records, unanchored_base=self._fixed_tokens).total,
             self.clock(),
             tuple(self.pre_compact_hooks),
         )
@@ -482,17 +506,26 @@ class QueryEngine:
         self._edits = _merge_edits(self._edits, result.cache_edits)
         if result.records or result.cache_edits:
             self._cache_watch.reset_baseline()  # R7.4: a compaction's drop is expected
-        # Only what cache_edits freed is missing from an estimate made from the records (R3.0.2).
-        tokens = max(0, self._compaction_context().tokens - result.pending_freed)
+        tokens = self._estimate(result.pending_freed)
         if tokens > self.config.blocking_limit:
             recovery = await self._recover_prompt_too_long(None, gap=tokens - self.config.blocking_limit)
-            pending = result.pending_freed + recovery.pending_freed
-            over = self._compaction_context().tokens - pending - self.config.blocking_limit
+            over = self._estimate(result.pending_freed + recovery.pending_freed) - self.config.blocking_limit
             if over > 0:  # nothing is ever sent over the blocking limit
                 raise PromptTooLongError(
                     f"the conversation is still {over:,} tokens over the blocking limit "
                     f"({self.config.blocking_limit:,}) after compaction: run /compact"
                 )
+
+    def _estimate(self, pending_freed: int) -> int:
+        """The next request's estimated tokens; notes whether it is too close to the limit to trust.
+
+        Only what cache_edits freed (`pending_freed`) is missing from an estimate made from the
+        records (R3.0.2).
+        """
+        count = context_count_of(self.timeline.snapshot(), unanchored_base=self._fixed_tokens)
+        factor = self.config.autocompact.estimate_error_factor
+        self._count_exactly = count.pessimistic(factor) - pending_freed > self.config.blocking_limit
+        return max(0, count.total - pending_freed)
 
     async def compact(self, instructions: str = "") -> list[AnyRecord]:
         """Compact now (`/compact [instructions]`), through the installed level's own code path.

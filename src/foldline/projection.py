@@ -31,13 +31,15 @@ from foldline.timeline import (
     api_filter,
     is_api_visible,
 )
-from foldline.tokens import context_tokens, estimate_entry, padded
+from foldline.tokens import ContextCount, context_count, estimate_entry, padded
 
 __all__ = [
     "REPROJECTING",
     "ProjectionState",
     "collapse_summary_text",
+    "context_count_of",
     "context_tokens_of",
+    "is_summary",
     "pins_in_view",
     "project_view",
     "rebuild_state",
@@ -144,6 +146,16 @@ def collapse_summary_text(commit: CollapseCommit) -> str:
     return f"<collapsed-context id={commit.collapse_id}>\n{commit.summary}\n</collapsed-context>"
 
 
+def is_summary(entry: Entry) -> bool:
+    """A compaction's summary or a fold's stand-in: what carries the conversation's older facts."""
+    if not isinstance(entry, UserEntry):
+        return False
+    content = entry.message.content
+    return entry.is_compact_summary or (
+        isinstance(content, str) and content.startswith("<collapsed-context id=")
+    )
+
+
 def _apply_collapses(entries: list[Entry], collapses: Sequence[CollapseCommit]) -> list[Entry]:
     for commit in collapses:
         index = {e.uuid: i for i, e in enumerate(entries)}
@@ -199,11 +211,17 @@ REPROJECTING = (SnipBoundary, CollapseCommit, CompactBoundary, ResultsCleared)
 
 
 def context_tokens_of(records: Sequence[AnyRecord]) -> int:
-    """`context_tokens` of the API projection of `records`, without projecting the whole session.
+    """`context_count_of(records).total`."""
+    return context_count_of(records).total
+
+
+def context_count_of(records: Sequence[AnyRecord], *, unanchored_base: int = 0) -> ContextCount:
+    """`context_count` of the API projection of `records`, without projecting the whole session.
 
     The count anchors on the newest API-visible reply with usage and estimates what follows it, so
     only that tail needs reading. A snip, fold or compaction after the anchor changes what the
     anchor covered: then the full projection is counted instead. Same result either way.
+    `unanchored_base` is added when nothing anchors (see `context_count`).
     """
     tail: list[Entry] = []
     for record in reversed(records):
@@ -214,11 +232,13 @@ def context_tokens_of(records: Sequence[AnyRecord]) -> int:
                 boundary = records[state.boundary_index]
                 assert isinstance(boundary, CompactBoundary)
                 stale = set(boundary.preserved_uuids)
-            return context_tokens(api_filter(project_view(records, state)), stale=stale)
+            view = api_filter(project_view(records, state))
+            return context_count(view, stale=stale, unanchored_base=unanchored_base)
         if not isinstance(record, ENTRY_TYPES) or not is_api_visible(record):
             continue
         if isinstance(record, AssistantEntry) and record.message.usage is not None:
             usage = record.message.usage
-            return usage.prompt_tokens + usage.output_tokens + padded(sum(estimate_entry(e) for e in tail))
+            rest = padded(sum(estimate_entry(e) for e in tail))
+            return ContextCount(usage.prompt_tokens + usage.output_tokens, rest)
         tail.append(record)
-    return padded(sum(estimate_entry(e) for e in tail))
+    return ContextCount(0, unanchored_base + padded(sum(estimate_entry(e) for e in tail)))

@@ -33,7 +33,7 @@ from foldline._json import dumps
 from foldline.config import Config, TranscriptConfig
 from foldline.errors import ModelAPIError, ModelHTTPError, PromptTooLongError
 from foldline.events import UIEvent
-from foldline.providers.base import Capabilities, Provider
+from foldline.providers.base import Capabilities, Provider, count_tokens
 from foldline.server.simulated.profiles import facts_for, generate_workspace, user_prompts
 from foldline.server.tokenizer import count_block
 from foldline.session import Session
@@ -69,6 +69,8 @@ class MeteredRequest:
     """The HTTP status of a refused request (its usage is then empty); None when answered."""
     refused_tokens: int = 0
     """A prompt-too-long refusal's token count, from the API's message."""
+    error: str = ""
+    """A refused request's error message, as the API gave it."""
 
     @property
     def prompt(self) -> int:
@@ -105,9 +107,13 @@ class _Meter:
                 yield event
         except ModelHTTPError as e:
             request.status = e.status
+            request.error = str(e)
             match = _TOO_LONG.search(str(e))
             request.refused_tokens = int(match.group(1)) if match else 0
             raise
+
+    async def count_tokens(self, body: dict[str, Any], *, betas: Sequence[str] = ()) -> int | None:
+        return await count_tokens(self.inner, body, betas)
 
     async def aclose(self) -> None:
         close = getattr(self.inner, "aclose", None)  # optional on a Provider, as the engine treats it

@@ -248,6 +248,8 @@ class _FakeProvider:
         """Tokens per text / thinking / input-JSON delta, as `foldline serve` streams them."""
         self.calls: list[Call] = []
         """Every call received, in order."""
+        self.counted = 0
+        """How many `count_tokens` requests it answered."""
 
     @property
     def capabilities(self) -> Capabilities:
@@ -264,6 +266,11 @@ class _FakeProvider:
         item: ScriptItem = window_error if window_error is not None else await self._answer(call)
         async for event in self._play(call, item):
             yield event
+
+    async def count_tokens(self, body: dict[str, Any], *, betas: Sequence[str] = ()) -> int | None:
+        """The body's input tokens by the local server's tokenizer, as this fake's window counts them."""
+        self.counted += 1
+        return total_tokens(flatten(body))
 
     async def _answer(self, call: Call) -> ScriptItem:
         raise NotImplementedError

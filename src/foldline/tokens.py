@@ -8,8 +8,10 @@ estimate errs high (an underestimate is what sends a request over the window).
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
+from typing import Any, NamedTuple
 
+from foldline._json import dumps
 from foldline._types import Block
 from foldline.timeline import AssistantEntry, AttachmentEntry, Entry, SystemEntry, UserEntry
 
@@ -17,9 +19,12 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "MEDIA_TOKENS",
     "PADDING",
+    "ContextCount",
+    "context_count",
     "context_tokens",
     "estimate_blocks",
     "estimate_entry",
+    "estimate_fixed",
     "estimate_text",
     "padded",
 ]
@@ -81,26 +86,60 @@ def estimate_entry(entry: Entry) -> int:
     return 0
 
 
-def context_tokens(entries: Sequence[Entry], *, stale: Container[str] = ()) -> int:
-    """Tokens the next request's messages will take: last usage + padded estimate of the rest.
+class ContextCount(NamedTuple):
+    """A request's size as two parts: what the server counted, and what is only estimated.
+
+    The estimate is the part that can be wrong, so a caller near a limit looks at it on its own
+    (`pessimistic`) before deciding whether an exact count is worth asking for.
+    """
+
+    anchored: int
+    """The newest usage's prompt plus output: counted by the server (0 when nothing anchors)."""
+    estimated: int
+    """The padded estimate of everything after the anchor."""
+
+    @property
+    def total(self) -> int:
+        """The best guess: anchored plus estimated."""
+        return self.anchored + self.estimated
+
+    def pessimistic(self, factor: float) -> int:
+        """The count if the estimated part were `factor` times too low (dense logs, numbers, code)."""
+        return self.anchored + math.ceil(self.estimated * factor)
+
+
+def context_count(
+    entries: Sequence[Entry], *, stale: Container[str] = (), unanchored_base: int = 0
+) -> ContextCount:
+    """The next request's size: last usage + padded estimate of the rest.
 
     `entries` is the API-visible projection. The newest assistant entry with `usage` anchors the
-    count (its prompt plus its output); everything after it is estimated and padded by 4/3.
-    Entries named in `stale` never anchor: their usage covered a prefix that is gone (a reply a
-    compaction kept verbatim after its summary).
+    count (its prompt plus its output, which include the system prompt and tools); everything after
+    it is estimated and padded by 4/3. With no anchor (a new session, or right after a compaction),
+    `unanchored_base` stands in for what the usage would have covered besides the messages: the
+    system prompt and the tools. Entries named in `stale` never anchor: their usage covered a
+    prefix that is gone (a reply a compaction kept verbatim after its summary).
     """
-    anchor = 0
-    start = 0
     for i in range(len(entries) - 1, -1, -1):
         entry = entries[i]
         if entry.uuid in stale:
             continue
         if isinstance(entry, AssistantEntry) and entry.message.usage and not entry.is_api_error_message:
             usage = entry.message.usage
-            anchor = usage.prompt_tokens + usage.output_tokens
-            start = i + 1
-            break
-    return anchor + padded(sum(estimate_entry(e) for e in entries[start:]))
+            rest = padded(sum(estimate_entry(e) for e in entries[i + 1 :]))
+            return ContextCount(usage.prompt_tokens + usage.output_tokens, rest)
+    return ContextCount(0, unanchored_base + padded(sum(estimate_entry(e) for e in entries)))
+
+
+def context_tokens(entries: Sequence[Entry], *, stale: Container[str] = ()) -> int:
+    """`context_count(...).total`: the best guess of the next request's message tokens."""
+    return context_count(entries, stale=stale).total
+
+
+def estimate_fixed(system: str | Sequence[str | Block], tools: Sequence[Mapping[str, Any]]) -> int:
+    """Padded estimate of a request's system prompt and tool definitions (JSON as sent)."""
+    text = system if isinstance(system, str) else "".join(s if isinstance(s, str) else str(s) for s in system)
+    return padded(estimate_text(text) + sum(estimate_text(dumps(tool).decode()) for tool in tools))
 
 
 def padded(tokens: int) -> int:

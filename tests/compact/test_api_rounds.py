@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -158,3 +159,32 @@ def test_recent_tail_keeps_what_the_memory_does_not_cover_and_grows_to_the_minim
         recent_tail_start(entries, covered + 1, min_tokens=1, max_tokens=too_small, min_text_messages=1)
         is None
     )
+
+
+def test_dropping_rounds_keeps_the_summaries_they_held() -> None:
+    """A retry after an earlier compaction must not drop that compaction's summary (its facts)."""
+    summary = msgspec.structs.replace(
+        _user(1, "Summary:\n1. Primary Request and Intent: the staging port is 8275"), is_compact_summary=True
+    )
+    fold = _user(4, "<collapsed-context id=c1>\nthe codename is iron-lynx\n</collapsed-context>")
+    entries: list[Entry] = [
+        summary,
+        _reply(2, "m1", [{"type": "text", "text": "x " * 400}]),
+        _user(3, "next " * 200),
+        _reply(5, "m2", [{"type": "text", "text": "y " * 400}]),
+        fold,
+        _reply(6, "m3", [{"type": "text", "text": "z " * 400}]),
+        _user(7, "last"),
+    ]
+    kept, count = drop_oldest_rounds(entries, gap=500, fraction=0.2)
+    # Round 0 (the summary) counts 0 toward the gap, round 1 450 and round 2 200 (its fold excluded).
+    assert count == 3
+    assert kept[0] is summary
+    assert kept[1] is fold
+    assert entries[1] not in kept
+    assert entries[3] not in kept
+    assert kept[-2:] == entries[-2:]
+    request = build_request(
+        [*kept, _user(10_000, "Summarize.")], Config(), "sys", [], Capabilities(name="t"), max_tokens=100
+    )
+    assert find_errors(request.body, ValidationLimits()) == []

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from foldline._json import dumps
 from foldline.compact.collapse import Collapse, CollapseStore
 from foldline.compact.ctx_agent import CtxAgent, FoldFailure, StagedFold, find_spans
 from foldline.compact.pipeline import CompactionContext, StageResult, recover_prompt_too_long
@@ -164,3 +165,21 @@ async def test_a_summary_cut_at_the_output_limit_is_a_failure_never_staged() -> 
     result = await agent.summarize(records, span)
     assert isinstance(result, FoldFailure)
     assert "output limit" in result.reason
+
+
+async def test_a_span_fork_over_the_limit_is_sent_again_cut_after_the_span() -> None:
+    """What follows the span is not needed to summarize it: the fork drops it rather than fail."""
+    records = conversation(6)
+    config = Config(
+        context_window=8_000, output_reserve=2_000, collapse=CollapseConfig(span_target_tokens=1_000)
+    )
+    assert config.blocking_limit == 3_000  # the whole conversation (~6K tokens) is over it
+    answer = "## Task\nturn 1\n\n## Outcome\ndone\n\n## Facts to Keep\nFACT-1 = v1"
+    provider = FunctionProvider(lambda body, betas: {"text": answer})
+    [span] = find_spans(records, config)[:1]
+    result = await CtxAgent(provider, "sys", [], config).summarize(records, span)
+    assert isinstance(result, StagedFold), result
+    [sent] = provider.calls  # the full fork was refused unsent; the cut one went
+    text = dumps(sent.body["messages"]).decode()
+    assert "FACT-1 = v1" in text
+    assert "FACT-2 = v2" not in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from tests.server.conftest import MODEL, Served, words
 
 from foldline.errors import RequestValidationError
+from foldline.providers.anthropic import AnthropicProvider
 from foldline.server.backend import ScriptedBackend
 from foldline.server.caching import CACHE_EDITS_BETA, cache_edits_deletions, flatten
 from foldline.server.config import ServerConfig
@@ -143,3 +145,25 @@ def test_an_edit_outside_a_user_message_names_its_path() -> None:
     with pytest.raises(RequestValidationError, match="may only appear in user messages") as caught:
         cache_edits_deletions(body, flatten(body), beta_enabled=True)
     assert caught.value.path == "messages.1.content.0"
+
+
+def test_count_tokens_leaves_out_what_the_edits_delete(serve: Callable[..., Served]) -> None:
+    """The count foldline checks the blocking limit with is the window's count: deletions excluded."""
+    served = serve()
+    question = [{"type": "text", "text": "what next?"}]
+    edited = {"model": MODEL, "max_tokens": 50, "messages": _conversation([DELETE, *question])}
+    total = flatten(edited)[-1].end
+    plain = {**edited, "messages": _conversation(question)}
+
+    async def count() -> tuple[int | None, int | None]:
+        provider = AnthropicProvider(base_url=served.url, api_key="k")
+        try:
+            return (
+                await provider.count_tokens(edited, betas=[CACHE_EDITS_BETA]),
+                await provider.count_tokens(plain),
+            )
+        finally:
+            await provider.aclose()
+
+    assert asyncio.run(count()) == (total - count_text(FILE_TEXT), flatten(plain)[-1].end)
+    assert served.state.records == []  # counting runs no model: nothing was billed

@@ -7,7 +7,8 @@ keeps every pair whole (design.md F9).
 
 Two cuts are made here, both pure functions of the entries:
 - `drop_oldest_rounds`: the prompt-too-long retry of a summary request (R3.4.5) drops the oldest
-  rounds covering the gap the API named, else a share of them (at least one, never all).
+  rounds covering the gap the API named, else a share of them (at least one, never all). Earlier
+  summaries in the dropped rounds are kept: they hold what older compactions saved.
 - `recent_tail_start`: the session-memory compaction (R3.4.10) keeps the latest rounds verbatim,
   between a minimum and a maximum of tokens and with at least a few text messages.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from foldline.projection import is_summary
 from foldline.timeline import AssistantEntry, Entry, UserEntry, UserMessage, new_uuid, now_iso
 from foldline.tokens import estimate_entry
 
@@ -76,12 +78,18 @@ def drop_oldest_rounds(entries: Sequence[Entry], gap: int | None, fraction: floa
     """`entries` without their oldest rounds (R3.4.5), and how many rounds went (0: nothing to drop).
 
     Round sizes are the entries' token estimates. When the first kept entry is a reply, a short user
-    message (`PTL_MARKER`) opens the result, as the API requires.
+    message (`PTL_MARKER`) opens the result, as the API requires. Summaries in the dropped rounds
+    (`projection.is_summary`) are kept in front: they are not counted toward the gap.
     """
     rounds = api_rounds(entries)
-    count = rounds_to_drop([sum(estimate_entry(e) for e in r) for r in rounds], gap, fraction)
+    # Summaries are the older conversation already condensed: dropping one loses facts that exist
+    # nowhere else, so they stay (and their size is not counted as droppable).
+    count = rounds_to_drop(
+        [sum(estimate_entry(e) for e in r if not is_summary(e)) for r in rounds], gap, fraction
+    )
     if count == 0:
         return list(entries), 0
+    summaries = [e for r in rounds[:count] for e in r if is_summary(e)]
     kept = [e for r in rounds[count:] for e in r]
     if kept and isinstance(kept[0], AssistantEntry):
         marker = UserEntry(
@@ -92,7 +100,7 @@ def drop_oldest_rounds(entries: Sequence[Entry], gap: int | None, fraction: floa
             message=UserMessage(content=PTL_MARKER),
         )
         kept.insert(0, marker)
-    return kept, count
+    return [*summaries, *kept], count
 
 
 def _is_text_message(entry: Entry) -> bool:

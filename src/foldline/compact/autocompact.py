@@ -234,6 +234,7 @@ class AutoCompactStage:
                     system=self.system,
                     tools=self.tools,
                     max_tokens=min(ctx.config.limits.max_output, cfg.summary_max_tokens),
+                    limit=ctx.config.blocking_limit,
                 )
             except (PromptTooLongAPIError, OutputRoomError) as e:
                 # Too long either way: alone, or with the summary's output reserve beside it.

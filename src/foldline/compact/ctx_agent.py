@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from foldline._types import Block
-from foldline.compact.fork import ask_forked
+from foldline.compact.fork import ForkedReply, ask_forked
 from foldline.compact.prompts import SPAN_SECTIONS, parse_sections, span_prompt
 from foldline.compact.snip import short_id
 from foldline.config import Config
-from foldline.errors import ModelAPIError
+from foldline.errors import ModelAPIError, PromptTooLongAPIError
 from foldline.projection import collapse_summary_text, project_view, rebuild_state
 from foldline.providers.base import Provider
 from foldline.timeline import (
@@ -267,15 +267,12 @@ class CtxAgent:
             short_id(span.first_uuid), short_id(span.last_tagged_uuid or span.last_uuid)
         )
         try:
-            reply = await ask_forked(
-                self.provider,
-                records,
-                instruction,
-                config=self.config,
-                system=self.system,
-                tools=self.tools,
-                max_tokens=self.config.collapse.summary_max_tokens,
-            )
+            try:
+                reply = await self._ask(records, instruction)
+            except PromptTooLongAPIError:
+                # What follows the span is context the summary does not need: without it the fork
+                # still reads the cached prefix up to the span and fits under the limit.
+                reply = await self._ask(_through(records, span.last_uuid), instruction)
         except ModelAPIError as e:
             return FoldFailure(span, f"request failed: {e}")
         if reply.stop_reason == "max_tokens":
@@ -285,6 +282,18 @@ class CtxAgent:
         if sections is None:
             return FoldFailure(span, "the summary was empty or malformed")
         return StagedFold(span, summary_of(sections), reply.usage)
+
+    async def _ask(self, records: Sequence[AnyRecord], instruction: str) -> ForkedReply:
+        return await ask_forked(
+            self.provider,
+            records,
+            instruction,
+            config=self.config,
+            system=self.system,
+            tools=self.tools,
+            max_tokens=self.config.collapse.summary_max_tokens,
+            limit=self.config.blocking_limit,
+        )
 
     async def run(
         self,
@@ -314,6 +323,16 @@ class CtxAgent:
             staged.append(result)
             freed += fold_savings(result)
         return staged, failed
+
+
+def _through(records: Sequence[AnyRecord], last_uuid: str) -> list[AnyRecord]:
+    """`records` up to the entry `last_uuid`, with the control records after it kept.
+
+    Later folds, snips and clearings still apply to what comes before the cut, so the prefix the fork
+    sends stays the one the main loop sends (and its cache).
+    """
+    cut = next((i for i, r in enumerate(records) if getattr(r, "uuid", None) == last_uuid), len(records) - 1)
+    return [*records[: cut + 1], *(r for r in records[cut + 1 :] if not isinstance(r, ENTRY_TYPES))]
 
 
 def summary_tokens(summary: str) -> int:

@@ -15,10 +15,12 @@ from typing import Any
 from foldline._types import Block
 from foldline.api.params import build_request
 from foldline.config import Config
-from foldline.providers.base import Provider
+from foldline.projection import context_count_of
+from foldline.providers.base import Provider, count_tokens, too_long_before_sending
 from foldline.retry import AttemptBudget, retrying
 from foldline.stream import MessageAccumulator
 from foldline.timeline import AnyRecord, Usage, UserEntry, UserMessage, new_uuid, now_iso
+from foldline.tokens import estimate_fixed
 
 __all__ = ["ForkedReply", "ask_forked", "fork_body"]
 
@@ -55,8 +57,21 @@ def fork_body(
     max_tokens: int,
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The forked request's body and betas: `records` plus `instruction` as the last user message."""
+    return _fork_body(
+        provider, [*records, _instruction_entry(records, instruction)], config, system, tools, max_tokens
+    )
+
+
+def _fork_body(
+    provider: Provider,
+    records: Sequence[AnyRecord],
+    config: Config,
+    system: str | Sequence[str | Block],
+    tools: Sequence[Mapping[str, Any]],
+    max_tokens: int,
+) -> tuple[dict[str, Any], tuple[str, ...]]:
     plan = build_request(
-        [*records, _instruction_entry(records, instruction)],
+        records,
         config,
         system,
         tools,
@@ -75,15 +90,22 @@ async def ask_forked(
     system: str | Sequence[str | Block],
     tools: Sequence[Mapping[str, Any]],
     max_tokens: int,
+    limit: int | None = None,
 ) -> ForkedReply:
     """Send the fork (transient failures retried as the main loop retries them) and return its text.
 
+    `limit` (normally the blocking limit) holds forks to the main loop's rule: nothing is sent over
+    it. A fork is the main request plus an instruction, so it is larger than anything the main loop
+    sent; over the limit it is refused here, unsent, as the API would refuse it.
+
     Raises whatever the provider raises once retries are spent (`ModelAPIError` and subclasses); a
-    prompt-too-long answer surfaces as `PromptTooLongAPIError` so the caller can drop history and retry.
+    prompt-too-long answer, the API's or the limit's, surfaces as `PromptTooLongAPIError` so the
+    caller can drop history and retry.
     """
-    body, betas = fork_body(
-        provider, records, instruction, config=config, system=system, tools=tools, max_tokens=max_tokens
-    )
+    forked = [*records, _instruction_entry(records, instruction)]
+    body, betas = _fork_body(provider, forked, config, system, tools, max_tokens)
+    if limit is not None:
+        await _check_fits(provider, forked, body, betas, config, estimate_fixed(system, tools), limit)
 
     async def attempt() -> MessageAccumulator:
         accumulator = MessageAccumulator()
@@ -97,3 +119,21 @@ async def ask_forked(
     message = done.message()
     text = "".join(str(b.get("text", "")) for b in message.content if b.get("type") == "text")
     return ForkedReply(text=text, usage=message.usage or Usage(), stop_reason=message.stop_reason)
+
+
+async def _check_fits(
+    provider: Provider,
+    forked: Sequence[AnyRecord],
+    body: dict[str, Any],
+    betas: Sequence[str],
+    config: Config,
+    fixed: int,
+    limit: int,
+) -> None:
+    """Raise `PromptTooLongAPIError` when the fork is over `limit`: estimated, else counted exactly."""
+    count = context_count_of(forked, unanchored_base=fixed)
+    tokens = count.total
+    if count.pessimistic(config.autocompact.estimate_error_factor) > limit:
+        tokens = await count_tokens(provider, body, betas) or tokens
+    if tokens > limit:
+        raise too_long_before_sending(config.model, tokens, limit)

@@ -36,6 +36,7 @@ from foldline._types import Block
 from foldline.compact.fork import ask_forked
 from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_prompt
 from foldline.config import Config
+from foldline.errors import PromptTooLongAPIError
 from foldline.events import EventBus, NoticeEvent
 from foldline.projection import context_tokens_of, project_view
 from foldline.providers.base import Provider
@@ -141,6 +142,7 @@ class SessionMemory:
             system=self.system,
             tools=self.tools,
             max_tokens=min(self.config.limits.max_output, self.config.autocompact.summary_max_tokens),
+            limit=self.config.blocking_limit,
         )
         self.usage.append(reply.usage)
         if parse_sections(reply.text, SUMMARY_SECTIONS) is None:
@@ -164,6 +166,11 @@ class SessionMemory:
         self._running = True
         try:
             await self.extract(records)
+        except PromptTooLongAPIError as e:
+            # The conversation is at the limit: the next round compacts it, and the memory catches
+            # up on the smaller conversation. Not an error worth more than telemetry.
+            if self.events is not None:
+                self.events.telemetry("session_memory_skipped", reason=e.message)
         finally:
             self._running = False
 

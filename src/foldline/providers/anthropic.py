@@ -83,9 +83,22 @@ class AnthropicProvider:
             finally:
                 await events.close()
 
+    async def count_tokens(self, body: dict[str, Any], *, betas: Sequence[str] = ()) -> int | None:
+        """`POST /v1/messages/count_tokens` for `body` (free, and not a model run)."""
+        model = str(body.get("model", ""))
+        headers = {"anthropic-beta": ",".join(betas)} if betas else None
+        request = {k: v for k, v in body.items() if k in _COUNTED}
+        with _map_api_errors(model, str(self._client.base_url)):
+            counted = await self._client.messages.count_tokens(**request, extra_headers=headers)
+        return counted.input_tokens
+
     async def aclose(self) -> None:
         """Close the underlying HTTP client."""
         await self._client.close()
+
+
+_COUNTED = ("model", "messages", "system", "tools", "tool_choice", "thinking")
+"""The request fields `count_tokens` takes (max_tokens, stream, metadata and sampling are refused)."""
 
 
 @contextmanager

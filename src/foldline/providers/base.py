@@ -10,12 +10,19 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from foldline.errors import ModelHTTPError, OutputRoomError, OverloadedError, PromptTooLongAPIError
 from foldline.stream import StreamEvent
 
-__all__ = ["Capabilities", "Provider", "http_error"]
+__all__ = [
+    "Capabilities",
+    "Provider",
+    "TokenCounter",
+    "count_tokens",
+    "http_error",
+    "too_long_before_sending",
+]
 
 # The API's own wording; the numbers are what recovery needs.
 _PROMPT_TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
@@ -75,3 +82,39 @@ class Provider(Protocol):
         raises `ModelHTTPError` / `ModelConnectionError` for failures.
         """
         ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """A provider that can count a request's input tokens without running it (`count_tokens`)."""
+
+    async def count_tokens(self, body: dict[str, Any], *, betas: Sequence[str] = ()) -> int | None:
+        """The input tokens `body` would bill (cache_edits deletions excluded), or None when unknown."""
+        ...
+
+
+async def count_tokens(provider: object, body: dict[str, Any], betas: Sequence[str] = ()) -> int | None:
+    """`provider`'s exact count of `body`, or None when it cannot count or the count failed.
+
+    A count is an optimisation over the estimate, never a new way for a turn to fail: errors fall
+    back to the estimate, except a prompt-too-long answer, whose number is the count itself.
+    """
+    if not isinstance(provider, TokenCounter):
+        return None
+    try:
+        return await provider.count_tokens(body, betas=betas)
+    except PromptTooLongAPIError as e:
+        return e.prompt_tokens
+    except ModelHTTPError:
+        return None
+
+
+def too_long_before_sending(model: str, tokens: int, limit: int) -> PromptTooLongAPIError:
+    """The error for a request refused locally because it is over `limit` (never sent).
+
+    Worded as the API words a prompt-too-long answer, so recovery treats both the same way.
+    """
+    message = f"prompt is too long: {tokens} tokens > {limit} maximum (counted before sending)"
+    error = PromptTooLongAPIError(model, 400, None, message, error_type="invalid_request_error")
+    error.prompt_tokens, error.limit = tokens, limit
+    return error

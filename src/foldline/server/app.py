@@ -293,7 +293,11 @@ async def _count_tokens(request: Request) -> Response:
     checked = {**body, "max_tokens": placeholder} if "max_tokens" not in body else body
     # flatten assumes a well-formed body: validate without the window first, then with it.
     validate_request(checked, _limits(state, None), body_bytes=size)
-    prompt = total_tokens(flatten(body, state.memo))
+    blocks = flatten(body, state.memo)
+    beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
+    # The count is what the request would bill and what the window holds: deletions excluded.
+    deleted = cache_edits_deletions(body, blocks, beta_enabled=beta, known=state.references.spans)
+    prompt = total_tokens(blocks) - deleted_tokens(blocks, deleted)
     validate_window(checked, _limits(state, prompt))
     return JSONResponse({"input_tokens": prompt})
 
