@@ -428,7 +428,7 @@ class QueryEngine:
 
     def _watch_cache(self, usage: Usage) -> None:
         """R7.3: a confirmed cache break becomes a visible notice with its likely cause."""
-        report = self._cache_watch.after_response(usage)
+        report = self._cache_watch.after_response(usage, server_reason=usage.cache_miss_reason)
         if report is not None:
             text = report.describe()
             data = {

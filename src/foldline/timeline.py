@@ -83,6 +83,8 @@ class Usage(_Struct, frozen=True, kw_only=True):
     """`{ephemeral_5m_input_tokens, ephemeral_1h_input_tokens}` where the API splits writes by TTL."""
     cache_deleted_input_tokens: int = 0
     """Tokens removed from the cached prefix by `cache_edits` deletions (R8.4)."""
+    cache_miss_reason: str | None = None
+    """The provider's own diagnosis of a cache miss, where it gives one (foldline serve does, R7.5.1)."""
 
     @property
     def prompt_tokens(self) -> int:

@@ -34,6 +34,10 @@ async def test_a_server_side_eviction_is_reported_as_a_cache_break(harness: Call
     assert len(breaks) == 1
     assert "likely server-side" in breaks[0].content
     assert breaks[0].level == "warning"
+    # R7.5.1: the server's own diagnosis travels with the break, beside the client's attribution.
+    assert breaks[0].data is not None
+    assert "expired" in str(breaks[0].data["server_reason"])
+    assert "the server says:" in breaks[0].content
 
 
 @pytest.mark.slow

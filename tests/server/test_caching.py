@@ -297,3 +297,38 @@ def test_expired_entries_are_purged_when_the_cache_grows() -> None:
     clock.advance(301)
     cache.apply(flatten({"model": MODEL, "messages": [{"role": "user", "content": _marked("fresh")}]}), 1)
     assert len(cache) == 1
+
+
+def _prompt(system: str, texts: list[str], marked: set[int]) -> list[Any]:
+    content = [
+        {"type": "text", "text": t, **({"cache_control": EPHEMERAL} if i in marked else {})}
+        for i, t in enumerate(texts)
+    ]
+    return flatten({"model": MODEL, "system": system, "messages": [{"role": "user", "content": content}]})
+
+
+def test_a_miss_says_why_the_cached_prefix_was_not_read() -> None:
+    """R7.5.1: the server's own diagnosis of a drop (prompt changed, TTL, lookback); none on growth."""
+    now = [0.0]
+    cache = PromptCache(clock=lambda: now[0])
+    texts = [words(1500, "a"), "b"]
+    assert cache.apply(_prompt("sys", texts, {0}), 1024).cache_miss_reason is None  # nothing cached yet
+    grown = cache.apply(_prompt("sys", [*texts, "c"], {2}), 1024)
+    assert grown.cache_read_input_tokens > 0
+    assert grown.cache_miss_reason is None
+
+    changed = cache.apply(_prompt("another system", [*texts, "c"], {2}), 1024)
+    assert changed.cache_read_input_tokens == 0
+    assert changed.cache_miss_reason is not None
+    assert "changed at system.0" in changed.cache_miss_reason
+
+    now[0] += 301
+    expired = cache.apply(_prompt("another system", [*texts, "c"], {2}), 1024)
+    assert expired.cache_read_input_tokens == 0
+    assert "expired" in str(expired.cache_miss_reason)
+
+    far = [*texts, "c", *(f"x{i}" for i in range(25))]
+    lookback = cache.apply(_prompt("another system", far, {len(far) - 1}), 1024)
+    assert lookback.cache_read_input_tokens == 0
+    assert "within 20 blocks" in str(lookback.cache_miss_reason)
+    assert "usage" not in str(cache.apply(_prompt("x", ["y"], set()), 1024).as_usage(1))

@@ -161,7 +161,12 @@ def _usage(data: dict[str, Any] | None) -> Usage:
     )
     values = {k: int(data[k]) for k in fields if isinstance(data.get(k), int)}
     creation = data.get("cache_creation")
-    return Usage(**values, cache_creation=dict(creation) if isinstance(creation, dict) else None)
+    reason = data.get("cache_miss_reason")
+    return Usage(
+        **values,
+        cache_creation=dict(creation) if isinstance(creation, dict) else None,
+        cache_miss_reason=reason if isinstance(reason, str) else None,
+    )
 
 
 def map_event(data: dict[str, Any]) -> StreamEvent | None:

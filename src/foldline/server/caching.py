@@ -90,6 +90,9 @@ class CacheUsage:
     ephemeral_5m_input_tokens: int = 0
     ephemeral_1h_input_tokens: int = 0
     cache_deleted_input_tokens: int = 0
+    cache_miss_reason: str | None = None
+    """Why this request read less than the previous one had cached (a foldline serve diagnostic,
+    R7.5.1); None when nothing cached was missed."""
 
     @property
     def cache_creation_input_tokens(self) -> int:
@@ -110,6 +113,8 @@ class CacheUsage:
         }
         if self.cache_deleted_input_tokens:
             usage["cache_deleted_input_tokens"] = self.cache_deleted_input_tokens
+        if self.cache_miss_reason:
+            usage["cache_miss_reason"] = self.cache_miss_reason
         return usage
 
 
@@ -373,6 +378,8 @@ class PromptCache:
     clock: Callable[[], float] = time.monotonic
     lookback_blocks: int = 20
     _entries: dict[str, _Entry] = field(default_factory=dict)
+    _previous: tuple[list[FlatBlock], int] | None = None
+    """The previous request's blocks and the index of the deepest block it left cached."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -411,6 +418,7 @@ class PromptCache:
         now = self.clock()
         breakpoints = [i for i, b in enumerate(blocks) if b.ttl is not None]
         hit = self._find_hit(blocks, breakpoints, now)
+        reason = self._miss_reason(blocks, hit, now)  # before this request's writes hide an expiry
         if hit >= 0:
             entry = self._entries[blocks[hit].key]
             entry.expires_at = now + TTL_SECONDS[entry.ttl]
@@ -420,6 +428,7 @@ class PromptCache:
         for bp in writes:
             ttl = blocks[bp].ttl or "5m"
             self._entries[blocks[bp].key] = _Entry(ttl=ttl, expires_at=now + TTL_SECONDS[ttl])
+        self._previous = (list(blocks), max([hit, *writes]))
         billed = _billed_positions(blocks, deleted)
         read = billed[hit] if hit >= 0 else 0
         one_hour = [bp for bp in writes if blocks[bp].ttl == "1h"]
@@ -431,6 +440,38 @@ class PromptCache:
             ephemeral_1h_input_tokens=b_end - read,
             ephemeral_5m_input_tokens=c_end - b_end,
             cache_deleted_input_tokens=deleted_tokens(blocks, deleted),
+            cache_miss_reason=reason,
+        )
+
+    def _miss_reason(self, blocks: Sequence[FlatBlock], hit: int, now: float) -> str | None:
+        """Why `hit` stops short of what the previous request left cached, or None (R7.5.1).
+
+        Three causes, in the order they are ruled out: the prompt changed before the cached end
+        (the first differing block is named), the entry expired, or no breakpoint of this request
+        was within the lookback window of it.
+        """
+        if self._previous is None:
+            return None
+        before, cached = self._previous
+        if cached < 0:
+            return None
+        same = 0
+        for old, new in zip(before, blocks, strict=False):
+            if old.key != new.key:
+                break
+            same += 1
+        reachable = min(cached, same - 1)
+        if same <= cached and hit < cached:
+            where = blocks[same].path if same < len(blocks) else "the end of the prompt"
+            return f"the prompt changed at {where} (block {same}); the cache after it could not be read"
+        if hit >= reachable or reachable < 0:
+            return None
+        path = blocks[reachable].path
+        if self._live(blocks[reachable].key, now) is None:
+            return f"the cached prefix through {path} expired (its TTL passed without a read)"
+        return (
+            f"no cache_control breakpoint within {self.lookback_blocks} blocks after the cached prefix "
+            f"through {path}"
         )
 
 
