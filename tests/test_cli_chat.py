@@ -74,7 +74,7 @@ def test_repl_runs_turns_and_slash_commands(server: tuple[str, ScriptedBackend],
     assert "You said: second" in out
     assert "2 API calls" in out
     assert "cache reads:" in out
-    assert "tool definitions" in out
+    assert "tool results" in out  # the /context grid's legend
     assert "new session" in out
     assert len(backend.calls[-1].messages) == 1  # /clear started over
     assert len(list_session_files(tmp_path / "sessions")) == 2
