@@ -102,7 +102,8 @@ def context_breakdown(
         content = entry.message.content if isinstance(entry, UserEntry | AssistantEntry) else None
         if content is None:
             continue
-        if isinstance(entry, UserEntry) and (entry.is_compact_summary or content in folds):
+        folded = isinstance(content, str) and content in folds
+        if isinstance(entry, UserEntry) and (entry.is_compact_summary or folded):
             counts["summaries"] += estimate_blocks(content)
         elif isinstance(content, str):
             counts["messages"] += estimate_blocks(content)

@@ -211,9 +211,9 @@ class Renderer:
         self._show_live()
 
     def _flush_text(self) -> None:
-        if self.pending.strip():
-            self.console.print(Markdown(self.pending))
-        self.pending = ""
+        text, self.pending = self.pending, ""  # cleared first: the live area must not draw it twice
+        if text.strip():
+            self.console.print(Markdown(text))
 
     def _thinking_delta(self, text: str) -> None:
         started, chars = self._thinking or (time.monotonic(), 0)
