@@ -13,7 +13,9 @@ from rich.console import Console
 
 from foldline.cli import cli
 from foldline.cli._slash import CATEGORIES, context_breakdown, context_grid
-from foldline.cli._ui import recap, split_markdown
+from foldline.cli._ui import Renderer, recap, split_markdown, status_line
+from foldline.config import Config
+from foldline.events import CompactionEvent, RecordEvent, TextDeltaEvent, ThinkingDeltaEvent
 from foldline.executor import INTERRUPTED_WHILE_RUNNING
 from foldline.server.app import create_app
 from foldline.server.backend import ScriptedBackend
@@ -23,6 +25,8 @@ from foldline.timeline import (
     AssistantMessage,
     CollapseCommit,
     CompactBoundary,
+    ProgressEntry,
+    Usage,
     UserEntry,
     UserMessage,
 )
@@ -192,3 +196,50 @@ def test_stdin_with_json_output(server: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, args, input="from a pipe\n")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["result"].startswith("You said: from a pipe")
+
+
+def test_the_renderer_collapses_thinking_and_shows_calls_results_and_receipts() -> None:
+    console = Console(width=100, record=True, color_system=None)
+    renderer = Renderer(console, live=False)
+    tool_use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls -la\n/tmp"}}
+    events = [
+        ThinkingDeltaEvent("secret chain of thought " * 50),
+        TextDeltaEvent("Let me look."),
+        RecordEvent(_assistant("a1", {"type": "text", "text": "Let me look."}, tool_use)),
+        RecordEvent(ProgressEntry(uuid="p1", timestamp=STAMP, text="Running ls…", tool_use_id="t1")),
+        RecordEvent(_user("r1", [{"type": "tool_result", "tool_use_id": "t1", "content": "a.txt\nb.txt"}])),
+        CompactionEvent("microcompact", "cleared 3 old tool results (12,000 tokens)", 12_000),
+    ]
+    renderer.begin_turn()
+    for event in events:
+        renderer(event)
+    renderer.end_turn()
+    text = console.export_text()
+    assert "secret chain" not in text
+    assert "✻ thought for" in text
+    assert "(1,200 chars)" in text
+    assert "Let me look." in text
+    assert "⏺ Bash(ls -la /tmp)" in text  # the input on one line
+    assert "⎿ a.txt" in text
+    assert "b.txt" not in text
+    assert "⎯ microcompact: cleared 3 old tool results" in text
+
+
+def test_the_status_line_turns_yellow_past_the_warning_line() -> None:
+    config = Config(context_window=100_000)
+    quiet = status_line([], config)
+    usage = Usage(input_tokens=config.warning_threshold + 10, output_tokens=5)
+    busy = [
+        AssistantEntry(
+            uuid="a",
+            timestamp=STAMP,
+            message=AssistantMessage(id="m", model="m", content=[{"type": "text", "text": "x"}], usage=usage),
+        )
+    ]
+    loud = status_line(busy, config)
+    assert config.model in quiet.plain
+    assert "100,000" in quiet.plain
+    assert "past the warning line" in loud.plain
+    assert "past the warning line" not in quiet.plain
+    assert "$0.0000" in quiet.plain
+    assert "$0.0000" not in loud.plain

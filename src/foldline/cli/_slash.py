@@ -10,6 +10,7 @@ empty one included, without building a request.
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -332,8 +333,8 @@ async def run_slash(chat: Chat, line: str) -> bool:
     name, _, arg = line.strip().partition(" ")
     command = COMMANDS.get(_ALIASES.get(name, name))
     if command is None:
-        close = [c for c in COMMANDS if c.startswith(name[:3])] if len(name) > 1 else []
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        close = difflib.get_close_matches(name, list(COMMANDS), n=2, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
         chat.console.print(Text(f"unknown command {name}{hint}; /help lists them", style="yellow"))
         return True
     started = time.monotonic()
