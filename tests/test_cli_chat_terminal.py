@@ -147,6 +147,9 @@ def test_history_a_turn_multiline_and_ctrl_c_at_the_prompt(
         assert child.exitstatus == 0
     finally:
         child.close(force=True)
+    history = (tmp_path / "sessions" / "prompt-history").read_text()
+    assert "+hello there" in history  # kept for the next chat
+    assert "typed but abandoned" not in history
 
 
 def test_a_tool_call_asks_and_the_typed_answer_runs_it(server: str, tmp_path: Path) -> None:
@@ -164,6 +167,15 @@ def test_a_tool_call_asks_and_the_typed_answer_runs_it(server: str, tmp_path: Pa
         child.expect("Exit code: 0")  # the tool's result line
         child.expect(PROMPT)
         assert (tmp_path / "ws" / "made.txt").exists()
+        (tmp_path / "ws" / "made.txt").unlink()
+
+        child.sendline("make a file again")  # asked again (yes was for once); Ctrl-C there cancels
+        child.expect("Bash wants to run:")
+        child.expect(PROMPT)
+        child.send("\x03")
+        child.expect("interrupted")
+        child.expect(PROMPT)
+        assert not (tmp_path / "ws" / "made.txt").exists()
         _leave(child)
     finally:
         child.close(force=True)

@@ -124,7 +124,7 @@ class Renderer:
     def begin_turn(self) -> None:
         """A prompt was sent: show the spinner until the first token."""
         self._in_turn = True
-        self._set_phase("waiting for the model")
+        self.phase, self.phase_since, self.progress = "waiting for the model", time.monotonic(), ""
         self._show_live()
 
     def end_turn(self) -> None:
