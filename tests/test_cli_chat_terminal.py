@@ -222,7 +222,10 @@ def test_context_on_an_empty_session_then_resume_by_id(server: str, tmp_path: Pa
         child.sendline("and now?")
         child.expect("You said: and now")
         child.expect(PROMPT)
-        _leave(child)
+        child.send("\x04")  # Ctrl-D on an empty line leaves
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0
     finally:
         child.close(force=True)
     records = load_transcript(earlier).records
