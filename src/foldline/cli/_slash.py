@@ -42,6 +42,7 @@ __all__ = [
     "CATEGORIES",
     "COMMANDS",
     "Chat",
+    "compact_command",
     "context_breakdown",
     "context_grid",
     "run_slash",
@@ -270,13 +271,19 @@ def _sync(action: Callable[[Chat], None]) -> Callable[[Chat, str], Awaitable[boo
     return run
 
 
-async def _compact_cmd(chat: Chat, arg: str) -> bool:
-    async def compact() -> None:
-        added = await chat.session.engine.compact(arg)
-        if not added:  # the failure receipt was already printed as a notice
-            chat.console.print(Text("nothing was compacted", style="yellow"))
+async def compact_command(session: Session, instructions: str, console: Console) -> None:
+    """`/compact [instructions]`: the same compaction `QueryEngine.compact` runs; its receipt is shown."""
+    try:
+        added = await session.engine.compact(instructions)
+    except FoldlineError as e:
+        console.print(Text(explain(e), style="red"))
+        return
+    if not added:  # the failure receipt was already printed as a notice
+        console.print(Text("nothing was compacted", style="yellow"))
 
-    await chat.run_cancellable(compact())
+
+async def _compact_cmd(chat: Chat, arg: str) -> bool:
+    await chat.run_cancellable(compact_command(chat.session, arg, chat.console))
     return True
 
 

@@ -36,7 +36,7 @@ from foldline.cli._input import (
 )
 from foldline.cli._jsonout import event_object, json_line, result_object
 from foldline.cli._prompt import make_asker
-from foldline.cli._slash import run_slash
+from foldline.cli._slash import compact_command, run_slash
 from foldline.cli._ui import Renderer, recap, status_line
 from foldline.config import Config, TranscriptConfig
 from foldline.engine import TurnResult
@@ -55,6 +55,8 @@ from foldline.settings import load_settings
 from foldline.tools import default_tools
 from foldline.tools.permissions import PermissionMode
 from foldline.transcript import list_session_files, session_path
+
+__all__ = ["chat", "compact_command"]
 
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 
@@ -95,7 +97,13 @@ def _imported(source: Path, workspace: Path, sessions_dir: Path) -> Path:
     return dest
 
 
-def _start(path: Path, workspace: Path, options: dict[str, Any], renderer: Renderer) -> Session:
+def _start(
+    path: Path,
+    workspace: Path,
+    options: dict[str, Any],
+    on_event: Callable[[UIEvent], None],
+    on_notice: Callable[[str], None],
+) -> Session:
     # Each session gets its own provider: closing a session closes its client.
     return Session.open(
         path,
@@ -105,8 +113,8 @@ def _start(path: Path, workspace: Path, options: dict[str, Any], renderer: Rende
             capabilities=FOLDLINE_SERVE_CAPABILITIES if options["cache_edits"] else None,
         ),
         workspace=workspace,
-        on_event=renderer,
-        on_notice=lambda text: renderer.print(Text(f"warning: {text}", style="yellow")),
+        on_event=on_event,
+        on_notice=on_notice,
         **{k: v for k, v in options.items() if k not in ("base_url", "api_key", "cache_edits")},
     )
 
@@ -152,14 +160,26 @@ class ChatApp:
             self._task.cancel()
 
     async def switch(self, path: Path | None, *, model: str | None = None) -> None:
-        """Close this session and open `path` (None: a new one); a resumed one is recapped."""
-        await self.session.aclose()
-        self.session = self._opener(path, model)
+        """Open `path` (None: a new session) and close this one; another session is recapped.
+
+        Another session is opened before this one closes, so a failure (the file is held by another
+        process) leaves the chat where it was. The same session (a new model) must be closed first:
+        its transcript has a single writer.
+        """
+        same = path is not None and path == self.session.path
+        if same:
+            await self.session.aclose()
+            self.session = self._opener(path, model)
+        else:
+            new = self._opener(path, model)
+            await self.session.aclose()
+            self.session = new
         config = self.session.engine.config
         if path is None:
             self.console.print(Text(f"new session {self.session.session_id}", style="dim"))
-        else:
-            self.console.print(Text(f"session {self.session.session_id} · {config.model}", style="dim"))
+            return
+        self.console.print(Text(f"session {self.session.session_id} · {config.model}", style="dim"))
+        if not same:
             for line in recap(self.session.engine.timeline.snapshot()):
                 self.console.print(line)
 
@@ -294,6 +314,9 @@ def chat(**options: Any) -> None:
         renderer.pause()
         console.print(Text(text))
 
+    def notice(text: str) -> None:
+        renderer.print(Text(f"warning: {text}", style="yellow"))
+
     kwargs: dict[str, Any] = {
         "base_url": options["base_url"],
         "cache_edits": options["cache_edits"],
@@ -309,13 +332,13 @@ def chat(**options: Any) -> None:
         if new_model is not None:
             kwargs["config"] = replace(kwargs["config"], model=new_model)
         target = path or _open(workspace, sessions_dir, None, False)
-        return _start(target, workspace, kwargs, renderer)
+        return _start(target, workspace, kwargs, renderer, notice)
 
     resumed = bool(options["resume"] or options["latest"])
     try:
         path = _open(workspace, sessions_dir, options["resume"], options["latest"])
         if interactive:
-            session = _start(path, workspace, kwargs, renderer)
+            session = _start(path, workspace, kwargs, renderer, notice)
             chat_ref.append(ChatApp(session, console, renderer, sessions_dir, opener))
             read = terminal_reader(sessions_dir / "prompt-history") if terminal else plain_reader()
             asyncio.run(_repl(chat_ref[0], read, recap_first=resumed))
@@ -324,7 +347,7 @@ def chat(**options: Any) -> None:
         if not prompt.strip():
             raise click.ClickException("nothing to send: give -p PROMPT or text on stdin")
         if fmt == "text":
-            session = _start(path, workspace, kwargs, renderer)
+            session = _start(path, workspace, kwargs, renderer, notice)
             asyncio.run(_one_shot(ChatApp(session, console, renderer, sessions_dir, opener), prompt))
         else:
             asyncio.run(_one_shot_json(path, workspace, kwargs, prompt, stream=fmt == "stream-json"))
@@ -351,18 +374,7 @@ async def _one_shot_json(
         if stream:
             click.echo(json_line(event_object(event)))
 
-    session = Session.open(
-        path,
-        provider=AnthropicProvider(
-            base_url=kwargs["base_url"],
-            api_key=kwargs["api_key"],
-            capabilities=FOLDLINE_SERVE_CAPABILITIES if kwargs["cache_edits"] else None,
-        ),
-        workspace=workspace,
-        on_event=emit,
-        on_notice=lambda text: emit(NoticeEvent(text, "warning")),
-        **{k: v for k, v in kwargs.items() if k not in ("base_url", "api_key", "cache_edits")},
-    )
+    session = _start(path, workspace, kwargs, emit, lambda text: emit(NoticeEvent(text, "warning")))
     before = len(session.engine.timeline)
     error: str | None = None
     text, stop = "", None
