@@ -74,10 +74,29 @@ def test_repl_runs_turns_and_slash_commands(server: tuple[str, ScriptedBackend],
     assert "You said: second" in out
     assert "2 API calls" in out
     assert "cache reads:" in out
-    assert "tool definitions" in out
+    assert "tool results" in out  # the /context grid's legend
     assert "new session" in out
     assert len(backend.calls[-1].messages) == 1  # /clear started over
     assert len(list_session_files(tmp_path / "sessions")) == 2
+
+
+def test_repl_survives_unknown_commands_and_blank_lines_and_switches_model(
+    server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    url, backend = server
+    out = _chat(url, tmp_path, "--repl", stdin="\n   \n/contxt\n/model\n/model claude-haiku-4-5\nhi\n/exit\n")
+    assert "unknown command /contxt (did you mean /context" in out
+    assert "model: claude-sonnet-4-5" in out
+    assert backend.calls[-1].model == "claude-haiku-4-5"
+    assert len(list_session_files(tmp_path / "sessions")) == 1  # the same session, another model
+
+
+def test_continue_starts_with_a_recap(server: tuple[str, ScriptedBackend], tmp_path: Path) -> None:
+    url, _ = server
+    _chat(url, tmp_path, "-p", "remember the port 6543")
+    out = _chat(url, tmp_path, "--continue", "--repl", stdin="/exit\n")
+    assert "last prompt: remember the port 6543" in out
+    assert "last answer: You said: remember the port 6543" in out
 
 
 @pytest.mark.parametrize(

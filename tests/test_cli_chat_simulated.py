@@ -61,10 +61,11 @@ def test_chat_explores_the_workspace_and_answers_about_it(simulated_server: str,
     child = pexpect.spawn(sys.executable, args, cwd=str(workspace), encoding="utf-8", timeout=60)
     child.setwinsize(50, 200)
     try:
-        child.expect("› ")
+        child.expect("›")
         child.sendline("How does the pricing module compute its values?")
-        child.expect("› ")
-        turn = child.before
+        child.expect(r"context [\d,]+/[\d,]+")  # the status line that ends every turn
+        turn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before)  # styles and cursor moves out
+        child.expect("›")
         assert "⏺" in turn  # tool calls ran
         assert re.search(r"⏺ (Read|Glob|Bash|Grep)", turn)
         answer = turn.rsplit("⎿", 1)[-1]

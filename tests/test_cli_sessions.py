@@ -154,13 +154,38 @@ def test_sessions_lists_both_formats_with_turns(tmp_path: Path) -> None:
     )
     result = _invoke("sessions", str(tmp_path))
     assert result.exit_code == 0, result.output
-    rows = {line.split("│")[1].strip(): line for line in result.output.splitlines() if ".jsonl" in line}
-    assert set(rows) == {"proj/fl-session-1.jsonl", "cc/cc-session.jsonl"}
-    assert [cell.strip() for cell in rows["proj/fl-session-1.jsonl"].split("│")[2:5]][::2] == [
-        "foldline",
-        "2",
+    # columns: last activity, turns, title, path, format, size
+    cells = [
+        [c.strip() for c in line.split("│")[1:-1]] for line in result.output.splitlines() if ".jsonl" in line
     ]
-    assert [cell.strip() for cell in rows["cc/cc-session.jsonl"].split("│")[2:5]][::2] == ["claude-code", "1"]
+    rows = {row[3]: row for row in cells}
+    assert set(rows) == {"proj/fl-session-1.jsonl", "cc/cc-session.jsonl"}
+    fl, cc_row = rows["proj/fl-session-1.jsonl"], rows["cc/cc-session.jsonl"]
+    assert (fl[1], fl[2], fl[4]) == ("2", "run the tests", "foldline")
+    assert (cc_row[1], cc_row[2], cc_row[4]) == ("1", "hello", "claude-code")
+    assert fl[0] == "2026-03-01 10:00"
+
+
+def test_sessions_hide_the_empty_and_shorten_long_titles(tmp_path: Path) -> None:
+    long_prompt = "please " * 40 + "\x1b[31mred"
+    with TranscriptWriter.create(tmp_path / "a" / "long.jsonl", session_id="long") as writer:
+        writer.append(
+            UserEntry(
+                uuid="u1", timestamp="2026-03-01T10:00:00.000Z", message=UserMessage(content=long_prompt)
+            )
+        )
+    with TranscriptWriter.create(tmp_path / "a" / "empty.jsonl", session_id="empty") as writer:
+        writer.append(SystemEntry(uuid="n1", timestamp="2026-03-01T10:00:00.000Z", content="only a notice"))
+    listed = _invoke("sessions", str(tmp_path))
+    assert listed.exit_code == 0, listed.output
+    assert "long.jsonl" in listed.output
+    assert "empty.jsonl" not in listed.output
+    assert "1 session(s) without a prompt hidden" in listed.output
+    assert "please please" in listed.output
+    assert "…" in listed.output  # 287 characters shortened
+    assert "\x1b" not in listed.output
+    everything = _invoke("sessions", "--all", str(tmp_path))
+    assert "empty.jsonl" in everything.output
 
 
 def test_sessions_defaults_to_the_configured_directory(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "count_turns",
     "detect_format",
     "find_session",
+    "first_prompt",
     "import_claude_code_session",
     "is_session_id",
     "is_typed_prompt",
@@ -87,6 +88,8 @@ class SessionInfo:
     """Prompts the user typed (see `is_typed_prompt`)."""
     last_activity: str | None
     """The newest entry timestamp (ISO-8601), None for a session without entries."""
+    first_prompt: str = ""
+    """The first prompt the user typed, on one line ("" when there is none): the session's title."""
 
 
 def _sniff_line(raw: bytes) -> SessionFormat | None:
@@ -251,6 +254,16 @@ def count_turns(records: Iterable[AnyRecord]) -> int:
     return sum(1 for record in records if is_typed_prompt(record))
 
 
+def first_prompt(records: Iterable[AnyRecord]) -> str:
+    """The text of the first prompt the user typed in `records`, whitespace collapsed ("" if none)."""
+    entry = next((r for r in records if is_typed_prompt(r)), None)
+    if not isinstance(entry, UserEntry):
+        return ""
+    content = entry.message.content
+    text = content if isinstance(content, str) else " ".join(str(b.get("text", "")) for b in content)
+    return " ".join(text.split())
+
+
 def last_activity(records: Sequence[AnyRecord]) -> str | None:
     """The newest entry timestamp in `records` (ISO-8601 strings compare in time order)."""
     stamps = [r.timestamp for r in records if isinstance(r, ENTRY_TYPES) and r.timestamp]
@@ -283,6 +296,7 @@ def _info(path: Path) -> SessionInfo | None:
         size_bytes=size,
         turns=count_turns(session.records),
         last_activity=last_activity(session.records),
+        first_prompt=first_prompt(session.records),
     )
 
 

@@ -135,11 +135,13 @@ def make_asker(
     *,
     echo: Callable[[str], None] = click.echo,
     read: Callable[[str], str] = input,
+    aread: Callable[[str], Awaitable[str]] | None = None,
 ) -> Callable[[str, Mapping[str, Any], Decision], Awaitable[bool]]:
     """The engine's `ask` callback for a terminal: prints `render_question`, reads the answer.
 
     Rules saved with "yes, always" also apply for the rest of the session: a later call that they
-    (with the settings' rules) would allow is approved without asking again.
+    (with the settings' rules) would allow is approved without asking again. `aread`, when given,
+    reads the answer instead of `read` (the chat's line editor, which must own the terminal).
     """
     approved: list[Rule] = []
     ctx = ToolContext(workspace=workspace)
@@ -153,7 +155,7 @@ def make_asker(
             return True
         always = suggest_rules(tool_name, tool_input, ctx, rules(), mode)
         echo("\n" + render_question(tool_name, tool_input, decision, workspace, always))
-        answer = await asyncio.to_thread(read, "› ")
+        answer = await aread("› ") if aread is not None else await asyncio.to_thread(read, "› ")
         choice = parse_choice(answer, always_offered=bool(always))
         if choice == "always":
             for rule in always:

@@ -1,9 +1,11 @@
 """`foldline chat`: the agent at a terminal (design.md §10), a thin shell over `QueryEngine`.
 
-Modes: `-p PROMPT` or piped stdin run one turn and print the answer; otherwise a REPL with slash
-commands. Sessions live under the configured sessions directory, one per workspace; `--continue`
-picks the newest, `--resume ID` a given one. Ctrl-C during a turn interrupts that turn (the
-transcript records it), never the session.
+Modes: `-p PROMPT` or piped stdin run one turn and print the answer (`--output-format json` or
+`stream-json` for scripts); otherwise a REPL with slash commands (`_slash.py`), a line editor
+(`_input.py`) and rich rendering (`_ui.py`). Sessions live under the configured sessions directory,
+one per workspace; `--continue` picks the newest, `--resume ID` a given one, and both start with a
+recap of where the session stopped. Ctrl-C during a turn interrupts that turn (the transcript
+records it), never the session; at an empty prompt it clears the line, and twice in a row leaves.
 """
 
 from __future__ import annotations
@@ -12,20 +14,34 @@ import asyncio
 import signal
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from foldline.cli import cli
 from foldline.cli._errors import explain
+from foldline.cli._input import (
+    CLEARED,
+    LineReader,
+    answer_reader,
+    plain_reader,
+    terminal_reader,
+    use_terminal,
+)
+from foldline.cli._jsonout import event_object, json_line, result_object
 from foldline.cli._prompt import make_asker
+from foldline.cli._slash import compact_command, run_slash
+from foldline.cli._ui import Renderer, recap, status_line
 from foldline.config import Config, TranscriptConfig
+from foldline.engine import TurnResult
 from foldline.errors import FoldlineError
-from foldline.events import CompactionEvent, NoticeEvent, RecordEvent, RetryEvent, TextDeltaEvent, UIEvent
+from foldline.events import NoticeEvent, UIEvent
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.session import Session
 from foldline.sessions import (
@@ -36,18 +52,13 @@ from foldline.sessions import (
     is_session_id,
 )
 from foldline.settings import load_settings
-from foldline.timeline import AssistantEntry, SystemEntry, UserEntry
-from foldline.tokens import estimate_blocks, estimate_text
 from foldline.tools import default_tools
 from foldline.tools.permissions import PermissionMode
 from foldline.transcript import list_session_files, session_path
-from foldline.usage import cache_breaks, usage_of
+
+__all__ = ["chat", "compact_command"]
 
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
-HELP = """/cost     tokens and dollars so far      /cache   cache hit rate and breaks
-/context  what fills the context window   /clear   start a new session
-/resume   list this workspace's sessions  /compact [instructions] summarize now
-/help     this list                       /exit    leave (Ctrl-D too)"""
 
 
 def _open(workspace: Path, sessions_dir: Path, resume: str | None, latest: bool) -> Path:
@@ -86,9 +97,15 @@ def _imported(source: Path, workspace: Path, sessions_dir: Path) -> Path:
     return dest
 
 
-def _start(path: Path, workspace: Path, options: dict[str, Any], console: Console) -> Session:
+def _start(
+    path: Path,
+    workspace: Path,
+    options: dict[str, Any],
+    on_event: Callable[[UIEvent], None],
+    on_notice: Callable[[str], None],
+) -> Session:
     # Each session gets its own provider: closing a session closes its client.
-    session = Session.open(
+    return Session.open(
         path,
         provider=AnthropicProvider(
             base_url=options["base_url"],
@@ -96,143 +113,144 @@ def _start(path: Path, workspace: Path, options: dict[str, Any], console: Consol
             capabilities=FOLDLINE_SERVE_CAPABILITIES if options["cache_edits"] else None,
         ),
         workspace=workspace,
-        on_event=_printer(console),
-        on_notice=lambda text: console.print(f"warning: {text}", style="yellow", markup=False),
+        on_event=on_event,
+        on_notice=on_notice,
         **{k: v for k, v in options.items() if k not in ("base_url", "api_key", "cache_edits")},
     )
-    return session
 
 
-def _printer(console: Console) -> Callable[[UIEvent], None]:
-    def show(event: UIEvent) -> None:
-        if isinstance(event, TextDeltaEvent):
-            console.print(event.text, end="", markup=False, highlight=False)
-        elif isinstance(event, NoticeEvent):
-            style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
-            console.print(f"\n{event.text}", style=style, markup=False)
-        elif isinstance(event, RetryEvent):
-            console.print(f"\n[yellow]retrying in {event.delay:.1f}s: {event.reason}[/yellow]")
-        elif isinstance(event, CompactionEvent):  # R3.0.1: never clear silently
-            console.print(f"\n[cyan]⎯ {event.level}: {event.text}[/cyan]", highlight=False)
-        elif isinstance(event, RecordEvent) and isinstance(event.record, AssistantEntry):
-            for block in event.record.message.content:
-                if block.get("type") == "tool_use" and not event.record.is_virtual:
-                    console.print(f"\n[magenta]⏺ {block['name']}[/magenta] [dim]{block['input']}[/dim]")
-        elif isinstance(event, RecordEvent) and isinstance(event.record, UserEntry):
-            content = event.record.message.content
-            for block in content if isinstance(content, list) else []:
-                if block.get("type") == "tool_result":
-                    first = str(block.get("content", "")).strip().splitlines()[:1]
-                    style = "red" if block.get("is_error") else "dim"
-                    console.print(f"  [{style}]⎿ {first[0][:100] if first else '(no output)'}[/{style}]")
-
-    return show
-
-
-async def _turn(session: Session, prompt: str) -> None:
-    """One turn; Ctrl-C cancels it (the engine records the interruption) and returns to the prompt."""
-    task = asyncio.ensure_future(session.engine.submit_message(prompt))
+@contextmanager
+def _sigint_cancels(task: asyncio.Future[Any]) -> Iterator[None]:
+    """While the block runs, Ctrl-C (SIGINT, the terminal in cooked mode) cancels `task`."""
     loop = asyncio.get_running_loop()
     try:
         loop.add_signal_handler(signal.SIGINT, task.cancel)
     except (NotImplementedError, RuntimeError):  # not the main thread (tests), or no signals here
         pass
     try:
-        await task
-    except asyncio.CancelledError:
-        if not task.cancelled():
-            raise
-        click.echo("\n[interrupted]")
+        yield
     finally:
         try:
             loop.remove_signal_handler(signal.SIGINT)
         except (NotImplementedError, RuntimeError):
             pass
-    click.echo()
 
 
-def _context_table(session: Session) -> Table:
-    """/context: estimated tokens by category in the request the next turn would send."""
-    engine = session.engine
-    assert engine.build_request is not None
-    body = engine.build_request(engine.timeline.snapshot(), max_tokens=engine.config.max_output_tokens).body
-    counts: dict[str, int] = {"system prompt": estimate_text(str(body.get("system", "")))}
-    counts["tool definitions"] = estimate_text(str(body.get("tools", "")))
-    for message in body["messages"]:
-        for block in message["content"]:
-            kind = f"{message['role']} {block.get('type')}"
-            counts[kind] = counts.get(kind, 0) + estimate_blocks([block])
-    table = Table(title=f"context: ~{sum(counts.values()):,} of {engine.config.window:,} tokens")
-    table.add_column("category")
-    table.add_column("tokens (est.)", justify="right")
-    for kind, tokens in sorted(counts.items(), key=lambda kv: -kv[1]):
-        table.add_row(kind, f"{tokens:,}")
-    return table
+class ChatApp:
+    """The running chat: the current session, how it renders, how it reads (implements `_slash.Chat`)."""
 
+    def __init__(
+        self,
+        session: Session,
+        console: Console,
+        renderer: Renderer,
+        sessions_dir: Path,
+        opener: Callable[[Path | None, str | None], Session],
+    ) -> None:
+        self.session = session
+        self.console = console
+        self.renderer = renderer
+        self.sessions_dir = sessions_dir
+        self._opener = opener
+        self._task: asyncio.Future[Any] | None = None
 
-def _slash(command: str, session: Session, console: Console) -> bool:
-    """Run a slash command; False means leave the REPL."""
-    records = session.engine.timeline.snapshot()
-    name = command.split()[0]
-    if name in ("/exit", "/quit"):
-        return False
-    if name == "/cost":
-        totals = usage_of(records)
-        console.print(
-            f"{totals.requests} API calls, {totals.prompt:,} input tokens "
-            f"({totals.read_share:.0%} from cache), {totals.output:,} output: ${totals.cost():.4f} "
-            f"(without caching ${totals.cost(cached=False):.4f})"
-        )
-    elif name == "/cache":
-        totals = usage_of(records)
-        explained = [r.content for r in records if isinstance(r, SystemEntry) and r.subtype == "cache_break"]
-        # Sessions recorded elsewhere (imported) have no notices: fall back to the usage alone.
-        found = explained or [
-            f"call {b.call}: reads fell {b.before:,} -> {b.after:,}" for b in cache_breaks(records)
-        ]
-        console.print(f"cache reads: {totals.read_share:.0%} of input tokens; {len(found)} break(s)")
-        for line in found:
-            console.print(f"  {line}", markup=False)
-    elif name == "/context":
-        console.print(_context_table(session))
-    elif name == "/resume":
-        for path in list_session_files(session.path.parent.parent, cwd=str(session.engine.workspace)):
-            console.print(f"  {path.stem}  [dim]{path}[/dim]")
-    else:
-        console.print(HELP)
-    return True
+    def cancel_turn(self) -> None:
+        """Cancel the running turn (Ctrl-C at the permission prompt)."""
+        if self._task is not None:
+            self._task.cancel()
 
+    async def switch(self, path: Path | None, *, model: str | None = None) -> None:
+        """Open `path` (None: a new session) and close this one; another session is recapped.
 
-async def compact_command(session: Session, instructions: str, console: Console) -> None:
-    """`/compact [instructions]`: the same compaction `QueryEngine.compact` runs; its receipt is shown."""
-    try:
-        added = await session.engine.compact(instructions)
-    except FoldlineError as e:
-        console.print(f"[red]{explain(e)}[/red]")
-        return
-    if not added:  # the failure receipt was already printed as a notice
-        console.print("[yellow]nothing was compacted[/yellow]")
-
-
-async def _repl(session: Session, console: Console, make: Callable[[], Session]) -> None:
-    console.print(f"[dim]session {session.path.stem} ({session.path}); /help for commands[/dim]")
-    while True:
-        try:
-            line = (await asyncio.to_thread(input, "› ")).strip()
-        except EOFError:
+        Another session is opened before this one closes, so a failure (the file is held by another
+        process) leaves the chat where it was. The same session (a new model) must be closed first:
+        its transcript has a single writer.
+        """
+        same = path is not None and path == self.session.path
+        if same:
+            await self.session.aclose()
+            self.session = self._opener(path, model)
+        else:
+            new = self._opener(path, model)
+            await self.session.aclose()
+            self.session = new
+        config = self.session.engine.config
+        if path is None:
+            self.console.print(Text(f"new session {self.session.session_id}", style="dim"))
             return
-        if line == "/clear":
-            await session.aclose()
-            session = make()  # R7.4: a new session, a new cache baseline
-            console.print(f"[dim]new session {session.path.stem}[/dim]")
-        elif line.split()[0] == "/compact":
-            await compact_command(session, line.removeprefix("/compact").strip(), console)
-        elif line.startswith("/"):
-            if not _slash(line, session, console):
+        self.console.print(Text(f"session {self.session.session_id} · {config.model}", style="dim"))
+        if not same:
+            for line in recap(self.session.engine.timeline.snapshot()):
+                self.console.print(line)
+
+    async def run_cancellable(self, work: Awaitable[object]) -> None:
+        """Run `work`; Ctrl-C cancels it and returns to the prompt."""
+        task = asyncio.ensure_future(work)
+        with _sigint_cancels(task):
+            try:
+                await task
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+                self.console.print(Text("cancelled", style="red"))
+
+    async def turn(self, prompt: str) -> TurnResult | None:
+        """One turn, rendered; Ctrl-C cancels it (the engine records the interruption), never the chat."""
+        self.renderer.begin_turn()
+        self._task = task = asyncio.ensure_future(self.session.submit_message(prompt))
+        try:
+            with _sigint_cancels(task):
+                return await task
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise
+            self.renderer.end_turn()
+            self.console.print(
+                Text("⎿ interrupted: the turn stopped; the transcript records it", style="red")
+            )
+            return None
+        finally:
+            self._task = None
+            self.renderer.end_turn()
+
+    def status(self) -> None:
+        engine = self.session.engine
+        self.console.print(status_line(engine.timeline.snapshot(), engine.config))
+
+
+async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
+    console = chat.console
+    console.print(
+        Text(f"session {chat.session.session_id} ({chat.session.path}); /help for commands", style="dim")
+    )
+    if recap_first:
+        for recap_line in recap(chat.session.engine.timeline.snapshot()):
+            console.print(recap_line)
+    cleared = False  # the previous prompt ended with Ctrl-C
+    while True:
+        line = await read("› ")
+        if line is None:
+            break
+        if line == CLEARED:
+            if cleared:
                 break
-        elif line:
-            await _turn(session, line)
-    await session.aclose()
+            cleared = True
+            console.print(Text("(Ctrl-C again to leave, or keep typing)", style="dim"))
+            continue
+        cleared = False
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith("/"):
+            if not await run_slash(chat, text):
+                break
+            continue
+        try:
+            await chat.turn(text)
+        except FoldlineError as e:  # the chat outlives a failed turn; the transcript records it
+            console.print(Text(explain(e), style="red"))
+        chat.status()
+    await chat.session.aclose()
 
 
 @cli.command()
@@ -261,9 +279,17 @@ async def _repl(session: Session, console: Console, make: Callable[[], Session])
 )
 @click.option("--sessions-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--repl", "force_repl", is_flag=True, hidden=True)
+@click.option(
+    "--output-format",
+    type=click.Choice(["text", "json", "stream-json"]),
+    default="text",
+    show_default=True,
+    help="With -p or stdin: the answer as text, one JSON object at the end, or one JSON line per event.",
+)
 def chat(**options: Any) -> None:
     """Talk to the agent: one turn with -p (or stdin), otherwise a REPL."""
-    console = Console(highlight=False)
+    fmt: str = options["output_format"]
+    console = Console(highlight=False, stderr=fmt != "text")  # JSON owns stdout
     workspace = Path(options["workspace"]).resolve()
     sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
     model = {"model": options["model"]} if options["model"] else {}
@@ -276,6 +302,21 @@ def chat(**options: Any) -> None:
         click.echo(f"warning: {warning}", err=True)
     mode: PermissionMode = options["permission_mode"] or settings.mode or "default"
     interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
+    terminal = interactive and use_terminal()
+    renderer = Renderer(console, live=terminal and console.is_terminal)
+    chat_ref: list[ChatApp] = []
+    answer = answer_reader(
+        terminal_reader(None) if terminal else plain_reader(),
+        on_interrupt=lambda: chat_ref[0].cancel_turn() if chat_ref else None,
+    )
+
+    def echo(text: str) -> None:
+        renderer.pause()
+        console.print(Text(text))
+
+    def notice(text: str) -> None:
+        renderer.print(Text(f"warning: {text}", style="yellow"))
+
     kwargs: dict[str, Any] = {
         "base_url": options["base_url"],
         "cache_edits": options["cache_edits"],
@@ -284,29 +325,73 @@ def chat(**options: Any) -> None:
         "tools": default_tools(),
         "rules": settings.rules,
         "permission_mode": mode,
-        "ask": make_asker(settings, workspace, mode) if interactive else None,
+        "ask": make_asker(settings, workspace, mode, echo=echo, aread=answer) if interactive else None,
     }
+
+    def opener(path: Path | None, new_model: str | None) -> Session:
+        if new_model is not None:
+            kwargs["config"] = replace(kwargs["config"], model=new_model)
+        target = path or _open(workspace, sessions_dir, None, False)
+        return _start(target, workspace, kwargs, renderer, notice)
+
+    resumed = bool(options["resume"] or options["latest"])
     try:
-        session = _start(
-            _open(workspace, sessions_dir, options["resume"], options["latest"]), workspace, kwargs, console
-        )
+        path = _open(workspace, sessions_dir, options["resume"], options["latest"])
         if interactive:
-
-            def fresh() -> Session:
-                return _start(_open(workspace, sessions_dir, None, False), workspace, kwargs, console)
-
-            asyncio.run(_repl(session, console, fresh))
+            session = _start(path, workspace, kwargs, renderer, notice)
+            chat_ref.append(ChatApp(session, console, renderer, sessions_dir, opener))
+            read = terminal_reader(sessions_dir / "prompt-history") if terminal else plain_reader()
+            asyncio.run(_repl(chat_ref[0], read, recap_first=resumed))
             return
         prompt = options["prompt"] if options["prompt"] is not None else sys.stdin.read()
         if not prompt.strip():
             raise click.ClickException("nothing to send: give -p PROMPT or text on stdin")
-        asyncio.run(_one_shot(session, prompt))
+        if fmt == "text":
+            session = _start(path, workspace, kwargs, renderer, notice)
+            asyncio.run(_one_shot(ChatApp(session, console, renderer, sessions_dir, opener), prompt))
+        else:
+            asyncio.run(_one_shot_json(path, workspace, kwargs, prompt, stream=fmt == "stream-json"))
     except FoldlineError as e:
         raise click.ClickException(explain(e)) from e
+    except KeyboardInterrupt:  # Ctrl-C outside a turn (opening, closing): leave quietly, no "Aborted!"
+        console.print(Text("interrupted", style="red"))
+        sys.exit(130)
 
 
-async def _one_shot(session: Session, prompt: str) -> None:
+async def _one_shot(chat: ChatApp, prompt: str) -> None:
     try:
-        await _turn(session, prompt)
+        await chat.turn(prompt)
+    finally:
+        await chat.session.aclose()
+
+
+async def _one_shot_json(
+    path: Path, workspace: Path, kwargs: dict[str, Any], prompt: str, *, stream: bool
+) -> None:
+    """One turn for a script: JSON lines as events happen (stream), then the result object."""
+
+    def emit(event: UIEvent) -> None:
+        if stream:
+            click.echo(json_line(event_object(event)))
+
+    session = _start(path, workspace, kwargs, emit, lambda text: emit(NoticeEvent(text, "warning")))
+    before = len(session.engine.timeline)
+    error: str | None = None
+    text, stop = "", None
+    try:
+        result = await session.submit_message(prompt)
+        text, stop = result.text, result.stop_reason
+    except FoldlineError as e:
+        error = explain(e)
     finally:
         await session.aclose()
+    records = session.engine.timeline.snapshot()[before:]
+    click.echo(
+        json_line(
+            result_object(
+                session_id=session.session_id, new_records=records, text=text, stop_reason=stop, error=error
+            )
+        )
+    )
+    if error is not None:
+        sys.exit(1)

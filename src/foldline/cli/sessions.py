@@ -88,26 +88,36 @@ def _shown_path(path: Path, roots: Sequence[Path]) -> str:
     return str(path)
 
 
+def title(info: SessionInfo, limit: int = 60) -> str:
+    """A session's title: its first typed prompt, escapes removed, shortened to `limit` characters."""
+    text = _clean(info.first_prompt)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _sessions_table(infos: Iterable[SessionInfo], roots: Sequence[Path]) -> Table:
     table = Table(show_lines=False, expand=False)
-    for name, justify in (("path", "left"), ("format", "left"), ("size", "right"), ("turns", "right")):
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     table.add_column("last activity", no_wrap=True)
+    table.add_column("turns", justify="right")
+    table.add_column("title (first prompt)", overflow="fold", ratio=3)
+    for name, justify in (("path", "left"), ("format", "left"), ("size", "right")):
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for info in infos:
-        when = (info.last_activity or "-").replace("T", " ")[:19]
+        when = (info.last_activity or "-").replace("T", " ")[:16]
         table.add_row(
+            when,
+            str(info.turns),
+            _plain(title(info)),
             _plain(_shown_path(info.path, roots)),
             info.format,
             _human_size(info.size_bytes),
-            str(info.turns),
-            when,
         )
     return table
 
 
 @cli.command()
 @click.argument("dirs", nargs=-1, type=click.Path(path_type=Path))
-def sessions(dirs: tuple[Path, ...]) -> None:
+@click.option("--all", "show_all", is_flag=True, help="Also list sessions without a typed prompt.")
+def sessions(dirs: tuple[Path, ...], show_all: bool) -> None:
     """List the sessions (foldline or Claude Code) under DIRS (default: the sessions directory)."""
     roots = list(dirs) or [default_sessions_dir()]
     for root in roots:
@@ -120,8 +130,14 @@ def sessions(dirs: tuple[Path, ...]) -> None:
     except FoldlineError as exc:
         raise click.ClickException(str(exc)) from exc
     console = Console()
+    empty = [i for i in infos if i.turns == 0]
+    if not show_all:
+        infos = [i for i in infos if i.turns > 0]
     if not infos:
         console.print(_plain(f"No sessions under {', '.join(map(str, roots))}."))
+    if empty and not show_all:
+        console.print(_plain(f"({len(empty)} session(s) without a prompt hidden; --all lists them)", "dim"))
+    if not infos:
         return
     infos.sort(key=lambda i: i.last_activity or "", reverse=True)
     console.print(_sessions_table(infos, roots))

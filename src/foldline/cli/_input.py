@@ -1,0 +1,112 @@
+"""What `foldline chat` reads from the person at the terminal: the prompt line and the approval answers.
+
+`terminal_reader` gives a prompt_toolkit line editor (arrow keys, history saved in a file under the
+sessions directory, Esc-Enter or a trailing backslash for a new line); `plain_reader` reads lines
+from a pipe, so scripts that feed the REPL on stdin keep working.
+
+Invariants:
+- Ctrl-C at the prompt never leaves the REPL on its own: it clears the line and returns `CLEARED`;
+  the caller exits only on a second Ctrl-C in a row. Ctrl-D on an empty line (or end of input)
+  returns None.
+- While a turn runs, no prompt_toolkit application is active, so the terminal is in cooked mode
+  and Ctrl-C is a SIGINT the turn's handler turns into a cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Final, Protocol
+
+__all__ = ["CLEARED", "LineReader", "answer_reader", "plain_reader", "terminal_reader", "use_terminal"]
+
+CLEARED: Final = "\x00cleared"
+"""What a reader returns when Ctrl-C cleared the line (never a line a person can type)."""
+
+
+class LineReader(Protocol):
+    """Reads one line after showing `prompt`: the text, `CLEARED` (Ctrl-C), or None (end of input)."""
+
+    def __call__(self, prompt: str) -> Awaitable[str | None]: ...
+
+
+def use_terminal() -> bool:
+    """Whether both ends are a terminal: then the line editor is used, else plain lines."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def plain_reader() -> LineReader:
+    """Lines from stdin, for pipes and tests: `input()` in a thread so the event loop keeps running."""
+
+    async def read(prompt: str) -> str | None:
+        try:
+            return await asyncio.to_thread(input, prompt)
+        except EOFError:
+            return None
+        except KeyboardInterrupt:
+            return CLEARED
+
+    return read
+
+
+def terminal_reader(history_file: Path | None) -> LineReader:
+    """A prompt_toolkit line editor with persistent history in `history_file` (its folder is created);
+    None: no history (the approval prompt, whose answers are not worth recalling)."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @bindings.add("enter")
+    def _submit(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        if buffer.document.text_before_cursor.endswith("\\"):  # a trailing backslash continues the line
+            buffer.delete_before_cursor(1)
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    history: FileHistory | InMemoryHistory = InMemoryHistory()
+    if history_file is not None:
+        try:
+            history_file.parent.mkdir(parents=True, exist_ok=True)
+            history = FileHistory(str(history_file))
+        except OSError:  # a read-only home must not stop the chat; history then lasts the session
+            pass
+    session: PromptSession[str] = PromptSession(
+        history=history, key_bindings=bindings, multiline=True, prompt_continuation=_continuation
+    )
+
+    async def read(prompt: str) -> str | None:
+        try:
+            return await session.prompt_async(prompt)
+        except EOFError:
+            return None
+        except KeyboardInterrupt:
+            return CLEARED
+
+    return read
+
+
+def _continuation(width: int, line_number: int, wrap_count: int) -> str:
+    return "·".rjust(width - 1) + " "
+
+
+def answer_reader(read: LineReader, on_interrupt: Callable[[], None]) -> Callable[[str], Awaitable[str]]:
+    """The permission prompt's reader: Ctrl-C there cancels the turn (`on_interrupt`) and answers no."""
+
+    async def answer(prompt: str) -> str:
+        line = await read(prompt)
+        if line is None or line == CLEARED:
+            on_interrupt()
+            return ""
+        return line
+
+    return answer

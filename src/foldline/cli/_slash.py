@@ -1,0 +1,354 @@
+"""The chat's slash commands: a table of handlers, and what `/context`, `/cost`, `/cache`, `/resume` show.
+
+Each handler takes the running chat and the text after the command and returns False only to leave
+the REPL. A handler never raises into the loop: an unknown command or a bad argument prints what to
+type instead, and a library error is explained in one line.
+
+`context_breakdown` is pure (records in, categories out), so `/context` works on any session, an
+empty one included, without building a request.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from foldline._json import dumps
+from foldline._types import JSONObject
+from foldline.cachestats import cache_stats
+from foldline.cli._errors import explain
+from foldline.cli.sessions import title
+from foldline.config import Config
+from foldline.errors import FoldlineError
+from foldline.projection import collapse_summary_text, project_view
+from foldline.session import Session
+from foldline.sessions import SessionInfo, list_sessions
+from foldline.timeline import AnyRecord, AssistantEntry, CollapseCommit, UserEntry, api_filter
+from foldline.tokens import estimate_blocks, estimate_text
+from foldline.tools.base import tool_specs
+from foldline.transcript import list_session_files
+from foldline.usage import usage_of
+
+__all__ = [
+    "CATEGORIES",
+    "COMMANDS",
+    "Chat",
+    "compact_command",
+    "context_breakdown",
+    "context_grid",
+    "run_slash",
+    "workspace_sessions",
+]
+
+CATEGORIES = ("system", "tools", "messages", "tool results", "summaries", "free")
+"""`/context`'s categories, in the order the grid fills them."""
+_COLORS = {
+    "system": "magenta",
+    "tools": "blue",
+    "messages": "cyan",
+    "tool results": "yellow",
+    "summaries": "green",
+    "free": "grey35",
+}
+_GRID_COLUMNS = 20
+_GRID_ROWS = 5
+
+
+class Chat(Protocol):
+    """What a slash command may use and change of the running chat (`cli.chat` implements it)."""
+
+    session: Session
+    console: Console
+    sessions_dir: Path
+
+    async def switch(self, path: Path | None, *, model: str | None = None) -> None:
+        """Close the current session and open `path` (None: a new one), optionally with another model."""
+        ...
+
+    async def run_cancellable(self, work: Awaitable[object]) -> None:
+        """Run `work` so Ctrl-C cancels it instead of leaving the chat."""
+        ...
+
+
+# --- /context -------------------------------------------------------------------------------------
+
+
+def _summary_texts(records: Sequence[AnyRecord]) -> set[str]:
+    return {collapse_summary_text(r) for r in records if isinstance(r, CollapseCommit)}
+
+
+def context_breakdown(
+    records: Sequence[AnyRecord], system: str, tools: Sequence[JSONObject], window: int
+) -> list[tuple[str, int]]:
+    """Estimated tokens per `CATEGORIES` entry in what the next request would carry.
+
+    The messages are the API projection (after snips, cleared results, folds and the latest
+    compact boundary); compact summaries and collapse folds count as summaries, tool_result blocks
+    as tool results, everything else (prompts, answers, tool calls, attachments) as messages.
+    "free" is what is left of `window` (never negative).
+    """
+    counts = dict.fromkeys(CATEGORIES, 0)
+    counts["system"] = estimate_text(system)
+    counts["tools"] = estimate_text(dumps(list(tools)).decode()) if tools else 0
+    folds = _summary_texts(records)
+    for entry in api_filter(project_view(records)):
+        content = entry.message.content if isinstance(entry, UserEntry | AssistantEntry) else None
+        if content is None:
+            continue
+        folded = isinstance(content, str) and content in folds
+        if isinstance(entry, UserEntry) and (entry.is_compact_summary or folded):
+            counts["summaries"] += estimate_blocks(content)
+        elif isinstance(content, str):
+            counts["messages"] += estimate_blocks(content)
+        else:
+            for block in content:
+                kind = "tool results" if block.get("type") == "tool_result" else "messages"
+                counts[kind] += estimate_blocks([block])
+    counts["free"] = max(0, window - sum(counts.values()))
+    return [(name, counts[name]) for name in CATEGORIES]
+
+
+def context_grid(breakdown: Sequence[tuple[str, int]], window: int) -> Table:
+    """The breakdown as a grid of cells (each 1% of the window, colored by category) beside a legend
+    of tokens and shares; a category too small for a cell still gets one, so none is invisible."""
+    cells = _GRID_COLUMNS * _GRID_ROWS
+    per_cell = max(1, window) / cells
+    marks: list[Text] = []
+    for name, tokens in breakdown:
+        if name == "free":
+            continue
+        share = round(tokens / per_cell)
+        marks += [Text("■ ", style=_COLORS[name])] * (share if share or not tokens else 1)
+    marks = marks[:cells]
+    marks += [Text("□ ", style=_COLORS["free"])] * (cells - len(marks))
+    rows = [Text.assemble(*marks[i : i + _GRID_COLUMNS]) for i in range(0, cells, _GRID_COLUMNS)]
+    legend = [
+        Text.assemble(
+            ("■ " if name != "free" else "□ ", _COLORS[name]),
+            (f"{name:<13}", "bold"),
+            f"{tokens:>9,} {tokens / max(1, window):>6.1%}",
+        )
+        for name, tokens in breakdown
+    ]
+    grid = Table.grid(padding=(0, 3))
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True)
+    for i in range(max(len(rows), len(legend))):
+        grid.add_row(rows[i] if i < len(rows) else "", legend[i] if i < len(legend) else "")
+    return grid
+
+
+def _context(chat: Chat) -> None:
+    engine = chat.session.engine
+    records = engine.timeline.snapshot()
+    config = engine.config
+    breakdown = context_breakdown(records, engine.system, tool_specs(list(engine.tools)), config.window)
+    used = sum(tokens for name, tokens in breakdown if name != "free")
+    chat.console.print(
+        Text(
+            f"context: ~{used:,} of {config.window:,} tokens ({used / config.window:.0%}); "
+            f"warning at {config.warning_threshold:,}, autocompact at {config.autocompact_threshold:,}, "
+            f"blocking at {config.blocking_limit:,}",
+            style="bold",
+        )
+    )
+    chat.console.print(context_grid(breakdown, config.window))
+
+
+# --- /cost and /cache -----------------------------------------------------------------------------
+
+
+def _cost(chat: Chat) -> None:
+    totals = usage_of(chat.session.engine.timeline.snapshot())
+    chat.console.print(
+        Text(
+            f"{totals.requests} API calls, {totals.prompt:,} input tokens "
+            f"({totals.read_share:.0%} from cache), {totals.output:,} output: ${totals.cost():.4f} "
+            f"(without caching ${totals.cost(cached=False):.4f})"
+        )
+    )
+
+
+def _cache(chat: Chat) -> None:
+    # The same statistics `foldline cache SESSION` prints, from the live timeline.
+    from foldline.cli.inspect import _print_breaks, _stats_table
+
+    stats = cache_stats(chat.session.engine.timeline.snapshot())
+    chat.console.print(Text(f"cache reads: {stats.hit_share:.0%} of input tokens", style="bold"))
+    chat.console.print(_stats_table(stats))
+    _print_breaks(chat.console, stats)
+    if not stats.diagnostics:
+        chat.console.print(Text("no provider cache diagnostics in this session", style="dim"))
+
+
+# --- /resume --------------------------------------------------------------------------------------
+
+
+def workspace_sessions(sessions_dir: Path, workspace: Path) -> list[SessionInfo]:
+    """This workspace's sessions with at least one prompt, newest first."""
+    files = list_session_files(sessions_dir, cwd=str(workspace))
+    infos = [i for i in list_sessions(files) if i.turns > 0] if files else []
+    return sorted(infos, key=lambda i: i.last_activity or "", reverse=True)
+
+
+def _when(stamp: str | None) -> str:
+    if not stamp:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone()
+    except ValueError:
+        return stamp[:16]
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def sessions_table(infos: Sequence[SessionInfo]) -> Table:
+    """Number, date, turns, first prompt and id of each session (what `/resume` offers)."""
+    table = Table(box=None, pad_edge=False)
+    for name in ("#", "date", "turns", "first prompt", "id"):
+        table.add_column(
+            name, justify="right" if name in ("#", "turns") else "left", no_wrap=name != "first prompt"
+        )
+    for n, info in enumerate(infos, 1):
+        table.add_row(str(n), _when(info.last_activity), str(info.turns), Text(title(info)), info.session_id)
+    return table
+
+
+async def _resume(chat: Chat, arg: str) -> None:
+    workspace = chat.session.engine.workspace
+    infos = workspace_sessions(chat.sessions_dir, workspace)
+    if not arg:
+        if not infos:
+            chat.console.print(Text("no earlier sessions with a prompt in this workspace", style="dim"))
+            return
+        chat.console.print(sessions_table(infos))
+        chat.console.print(Text("/resume N or /resume ID switches to one", style="dim"))
+        return
+    chosen = _pick(infos, arg)
+    if chosen is None:
+        chat.console.print(Text(f"no session {arg!r} here; /resume lists them", style="yellow"))
+        return
+    if chosen.path == chat.session.path:
+        chat.console.print(Text("that is the current session", style="dim"))
+        return
+    await chat.switch(chosen.path)
+
+
+def _pick(infos: Sequence[SessionInfo], arg: str) -> SessionInfo | None:
+    if arg.isdigit() and 1 <= int(arg) <= len(infos):
+        return infos[int(arg) - 1]
+    exact = [i for i in infos if i.session_id == arg or i.path.stem == arg]
+    prefixed = [i for i in infos if i.session_id.startswith(arg)]
+    found = exact or (prefixed if len(prefixed) == 1 else [])
+    return found[0] if found else None
+
+
+# --- the table --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Command:
+    """One slash command: its usage line and its handler (False: leave the REPL)."""
+
+    usage: str
+    help: str
+    run: Callable[[Chat, str], Awaitable[bool]]
+
+
+def _sync(action: Callable[[Chat], None]) -> Callable[[Chat, str], Awaitable[bool]]:
+    async def run(chat: Chat, arg: str) -> bool:
+        action(chat)
+        return True
+
+    return run
+
+
+async def compact_command(session: Session, instructions: str, console: Console) -> None:
+    """`/compact [instructions]`: the same compaction `QueryEngine.compact` runs; its receipt is shown."""
+    try:
+        added = await session.engine.compact(instructions)
+    except FoldlineError as e:
+        console.print(Text(explain(e), style="red"))
+        return
+    if not added:  # the failure receipt was already printed as a notice
+        console.print(Text("nothing was compacted", style="yellow"))
+
+
+async def _compact_cmd(chat: Chat, arg: str) -> bool:
+    await chat.run_cancellable(compact_command(chat.session, arg, chat.console))
+    return True
+
+
+async def _clear_cmd(chat: Chat, arg: str) -> bool:
+    await chat.switch(None)  # R7.4: a new session, a new cache baseline
+    return True
+
+
+async def _resume_cmd(chat: Chat, arg: str) -> bool:
+    await _resume(chat, arg)
+    return True
+
+
+async def _model_cmd(chat: Chat, arg: str) -> bool:
+    config: Config = chat.session.engine.config
+    if not arg:
+        chat.console.print(Text(f"model: {config.model} (window {config.window:,}); /model NAME switches"))
+        return True
+    await chat.switch(chat.session.path, model=arg)
+    return True
+
+
+async def _help_cmd(chat: Chat, arg: str) -> bool:
+    table = Table.grid(padding=(0, 2))
+    for command in COMMANDS.values():
+        table.add_row(Text(command.usage, style="bold"), Text(command.help))
+    chat.console.print(table)
+    chat.console.print(
+        Text("Enter sends; Esc-Enter or a trailing \\ adds a line; Ctrl-C clears or cancels; Ctrl-D leaves.")
+    )
+    return True
+
+
+async def _exit_cmd(chat: Chat, arg: str) -> bool:
+    return False
+
+
+COMMANDS: dict[str, Command] = {
+    "/compact": Command("/compact [instructions]", "summarize the conversation now", _compact_cmd),
+    "/context": Command("/context", "what fills the context window, by category", _sync(_context)),
+    "/cost": Command("/cost", "tokens and dollars so far", _sync(_cost)),
+    "/cache": Command("/cache", "cache hit share, writes and reads, breaks and their causes", _sync(_cache)),
+    "/clear": Command("/clear", "start a new session", _clear_cmd),
+    "/resume": Command("/resume [N|ID]", "list this workspace's sessions, or switch to one", _resume_cmd),
+    "/model": Command("/model [name]", "show the model, or switch to another", _model_cmd),
+    "/help": Command("/help", "this list", _help_cmd),
+    "/exit": Command("/exit", "leave (Ctrl-D too)", _exit_cmd),
+}
+_ALIASES = {"/quit": "/exit", "/?": "/help"}
+
+
+async def run_slash(chat: Chat, line: str) -> bool:
+    """Run the slash command on `line`; False only when it asks to leave the REPL."""
+    name, _, arg = line.strip().partition(" ")
+    command = COMMANDS.get(_ALIASES.get(name, name))
+    if command is None:
+        close = difflib.get_close_matches(name, list(COMMANDS), n=2, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        chat.console.print(Text(f"unknown command {name}{hint}; /help lists them", style="yellow"))
+        return True
+    started = time.monotonic()
+    try:
+        return await command.run(chat, arg.strip())
+    except FoldlineError as e:
+        chat.console.print(Text(explain(e), style="red"))
+    except Exception as e:  # a command's bug must not end the session the person is in
+        chat.console.print(Text(f"{name} failed after {time.monotonic() - started:.1f}s: {e!r}", style="red"))
+    return True

@@ -1,0 +1,323 @@
+"""How `foldline chat` shows a session: the engine's UI events rendered with rich, the status line, the recap.
+
+`Renderer` subscribes to the engine's events. On a terminal it streams the answer as markdown (each
+finished paragraph or code block is printed for good; the unfinished one is drawn live below it),
+shows a spinner with what the turn is doing (waiting for the model, thinking, running a tool and
+its latest progress line), collapses thinking to one line and prints every compaction receipt as it
+fires (R3.0.1). Elsewhere (a pipe, a file) it prints the raw text as it streams, so scripts read
+exactly what the model wrote.
+
+Invariants:
+- Text from the model or a tool is never read as rich markup: it is printed as `Text` or `Markdown`.
+- Before anything asks the person a question, `pause()` takes the live display down, so the
+  question and the typed answer are not drawn over.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.spinner import Spinner
+from rich.text import Text
+
+from foldline.cli._prompt import escape_controls
+from foldline.config import Config
+from foldline.engine import INTERRUPT_MARKER, INTERRUPT_MARKER_TOOLS, RESUME_MARKER
+from foldline.events import (
+    CompactionEvent,
+    NoticeEvent,
+    RecordEvent,
+    RetryEvent,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
+    ToolInputDeltaEvent,
+    UIEvent,
+)
+from foldline.executor import INTERRUPTED_BEFORE_START, INTERRUPTED_WHILE_RUNNING
+from foldline.projection import context_tokens_of
+from foldline.sessions import is_typed_prompt
+from foldline.timeline import AnyRecord, AssistantEntry, ProgressEntry, UserEntry
+from foldline.usage import usage_of
+
+__all__ = ["Renderer", "recap", "short_input", "split_markdown", "status_line"]
+
+_INPUT_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description")
+_INTERRUPTED = (INTERRUPTED_BEFORE_START, INTERRUPTED_WHILE_RUNNING, RESUME_MARKER)
+
+
+def short_input(tool_input: Mapping[str, Any], limit: int = 80) -> str:
+    """A tool call's input in one line: the field that says what it does (command, path), else all of it."""
+    value = next((tool_input[k] for k in _INPUT_KEYS if isinstance(tool_input.get(k), str)), None)
+    text = str(value) if value is not None else ", ".join(f"{k}={v!r}" for k, v in tool_input.items())
+    text = escape_controls(" ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def split_markdown(text: str) -> tuple[str, str]:
+    """(finished, pending): `text` cut after its last blank line outside a code fence.
+
+    What comes before can be rendered for good; the rest may still grow (a paragraph, a list, an
+    open code block).
+    """
+    cut, fenced, offset = 0, False, 0
+    for line in text.splitlines(keepends=True):
+        offset += len(line)
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+            if not fenced:
+                cut = offset  # a code block just closed: it is finished
+        elif not fenced and not line.strip() and line.endswith("\n"):
+            cut = offset
+    return text[:cut], text[cut:]
+
+
+def _result_text(block: Mapping[str, Any]) -> str:
+    content = block.get("content", "")
+    if isinstance(content, list):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return str(content)
+
+
+class _Activity:
+    """The live area: the unfinished paragraph, then a spinner saying what the turn is doing."""
+
+    def __init__(self, renderer: Renderer) -> None:
+        self.renderer = renderer
+        self.spinner = Spinner("dots", style="cyan")
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        r = self.renderer
+        parts: list[RenderableType] = []
+        if r.pending.strip():
+            parts.append(Markdown(r.pending))
+        elapsed = time.monotonic() - r.phase_since
+        label = Text(f" {r.phase}… {elapsed:.0f}s", style="dim")
+        if r.progress:
+            label.append(f"  {r.progress}", style="dim italic")
+        self.spinner.update(text=label)
+        parts.append(self.spinner)
+        yield Group(*parts)
+
+
+class Renderer:
+    """The engine's UI events on the console (subscribe it with `Session.open(on_event=...)`)."""
+
+    def __init__(self, console: Console, *, live: bool | None = None) -> None:
+        self.console = console
+        self.live_ok = console.is_terminal if live is None else live
+        self.pending = ""
+        self.phase = "waiting for the model"
+        self.phase_since = time.monotonic()
+        self.progress = ""
+        self._thinking: tuple[float, int] | None = None  # (started, chars)
+        self._live: Live | None = None
+        self._in_turn = False
+        self._streamed_raw = False
+
+    # --- turn boundaries ---------------------------------------------------------------------------
+
+    def begin_turn(self) -> None:
+        """A prompt was sent: show the spinner until the first token."""
+        self._in_turn = True
+        self.phase, self.phase_since, self.progress = "waiting for the model", time.monotonic(), ""
+        self._show_live()
+
+    def end_turn(self) -> None:
+        """The turn is over (finished, failed or interrupted): print what is pending, drop the spinner."""
+        self._flush_text()
+        self._end_thinking()
+        self._stop_live()
+        self._in_turn = False
+        if self._streamed_raw:
+            self.console.print()
+            self._streamed_raw = False
+
+    def pause(self) -> None:
+        """Take the live display down (before a question); it comes back with the next event."""
+        self._flush_text()
+        self._stop_live()
+
+    def print(self, renderable: RenderableType) -> None:
+        """Print above the live area (or plainly), keeping the spinner where it is."""
+        if self._streamed_raw:
+            self.console.print()
+            self._streamed_raw = False
+        self.console.print(renderable)
+
+    # --- events ------------------------------------------------------------------------------------
+
+    def __call__(self, event: UIEvent) -> None:
+        if isinstance(event, TextDeltaEvent):
+            self._end_thinking()
+            self._text(event.text)
+        elif isinstance(event, ThinkingDeltaEvent):
+            self._thinking_delta(event.text)
+        elif isinstance(event, ToolInputDeltaEvent):
+            self._flush_text()
+            self._end_thinking()
+            self._set_phase("writing a tool call")
+        elif isinstance(event, RecordEvent):
+            self._record(event.record)
+        elif isinstance(event, RetryEvent):
+            self.pending = ""  # what streamed belongs to the failed attempt
+            self.print(Text(f"retrying in {event.delay:.1f}s: {event.reason}", style="yellow"))
+            self._set_phase(f"retrying (attempt {event.attempt + 1})")
+        elif isinstance(event, NoticeEvent):
+            style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
+            self.print(Text(event.text, style=style))
+        elif isinstance(event, CompactionEvent):  # R3.0.1: never clear silently
+            self._flush_text()
+            self.print(Text(f"⎯ {event.level}: {event.text}", style="cyan"))
+
+    def _record(self, record: AnyRecord) -> None:
+        if isinstance(record, AssistantEntry) and not record.is_virtual:
+            self._flush_text()
+            self._end_thinking()
+            for block in record.message.content:
+                if block.get("type") == "tool_use":
+                    line = Text("⏺ ", style="magenta") + Text(str(block.get("name")), style="bold magenta")
+                    line.append(f"({short_input(block.get('input') or {})})", style="dim")
+                    self.print(line)
+                    self._set_phase(f"running {block.get('name')}")
+        elif isinstance(record, ProgressEntry):
+            self.progress = escape_controls(" ".join(record.text.split()))[-80:]
+        elif isinstance(record, UserEntry) and isinstance(record.message.content, list):
+            results = [b for b in record.message.content if b.get("type") == "tool_result"]
+            for block in results:
+                first = _result_text(block).strip().splitlines()[:1]
+                style = "red" if block.get("is_error") else "dim"
+                shown = escape_controls(first[0])[:100] if first else "(no output)"
+                self.print(Text(f"  ⎿ {shown}", style=style))
+            if results and self._in_turn:
+                self._set_phase("waiting for the model")
+
+    # --- text and thinking -------------------------------------------------------------------------
+
+    def _text(self, text: str) -> None:
+        if not self.live_ok:
+            self.console.print(text, end="", markup=False, highlight=False)
+            self._streamed_raw = True
+            return
+        self.pending += text
+        finished, self.pending = split_markdown(self.pending)
+        if finished.strip():
+            self.console.print(Markdown(finished))
+        self._set_phase("answering")
+        self._show_live()
+
+    def _flush_text(self) -> None:
+        text, self.pending = self.pending, ""  # cleared first: the live area must not draw it twice
+        if text.strip():
+            self.console.print(Markdown(text))
+
+    def _thinking_delta(self, text: str) -> None:
+        started, chars = self._thinking or (time.monotonic(), 0)
+        self._thinking = (started, chars + len(text))
+        self._set_phase("thinking")
+        self._show_live()
+
+    def _end_thinking(self) -> None:
+        if self._thinking is None:
+            return
+        started, chars = self._thinking
+        self._thinking = None
+        seconds = time.monotonic() - started
+        self.print(Text(f"✻ thought for {seconds:.0f}s ({chars:,} chars)", style="dim italic"))
+
+    # --- the live area -----------------------------------------------------------------------------
+
+    def _set_phase(self, phase: str) -> None:
+        if phase != self.phase:
+            self.phase, self.phase_since, self.progress = phase, time.monotonic(), ""
+        if self._in_turn:
+            self._show_live()
+
+    def _show_live(self) -> None:
+        if not self.live_ok or not self._in_turn or self._live is not None:
+            return
+        self._live = Live(
+            _Activity(self),
+            console=self.console,
+            refresh_per_second=8,
+            transient=True,
+            vertical_overflow="crop",
+        )
+        self._live.start()
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+def status_line(records: Sequence[AnyRecord], config: Config) -> Text:
+    """After a turn: the model, the context against the warning and blocking limits, the session's cost."""
+    tokens = context_tokens_of(records)
+    share = tokens / config.window if config.window else 0.0
+    if tokens >= config.blocking_limit:
+        style, note = "bold red", "at the blocking limit"
+    elif tokens >= config.autocompact_threshold:
+        style, note = "red", "compaction will run"
+    elif tokens >= config.warning_threshold:
+        style, note = "yellow", "past the warning line"
+    else:
+        style, note = "green", ""
+    line = Text(f"{config.model} · ", style="dim")
+    line.append(f"context {tokens:,}/{config.window:,} ({share:.0%})", style=style)
+    line.append(
+        f" warn {config.warning_threshold // 1000}K, block {config.blocking_limit // 1000}K"
+        + (f": {note}" if note else ""),
+        style="dim",
+    )
+    line.append(f" · ${usage_of(records).cost():.4f}", style="dim")
+    return line
+
+
+def _clip(text: str, limit: int) -> str:
+    text = escape_controls(" ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _interrupted_calls(records: Sequence[AnyRecord]) -> Iterable[str]:
+    """Tool calls whose recorded result says they were interrupted (or may have run, after a crash)."""
+    calls: dict[str, Mapping[str, Any]] = {}
+    for record in records:
+        if isinstance(record, AssistantEntry):
+            calls.update({b["id"]: b for b in record.message.content if b.get("type") == "tool_use"})
+    for record in records:
+        if isinstance(record, UserEntry) and isinstance(record.message.content, list):
+            for block in record.message.content:
+                text = _result_text(block) if block.get("type") == "tool_result" else ""
+                if text in _INTERRUPTED:
+                    call = calls.get(str(block.get("tool_use_id")), {})
+                    shown = short_input(call.get("input") or {})
+                    yield f"{call.get('name', 'a tool')}({shown}): {_clip(text, 90)}"
+
+
+def recap(records: Sequence[AnyRecord], limit: int = 300) -> list[Text]:
+    """Where a resumed session stopped: the last prompt, the last answer (shortened), interrupted calls."""
+    last_prompt = next((r for r in reversed(records) if is_typed_prompt(r)), None)
+    if last_prompt is None:
+        return [Text("(no earlier prompt in this session)", style="dim")]
+    assert isinstance(last_prompt, UserEntry)
+    content = last_prompt.message.content
+    prompt = content if isinstance(content, str) else " ".join(str(b.get("text", "")) for b in content)
+    lines = [Text("last prompt: ", style="bold cyan") + Text(_clip(prompt, limit))]
+    after = records[records.index(last_prompt) :]
+    answer = ""
+    for record in after:
+        if isinstance(record, AssistantEntry) and not record.is_virtual:
+            text = "".join(str(b.get("text", "")) for b in record.message.content if b.get("type") == "text")
+            answer = text or answer
+    lines.append(Text("last answer: ", style="bold yellow") + Text(_clip(answer, limit) or "(none)"))
+    for call in _interrupted_calls(after):
+        lines.append(Text("interrupted: ", style="bold red") + Text(call))
+    markers = (INTERRUPT_MARKER, INTERRUPT_MARKER_TOOLS)
+    if any(isinstance(r, UserEntry) and any(m in str(r.message.content) for m in markers) for r in after):
+        lines.append(Text("the last turn was interrupted", style="red"))
+    return lines

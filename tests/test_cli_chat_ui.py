@@ -1,0 +1,245 @@
+"""The chat's pieces without a terminal: `/context`'s categories, the recap, markdown splitting, and
+`-p` with `--output-format json` / `stream-json` against the real local server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from foldline.cli import cli
+from foldline.cli._slash import CATEGORIES, context_breakdown, context_grid
+from foldline.cli._ui import Renderer, recap, split_markdown, status_line
+from foldline.config import Config
+from foldline.events import CompactionEvent, RecordEvent, TextDeltaEvent, ThinkingDeltaEvent
+from foldline.executor import INTERRUPTED_WHILE_RUNNING
+from foldline.server.app import create_app
+from foldline.server.backend import ScriptedBackend
+from foldline.server.testing import run_server
+from foldline.timeline import (
+    AssistantEntry,
+    AssistantMessage,
+    CollapseCommit,
+    CompactBoundary,
+    ProgressEntry,
+    Usage,
+    UserEntry,
+    UserMessage,
+)
+from foldline.tokens import estimate_blocks, estimate_text
+from foldline.transcript import list_session_files, load_transcript
+
+WINDOW = 200_000
+STAMP = "2026-03-01T10:00:00.000Z"
+
+
+def _user(uuid: str, content: object, **kw: object) -> UserEntry:
+    return UserEntry(uuid=uuid, timestamp=STAMP, message=UserMessage(content=content), **kw)  # type: ignore[arg-type]
+
+
+def _assistant(uuid: str, *blocks: dict[str, object]) -> AssistantEntry:
+    return AssistantEntry(
+        uuid=uuid, timestamp=STAMP, message=AssistantMessage(id=f"m{uuid}", model="m", content=list(blocks))
+    )
+
+
+def test_context_breakdown_of_an_empty_session_is_system_tools_and_free() -> None:
+    tools = [{"name": "Read", "description": "read a file", "input_schema": {"type": "object"}}]
+    got = dict(context_breakdown([], "you are helpful", tools, WINDOW))
+    assert list(got) == list(CATEGORIES)
+    assert got["system"] == estimate_text("you are helpful") > 0
+    assert got["tools"] > 0
+    assert got["messages"] == got["tool results"] == got["summaries"] == 0
+    assert got["free"] == WINDOW - got["system"] - got["tools"]
+
+
+def test_context_breakdown_puts_each_block_in_its_category() -> None:
+    output = "line of output\n" * 200
+    tool_use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make"}}
+    records = [
+        _user("old", "an old prompt that the compaction summarized away " * 20),
+        CompactBoundary(uuid="cb", timestamp=STAMP, trigger="manual", pre_tokens=5000),
+        _user("sum", "Summary: the user asked for a build.", is_compact_summary=True),
+        _user("u1", "build it"),
+        _assistant("a1", {"type": "text", "text": "Building."}, tool_use),
+        _user("r1", [{"type": "tool_result", "tool_use_id": "t1", "content": output}]),
+        _user("u2", "and the span to fold"),
+        _assistant("a2", {"type": "text", "text": "folded away soon"}),
+        CollapseCommit(
+            uuid="c1",
+            timestamp=STAMP,
+            collapse_id="0001",
+            first_uuid="u2",
+            last_uuid="a2",
+            summary="the user asked about a span",
+        ),
+    ]
+    got = dict(context_breakdown(records, "", [], WINDOW))
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": output}
+    assert got["tool results"] == estimate_blocks([result])
+    assert got["summaries"] > estimate_text("Summary: the user asked for a build.")  # the fold counts too
+    # the prompt before the boundary is gone; the folded span's own text is not counted as messages
+    assert got["messages"] == (
+        estimate_blocks("build it")
+        + estimate_blocks([{"type": "text", "text": "Building."}])
+        + estimate_blocks([tool_use])
+    )
+    assert got["free"] == WINDOW - sum(v for k, v in got.items() if k != "free")
+
+
+def test_context_grid_never_hides_a_category_and_never_overflows() -> None:
+    breakdown = [("system", 10), ("tools", 150_000), ("messages", 120_000), ("tool results", 0)]
+    breakdown += [("summaries", 0), ("free", 0)]
+    console = Console(width=100, record=True, color_system=None)
+    console.print(context_grid(breakdown, WINDOW))
+    text = console.export_text()
+    assert "■" in text
+    assert text.count("■") + text.count("□") == 100 + len(breakdown)  # 100 cells, one mark per legend row
+    for name in CATEGORIES:
+        assert name in text
+
+
+def test_recap_names_the_last_prompt_answer_and_interrupted_call() -> None:
+    tool_use = {"type": "tool_use", "id": "t9", "name": "Bash", "input": {"command": "sleep 100"}}
+    records = [
+        _user("u1", "first question"),
+        _assistant("a1", {"type": "text", "text": "first answer"}),
+        _user("u2", "run the slow thing"),
+        _assistant("a2", {"type": "text", "text": "Running it. " * 100}, tool_use),
+        _user("r2", [{"type": "tool_result", "tool_use_id": "t9", "content": INTERRUPTED_WHILE_RUNNING}]),
+    ]
+    lines = [line.plain for line in recap(records, limit=80)]
+    assert lines[0] == "last prompt: run the slow thing"
+    assert lines[1].startswith("last answer: Running it.")
+    assert len(lines[1]) <= len("last answer: ") + 80
+    assert lines[2].startswith("interrupted: Bash(sleep 100)")
+    assert recap([])[0].plain == "(no earlier prompt in this session)"
+
+
+@pytest.mark.parametrize(
+    ("text", "finished"),
+    [
+        ("one paragraph still going", ""),
+        ("done.\n\nnext", "done.\n\n"),
+        ("```py\nx = 1\n\ny = 2\n", ""),  # a blank line inside an open code block is no cut
+        ("```py\nx = 1\n```\nafter", "```py\nx = 1\n```\n"),
+    ],
+)
+def test_split_markdown_cuts_only_where_the_text_is_finished(text: str, finished: str) -> None:
+    assert split_markdown(text) == (finished, text[len(finished) :])
+
+
+# --- -p with --output-format -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    reply = {
+        "when": {"last_user_contains": "list"},
+        "tool_calls": [{"name": "Glob", "input": {"pattern": "*"}}],
+    }
+    with run_server(create_app(backend=ScriptedBackend(replies=[reply]))) as url:
+        yield url
+
+
+def _run(url: str, tmp_path: Path, *args: str) -> str:
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "a.txt").write_text("a")
+    base = ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(workspace)]
+    base += ["--sessions-dir", str(tmp_path / "s"), "--permission-mode", "bypassPermissions"]
+    result = CliRunner().invoke(cli, [*base, *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_json_output_is_one_object_with_the_result(server: str, tmp_path: Path) -> None:
+    out = _run(server, tmp_path, "-p", "hello json", "--output-format", "json")
+    [line] = out.strip().splitlines()
+    got = json.loads(line)
+    assert got["type"] == "result"
+    assert got["is_error"] is False
+    assert got["result"].startswith("You said: hello json")
+    assert got["num_turns"] == 1
+    [path] = list_session_files(tmp_path / "s")
+    assert got["session_id"] == load_transcript(path).header.session_id
+    usage = got["usage"]
+    assert usage["output_tokens"] > 0
+    assert usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"] > 0
+    assert got["total_cost_usd"] > 0
+
+
+def test_stream_json_is_one_line_per_event_then_the_result(server: str, tmp_path: Path) -> None:
+    out = _run(server, tmp_path, "-p", "list the files", "--output-format", "stream-json")
+    events = [json.loads(line) for line in out.strip().splitlines()]
+    kinds = [e["type"] for e in events]
+    assert kinds[-1] == "result"
+    assert events[-1]["num_turns"] == 2  # the Glob call, then the answer
+    records = [e["record"] for e in events if e["type"] == "record"]
+    assert [r["kind"] for r in records].count("assistant") == 2
+    tool_uses = [b for r in records if r["kind"] == "assistant" for b in r["message"]["content"]]
+    assert any(b.get("name") == "Glob" for b in tool_uses)
+    assert "tool_input_delta" in kinds
+    streamed = "".join(e["text"] for e in events if e["type"] == "text_delta")
+    assert streamed == events[-1]["result"]  # the final answer is exactly what streamed last
+
+
+def test_stdin_with_json_output(server: str, tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    args = ["chat", "--base-url", server, "--api-key", "k", "--workspace", str(workspace)]
+    args += ["--sessions-dir", str(tmp_path / "s"), "--output-format", "json"]
+    result = CliRunner().invoke(cli, args, input="from a pipe\n")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["result"].startswith("You said: from a pipe")
+
+
+def test_the_renderer_collapses_thinking_and_shows_calls_results_and_receipts() -> None:
+    console = Console(width=100, record=True, color_system=None)
+    renderer = Renderer(console, live=False)
+    tool_use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls -la\n/tmp"}}
+    events = [
+        ThinkingDeltaEvent("secret chain of thought " * 50),
+        TextDeltaEvent("Let me look."),
+        RecordEvent(_assistant("a1", {"type": "text", "text": "Let me look."}, tool_use)),
+        RecordEvent(ProgressEntry(uuid="p1", timestamp=STAMP, text="Running ls…", tool_use_id="t1")),
+        RecordEvent(_user("r1", [{"type": "tool_result", "tool_use_id": "t1", "content": "a.txt\nb.txt"}])),
+        CompactionEvent("microcompact", "cleared 3 old tool results (12,000 tokens)", 12_000),
+    ]
+    renderer.begin_turn()
+    for event in events:
+        renderer(event)
+    renderer.end_turn()
+    text = console.export_text()
+    assert "secret chain" not in text
+    assert "✻ thought for" in text
+    assert "(1,200 chars)" in text
+    assert "Let me look." in text
+    assert "⏺ Bash(ls -la /tmp)" in text  # the input on one line
+    assert "⎿ a.txt" in text
+    assert "b.txt" not in text
+    assert "⎯ microcompact: cleared 3 old tool results" in text
+
+
+def test_the_status_line_turns_yellow_past_the_warning_line() -> None:
+    config = Config(context_window=100_000)
+    quiet = status_line([], config)
+    usage = Usage(input_tokens=config.warning_threshold + 10, output_tokens=5)
+    busy = [
+        AssistantEntry(
+            uuid="a",
+            timestamp=STAMP,
+            message=AssistantMessage(id="m", model="m", content=[{"type": "text", "text": "x"}], usage=usage),
+        )
+    ]
+    loud = status_line(busy, config)
+    assert config.model in quiet.plain
+    assert "100,000" in quiet.plain
+    assert "past the warning line" in loud.plain
+    assert "past the warning line" not in quiet.plain
+    assert "$0.0000" in quiet.plain
+    assert "$0.0000" not in loud.plain
