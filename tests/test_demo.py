@@ -20,6 +20,10 @@ async def test_demo_session_goes_through_the_levels_and_costs_less_than_unmanage
     assert managed.turns_done == unmanaged.turns_done == 40
     assert managed.errors == []
     assert managed.stopped is None
+    # Issue 14's finding on this window: forks and unanchored estimates went over the limit.
+    assert managed.http_400s == 0
+    assert managed.over_limit() == 0  # main loop and every fork, counted by the server's tokenizer
+    assert managed.facts_retained == managed.facts_asked > 0
     counts = level_counts(managed)
     assert set(counts) == set(LEVELS)
     # Snip depends on the model answering a nudge, which timing of the background forks moves; the

@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "chat": ("foldline.cli.chat", "Talk to the agent: one turn with -p (or stdin), otherwise a REPL."),
     "demo": (
         "foldline.cli.demo",
-        "Run a scripted coding session against the local server and print what it cost.",
+        "Run a long coding session on a small window, every level on, beside the same one unmanaged.",
     ),
     "inspect": (
         "foldline.cli.inspect",
