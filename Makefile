@@ -27,8 +27,13 @@ typecheck: $(STAMP)
 test: lint typecheck
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest --cov=foldline --cov-report=term:skip-covered
 
+# BENCH_TURNS=300 is the issue's length: about an hour on 2 cores for 3 profiles x 7 strategies;
+# `make bench BENCH_TURNS=100` for a quicker page. The economics rows can be reused from an earlier
+# `benchmarks/economics.py --json > FILE` run with BENCH_ARGS="--economics-json FILE".
+BENCH_TURNS ?= 300
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(BIN)/python benchmarks/resume.py
+	PYTHONPATH="$(CURDIR)/src" $(BIN)/python benchmarks/report.py --turns $(BENCH_TURNS) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .coverage
