@@ -433,6 +433,7 @@ class Outcome:
             "cost_uncached_usd": round(usage.cost(cached=False), 4),
             "ratio_vs_none": round(cost / baseline_cost, 4) if baseline_cost else None,
             "cache_read_share": round(usage.read_share, 4),
+            "cache_write_share": round(usage.cache_write / usage.prompt, 4) if usage.prompt else 0.0,
             "peak_context_tokens": report.peak_request,
             "api_calls": report.api_calls,
             "main_requests": report.main_requests,

@@ -166,6 +166,16 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
             f"- foldline's levels acted: {receipts}; {fold['summary_calls']} of {fold['api_calls']} requests "
             f"were forks (summaries, the ctx-agent, session memory)."
         )
+        written = (
+            f", {fold['cache_write_share']:.1%} written to it (1.25x the base price), the rest uncached"
+            if "cache_write_share" in fold
+            else ""
+        )
+        out.append(
+            f"- input tokens: {fold['cache_read_share']:.1%} read from the cache{written}; what is not "
+            "read is a prefix the request changed: a committed fold, an AutoCompact summary, a cleared "
+            "result sent without cache_edits, or a fork's own prefix."
+        )
         if fold["errors"] or fold["stopped"]:
             out.append(f"- stopped: {fold['stopped'] or ''} {' '.join(fold['errors'])}".rstrip())
         out.append("")
@@ -185,7 +195,7 @@ def plots(rows: Sequence[dict[str, Any]], img: Path, context_profile: str) -> li
     by = {(r["profile"], r["strategy"]): r for r in rows}
     links = []
     for key, title, fmt, name in (
-        ("cost_usd", "Cost at Sonnet list prices (USD)", "${:,.0f}", "bench_cost.png"),
+        ("cost_usd", "Cost at Sonnet list prices (USD)", "${:,.2f}", "bench_cost.png"),
         ("cache_read_share", "Cache-read share of input tokens", "{:.0%}", "bench_cache_read.png"),
     ):
         fig, ax = plt.subplots(figsize=(10, 4.5))
