@@ -71,6 +71,7 @@ def _tool_results(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in content if b.get("type") == "tool_result"] if isinstance(content, list) else []
 
 
+@pytest.mark.slow  # seven 6-turn sessions with real tools in a generated workspace
 @pytest.mark.parametrize("name", list(econ.STRATEGIES))
 def test_every_strategy_completes_a_short_session_and_reports_every_column(tmp_path: Path, name: str) -> None:
     strategy = econ.STRATEGIES[name]()
