@@ -243,7 +243,7 @@ the machine that ran it. Do not edit by hand: rerun `make bench`.
 
 ECONOMICS_TEXT = """## Economics: foldline against the strategies other agents use
 
-`benchmarks/economics.py` plays each simulator profile's user for {turns} turns (seed 7) through the
+`benchmarks/economics.py` plays each simulator profile's user ({turns} turns, seed 7) through the
 real engine and tools, `AnthropicProvider` (the SDK) and HTTP to `foldline serve --backend
 simulated` in a subprocess, whose prompt cache bills every request. Strategies (each a small class
 in `benchmarks/economics.py` over the same engine):
@@ -275,7 +275,7 @@ asked fewer questions.
 def build_page(
     rows: Sequence[dict[str, Any]],
     others: Sequence[tuple[str, str, str, float, int]],
-    turns: int,
+    turns: str,
     links: list[str],
 ) -> str:
     lines = [PREAMBLE, ECONOMICS_TEXT.format(turns=turns), *table(rows), ""]
@@ -324,7 +324,8 @@ def main() -> None:
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     rows = economics(args) if "economics" not in skip else []
-    turns = max((r["turns_planned"] for r in rows), default=args.turns)
+    planned = {r["profile"]: r["turns_planned"] for r in rows}
+    turns = ", ".join(f"{p} {t}" for p, t in planned.items()) or str(args.turns)
     others = []
     for name, extra, about in OTHERS:
         if name not in skip:
