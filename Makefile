@@ -27,10 +27,12 @@ typecheck: $(STAMP)
 test: lint typecheck
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest --cov=foldline --cov-report=term:skip-covered
 
-# BENCH_TURNS=300 is the issue's length: about an hour on 2 cores for 3 profiles x 7 strategies;
-# `make bench BENCH_TURNS=100` for a quicker page. The economics rows can be reused from an earlier
-# `benchmarks/economics.py --json > FILE` run with BENCH_ARGS="--economics-json FILE".
-BENCH_TURNS ?= 300
+# 3 profiles x 7 strategies x BENCH_TURNS turns over HTTP. 100 turns keep `make bench` near 30 minutes
+# on 2 cores (every request past ~65 turns is over the 200K window, so the strategies all act);
+# `make bench BENCH_TURNS=300` is the issue's length, well over an hour there (no management alone
+# grows to a million-token prompt). Rows from an earlier `benchmarks/economics.py --json > FILE`
+# run can be reused with BENCH_ARGS="--economics-json FILE".
+BENCH_TURNS ?= 100
 BENCH_ARGS ?=
 bench: $(STAMP)
 	PYTHONPATH="$(CURDIR)/src" $(BIN)/python benchmarks/report.py --turns $(BENCH_TURNS) $(BENCH_ARGS)
