@@ -140,3 +140,51 @@ def test_anthropic_clearing_waits_for_its_trigger_then_keeps_three() -> None:
     sent = asyncio.run(mask.rewrite(body, None))["messages"]
     assert [m["content"][0]["content"] for m in sent] == ["[cleared]"] * 3 + ["x" * 50] * 3
     assert results[0]["content"][0]["content"] == "x" * 50  # the caller's body is not mutated
+
+
+def _load_report() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_report", BENCHMARKS / "report.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(strategy: str, cost: float, *, facts: int = 5, share: float = 0.99) -> dict[str, Any]:
+    return {
+        "profile": "feature",
+        "strategy": strategy,
+        "cost_usd": cost,
+        "ratio_vs_none": cost / 10.0,
+        "cache_read_share": share,
+        "peak_context_tokens": 100_000,
+        "api_calls": 10,
+        "summary_calls": 1,
+        "http_400": 0,
+        "facts_planted": 5,
+        "facts_asked": 5,
+        "facts_retained": facts,
+        "turns_completed": 4,
+        "turns_planned": 4,
+        "receipts": {},
+        "errors": [],
+        "stopped": None,
+        "context_per_turn": [50_000, 170_000, 200_000, 210_000],
+    }
+
+
+def test_the_report_says_which_targets_foldline_missed_and_why() -> None:
+    report = _load_report()
+    rows = [_row("none", 10.0), _row("truncate", 4.0, facts=2), _row("summary", 8.0), _row("foldline", 5.0)]
+    lines = "\n".join(report.verdicts(rows))
+    assert "**MISSED**: cost <= 0.40x no management (0.50x)" in lines
+    assert "**MISSED**: cost <= 0.75x the cheapest other strategy that completed every turn (1.25x" in lines
+    assert "met: cost <= 0.75x the cheapest other strategy that also retained as many facts (0.62x" in lines
+    assert "met: facts retained >= the best other strategy's (5 vs 5)" in lines
+    assert "threshold at turn 2 of 4" in lines  # the why: where the unmanaged session crossed 167K
+    cheap = [_row("none", 10.0), _row("summary", 8.0), _row("foldline", 3.0, share=0.9)]
+    lines = "\n".join(report.verdicts(cheap))
+    assert "met: cost <= 0.40x no management" in lines
+    assert "**MISSED**: cache-read share >= 0.95 (90.0%)" in lines
+    assert "why the cost" not in lines
