@@ -27,8 +27,15 @@ typecheck: $(STAMP)
 test: lint typecheck
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest --cov=foldline --cov-report=term:skip-covered
 
+# 3 profiles x 7 strategies x BENCH_TURNS turns over HTTP. 100 turns keep `make bench` near 30 minutes
+# on 2 cores (every request past ~65 turns is over the 200K window, so the strategies all act);
+# `make bench BENCH_TURNS=300` is the issue's length, well over an hour there (no management alone
+# grows to a million-token prompt). Rows from an earlier `benchmarks/economics.py --json > FILE`
+# run can be reused with BENCH_ARGS="--economics-json FILE".
+BENCH_TURNS ?= 100
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(BIN)/python benchmarks/resume.py
+	PYTHONPATH="$(CURDIR)/src" $(BIN)/python benchmarks/report.py --turns $(BENCH_TURNS) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .coverage

@@ -5,6 +5,8 @@ block per entry, thinking, snip tags, cache_edits support), time what the next t
 `build_request` (projection -> normalize -> cache breakpoints -> params) and compare it with
 `orjson.dumps` of the body it produced, the floor any client pays to send it.
 Target (issue "request-assembly"): at most 3x serialization, growing linearly with the session.
+The `cold ms` column is the first build of a fresh assembler (a resumed session's first turn);
+`cold/dumps` is its ratio to serialization, target (issue 17) <= 10x at 20K messages.
 
 Run: `.venv/bin/python benchmarks/pipeline_overhead.py [--repeat N]`
 """
@@ -104,12 +106,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9, help="turns timed per session size")
     args = parser.parse_args()
-    print(f"{'messages':>9} {'body MB':>8} {'turn ms':>8} {'dumps ms':>9} {'ratio':>6} {'cold ms':>8}")
+    print(
+        f"{'messages':>9} {'body MB':>8} {'turn ms':>8} {'dumps ms':>9} {'ratio':>6} {'cold ms':>8} "
+        f"{'cold/dumps':>10}"
+    )
     for size in (200, 2_000, 20_000):
         messages, megabytes, turn, dumps, cold = measure(size, args.repeat)
         print(
             f"{messages:>9} {megabytes:>8.2f} {turn * 1e3:>8.2f} {dumps * 1e3:>9.2f} "
-            f"{turn / dumps:>6.2f} {cold * 1e3:>8.1f}"
+            f"{turn / dumps:>6.2f} {cold * 1e3:>8.1f} {cold / dumps:>10.1f}"
         )
 
 

@@ -8,7 +8,7 @@ results from a few bytes to ~200 KB) in a temporary directory, then times, in on
 - `load_transcript`: the same file decoded into typed records, damage checks included;
 - `TranscriptWriter.resume`: lock, load, open for appending.
 
-Target: resume at least 0.5x the raw decode throughput.
+Target: resume at least 0.8x the raw decode throughput (raised from 0.5x by issue 17).
 
     python benchmarks/resume.py            # ~100 MB
     python benchmarks/resume.py --mb 10    # a quicker run
@@ -144,8 +144,8 @@ def main() -> None:
     for name, seconds in rows.items():
         print(f"{name:36} {seconds:8.3f} {size_mb / seconds:8.0f} {baseline / seconds:6.2f}x")
     ratio = baseline / rows["load_transcript (typed records)"]
-    verdict = "OK" if ratio >= 0.5 else "BELOW TARGET"
-    print(f"resume / fastest raw decode = {ratio:.2f}x (target >= 0.5x): {verdict}")
+    verdict = "OK" if ratio >= 0.8 else "BELOW TARGET"
+    print(f"resume / fastest raw decode = {ratio:.2f}x (target >= 0.8x): {verdict}")
 
 
 if __name__ == "__main__":
