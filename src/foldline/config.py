@@ -109,6 +109,10 @@ class AutoCompactConfig:
     per token; digits and punctuation (logs, CSV, hex, minified JSON) can come out near 1. A request
     whose estimate, with its estimated part times this, passes the blocking limit is counted exactly
     (`count_tokens`, free) before it is sent."""
+    freed_error_factor: float = 2.0
+    """...and how far the estimate of what pending cache_edits free may be high: the padded 3
+    characters per token against the 6 of plain prose, so the near-the-limit test subtracts only
+    the freed estimate divided by this."""
     max_consecutive_failures: int = 3
     thrash_turns: int = 3
     thrash_repeats: int = 3

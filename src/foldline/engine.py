@@ -33,6 +33,7 @@ from typing import Any, Protocol, assert_never
 import msgspec
 
 from foldline._types import Block
+from foldline.api.cache import cache_reference_for
 from foldline.api.params import RequestAssembler, RequestPlan
 from foldline.cachebreak import CacheBreakDetector
 from foldline.compact.pipeline import (
@@ -91,7 +92,7 @@ from foldline.timeline import (
     api_filter,
     new_uuid,
 )
-from foldline.tokens import estimate_fixed
+from foldline.tokens import estimate_blocks, estimate_fixed, padded
 from foldline.tool_runner import ToolRunner
 from foldline.tools.base import Tool, tool_specs
 from foldline.tools.instructions import load_instruction_files
@@ -158,6 +159,23 @@ def _merge_edits(pending: Sequence[Block], new: Sequence[Block]) -> tuple[Block,
         if edits:
             out.append(block | {"edits": edits})
     return tuple(out)
+
+
+def _deleting(records: Sequence[AnyRecord], edits: Sequence[Block]) -> int:
+    """Padded estimate of the tool results in the next request that `edits` delete."""
+    refs = {e.get("cache_reference") for block in edits for e in block.get("edits") or ()}
+    if not refs:
+        return 0
+    return padded(
+        sum(
+            estimate_blocks([block])
+            for entry in api_filter(project_view(records))
+            if isinstance(entry, UserEntry) and not isinstance(entry.message.content, str)
+            for block in entry.message.content
+            if block.get("type") == "tool_result"
+            and cache_reference_for(str(block.get("tool_use_id"))) in refs
+        )
+    )
 
 
 def request_builder(
@@ -506,26 +524,30 @@ class QueryEngine:
         self._edits = _merge_edits(self._edits, result.cache_edits)
         if result.records or result.cache_edits:
             self._cache_watch.reset_baseline()  # R7.4: a compaction's drop is expected
-        tokens = self._estimate(result.pending_freed)
+        tokens = self._estimate()
         if tokens > self.config.blocking_limit:
-            recovery = await self._recover_prompt_too_long(None, gap=tokens - self.config.blocking_limit)
-            over = self._estimate(result.pending_freed + recovery.pending_freed) - self.config.blocking_limit
+            await self._recover_prompt_too_long(None, gap=tokens - self.config.blocking_limit)
+            over = self._estimate() - self.config.blocking_limit
             if over > 0:  # nothing is ever sent over the blocking limit
                 raise PromptTooLongError(
                     f"the conversation is still {over:,} tokens over the blocking limit "
                     f"({self.config.blocking_limit:,}) after compaction: run /compact"
                 )
 
-    def _estimate(self, pending_freed: int) -> int:
+    def _estimate(self) -> int:
         """The next request's estimated tokens; notes whether it is too close to the limit to trust.
 
-        Only what cache_edits freed (`pending_freed`) is missing from an estimate made from the
-        records (R3.0.2).
+        An estimate made from the records misses only what the pending cache_edits will delete
+        (R3.0.2), and only results still in the request: a compaction after the deletion was asked
+        for may have removed them already, and they must not be subtracted twice.
         """
-        count = context_count_of(self.timeline.snapshot(), unanchored_base=self._fixed_tokens)
-        factor = self.config.autocompact.estimate_error_factor
-        self._count_exactly = count.pessimistic(factor) - pending_freed > self.config.blocking_limit
-        return max(0, count.total - pending_freed)
+        records = self.timeline.snapshot()
+        count = context_count_of(records, unanchored_base=self._fixed_tokens)
+        freed = _deleting(records, self._edits)
+        settings = self.config.autocompact
+        worst = count.pessimistic(settings.estimate_error_factor) - freed / settings.freed_error_factor
+        self._count_exactly = worst > self.config.blocking_limit
+        return max(0, count.total - freed)
 
     async def compact(self, instructions: str = "") -> list[AnyRecord]:
         """Compact now (`/compact [instructions]`), through the installed level's own code path.

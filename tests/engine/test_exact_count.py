@@ -15,10 +15,18 @@ import pytest
 from foldline.compact.autocompact import install_autocompact
 from foldline.compact.prompts import SUMMARY_SECTIONS
 from foldline.config import AutoCompactConfig, SessionMemoryConfig
+from foldline.engine import _deleting
 from foldline.errors import PromptTooLongError
 from foldline.server.backend import BackendRequest
 from foldline.server.caching import flatten, total_tokens
-from foldline.timeline import CompactBoundary
+from foldline.timeline import (
+    AnyRecord,
+    AssistantEntry,
+    AssistantMessage,
+    CompactBoundary,
+    UserEntry,
+    UserMessage,
+)
 from foldline.tokens import estimate_text, padded
 
 from .conftest import MODEL, Harness, reload
@@ -90,3 +98,32 @@ async def test_a_prompt_too_dense_to_ever_fit_is_one_clear_error_and_never_sent(
     assert h.backend is not None
     assert len(h.backend.calls) == 1  # only the first turn reached the model
     assert h.statuses() == [200]
+
+
+def test_pending_deletions_of_results_a_compaction_removed_free_nothing() -> None:
+    """A cache_edits delete asked for before a compaction must not be subtracted from what follows it."""
+    call = AssistantEntry(
+        uuid="a1",
+        timestamp="t",
+        message=AssistantMessage(
+            id="m1", content=[{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}]
+        ),
+    )
+    result = UserEntry(
+        uuid="u2",
+        parent_uuid="a1",
+        timestamp="t",
+        message=UserMessage(
+            content=[{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x" * 3_000}]
+        ),
+    )
+    records: list[AnyRecord] = [
+        UserEntry(uuid="u1", timestamp="t", message=UserMessage(content="go")),
+        call,
+        result,
+    ]
+    edits = [{"type": "cache_edits", "edits": [{"type": "delete", "cache_reference": "ref_toolu_1"}]}]
+    assert _deleting(records, edits) == padded(750)
+    summary = UserEntry(uuid="s", timestamp="t", is_compact_summary=True, message=UserMessage(content="S"))
+    compacted = [*records, CompactBoundary(uuid="cb", timestamp="t", logical_parent_uuid="u2"), summary]
+    assert _deleting(compacted, edits) == 0
