@@ -36,6 +36,7 @@ from foldline._types import Block
 from foldline.api.cache import cache_reference_for
 from foldline.api.params import RequestAssembler, RequestPlan
 from foldline.cachebreak import CacheBreakDetector
+from foldline.compact.microcompact import MicrocompactStage
 from foldline.compact.pipeline import (
     CompactionContext,
     ManualCompactor,
@@ -524,15 +525,28 @@ class QueryEngine:
         self._edits = _merge_edits(self._edits, result.cache_edits)
         if result.records or result.cache_edits:
             self._cache_watch.reset_baseline()  # R7.4: a compaction's drop is expected
+        self._repin()
         tokens = self._estimate()
         if tokens > self.config.blocking_limit:
             await self._recover_prompt_too_long(None, gap=tokens - self.config.blocking_limit)
+            self._repin()
             over = self._estimate() - self.config.blocking_limit
             if over > 0:  # nothing is ever sent over the blocking limit
                 raise PromptTooLongError(
                     f"the conversation is still {over:,} tokens over the blocking limit "
                     f"({self.config.blocking_limit:,}) after compaction: run /compact"
                 )
+
+    def _repin(self) -> None:
+        """Results deleted by pins that a later fold or compaction moved are cleared client-side now,
+        so they do not come back in full in the next request (`MicrocompactStage.repin`)."""
+        for stage in self.stages:
+            if isinstance(stage, MicrocompactStage):
+                result = stage.repin(self._compaction_context())
+                for record in result.records:
+                    self.log.append(record)
+                for receipt in result.receipts:
+                    self._receipt(receipt)
 
     def _estimate(self) -> int:
         """The next request's estimated tokens; notes whether it is too close to the limit to trust.

@@ -7,23 +7,30 @@ over the blocking limit ever reached the model, main loop or fork.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from foldline.compact.autocompact import install_autocompact
+from foldline.compact.microcompact import MicrocompactStage
+from foldline.compact.pipeline import CompactionContext
 from foldline.compact.prompts import SUMMARY_SECTIONS
-from foldline.config import AutoCompactConfig, SessionMemoryConfig
+from foldline.config import AutoCompactConfig, Config, SessionMemoryConfig
 from foldline.engine import _deleting
 from foldline.errors import PromptTooLongError
+from foldline.providers.base import Capabilities
 from foldline.server.backend import BackendRequest
 from foldline.server.caching import flatten, total_tokens
 from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
     AssistantMessage,
+    CachePin,
+    CollapseCommit,
     CompactBoundary,
+    ResultsCleared,
     UserEntry,
     UserMessage,
 )
@@ -127,3 +134,43 @@ def test_pending_deletions_of_results_a_compaction_removed_free_nothing() -> Non
     summary = UserEntry(uuid="s", timestamp="t", is_compact_summary=True, message=UserMessage(content="S"))
     compacted = [*records, CompactBoundary(uuid="cb", timestamp="t", logical_parent_uuid="u2"), summary]
     assert _deleting(compacted, edits) == 0
+
+
+def test_results_deleted_by_pins_a_later_fold_moved_are_cleared_not_sent_in_full() -> None:
+    """A fold committed after Microcompact ran moves its pins: their results must not come back."""
+
+    def turn(n: int) -> list[AnyRecord]:
+        call = AssistantEntry(
+            uuid=f"a{n}",
+            timestamp="t",
+            message=AssistantMessage(
+                id=f"m{n}",
+                content=[{"type": "tool_use", "id": f"toolu_{n}", "name": "Read", "input": {}}],
+            ),
+        )
+        block = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "line\n" * 800}
+        return [
+            UserEntry(uuid=f"p{n}", timestamp="t", message=UserMessage(content=f"read {n}")),
+            call,
+            UserEntry(uuid=f"r{n}", timestamp="t", message=UserMessage(content=[block])),
+            AssistantEntry(
+                uuid=f"e{n}",
+                timestamp="t",
+                message=AssistantMessage(id=f"z{n}", content=[{"type": "text", "text": "ok"}]),
+            ),
+        ]
+
+    records = [r for n in range(1, 9) for r in turn(n)]
+    delete = {"type": "cache_edits", "edits": [{"type": "delete", "cache_reference": "ref_toolu_5"}]}
+    pin = CachePin(uuid="pin", timestamp="t", message_index=20, block_index=0, block=delete)
+    ctx = CompactionContext((*records, pin), Config(), Capabilities(name="t", supports_cache_edits=True), 0)
+    stage = MicrocompactStage()
+    assert stage.repin(ctx).records == ()  # the pin still holds: the server deletes that result
+    fold = CollapseCommit(
+        uuid="c", timestamp="t", collapse_id="c", first_uuid="p1", last_uuid="e1", summary="S"
+    )
+    moved = dataclasses.replace(ctx, records=(*records, pin, fold))
+    [cleared] = stage.repin(moved).records
+    assert isinstance(cleared, ResultsCleared)
+    assert cleared.tool_use_ids == ("toolu_5",)
+    assert stage.repin(dataclasses.replace(moved, records=(*moved.records, cleared))).records == ()

@@ -16,7 +16,9 @@ rewritten while the cache is warm (R3.2.5).
 
 Pins recorded before a later snip or fold no longer say where their block goes
 (`projection.pins_in_view`); that snip or fold rewrites the request anyway, so the results those
-pins deleted are cleared client-side in the same round and stay out of the model's context.
+pins deleted are cleared client-side and stay out of the model's context: by this level when the
+move came before it, and by `repin`, which the engine runs after the round and after any
+prompt-too-long recovery, when a fold or compaction came later.
 """
 
 from __future__ import annotations
@@ -136,11 +138,7 @@ class MicrocompactStage:
 
         lost = [r for r in results if cache_reference_for(r.tool_use_id) in stale]
         if lost:
-            # A snip or fold moved the positions of older pins; this request is rewritten anyway.
-            text = (
-                f"kept {len(lost)} cleared tool result{'s' if len(lost) != 1 else ''} cleared after the snip"
-            )
-            return self._cleared(ctx, lost, 0, text, "repin")
+            return self._repinned(ctx, lost)
 
         total = sum(r.tokens for r in candidates)
         if ctx.capabilities.supports_cache_edits and candidates and total > cfg.cached_trigger_tokens:
@@ -157,6 +155,29 @@ class MicrocompactStage:
             )
             return StageResult((), total, (block,), (receipt,))
         return StageResult()
+
+    def repin(self, ctx: CompactionContext) -> StageResult:
+        """Only the lost-pin half of `run`: for after a later level's fold or compaction in the round.
+
+        A fold committed after this level ran moves the older pins too, and their deletions would
+        come back in full in the very next request (bigger than any estimate expects).
+        """
+        state = rebuild_state(ctx.records)
+        view = api_filter(project_view(ctx.records, state))
+        cleared = {tool_use_id for tool_use_id, _ in state.cleared}
+        stale = deleted_references(state.pins) - deleted_references(pins_in_view(ctx.records))
+        if not stale:
+            return StageResult()
+        results = clearable_results(view, ctx.config.microcompact.compactable_tools)
+        lost = [
+            r for r in results if r.tool_use_id not in cleared and cache_reference_for(r.tool_use_id) in stale
+        ]
+        return self._repinned(ctx, lost) if lost else StageResult()
+
+    def _repinned(self, ctx: CompactionContext, lost: Sequence[ClearableResult]) -> StageResult:
+        # A snip or fold moved the positions of older pins; this request is rewritten anyway.
+        text = f"kept {len(lost)} cleared tool result{'s' if len(lost) != 1 else ''} cleared after the snip"
+        return self._cleared(ctx, lost, 0, text, "repin")
 
     def _cleared(
         self, ctx: CompactionContext, results: Sequence[ClearableResult], freed: int, text: str, path: str
