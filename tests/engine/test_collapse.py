@@ -39,7 +39,7 @@ from foldline.compact.ctx_agent import StagedFold, find_spans
 from foldline.compact.pipeline import CompactionContext, StageResult
 from foldline.config import Config
 from foldline.engine import QueryEngine
-from foldline.events import NoticeEvent, UIEvent
+from foldline.events import CompactionEvent, NoticeEvent, UIEvent
 from foldline.projection import context_tokens_of
 from foldline.testing import FunctionProvider, http_error
 from foldline.timeline import (
@@ -348,7 +348,8 @@ async def test_staged_folds_commit_at_90_percent_with_a_receipt_and_hold_after_r
     assert receipt.data is not None
     assert receipt.data["tokens_freed"] > 10_000
     assert receipt.data["cached_rewrite_tokens"] == 0  # in-process: nothing was cached
-    assert any(isinstance(e, NoticeEvent) and e.text == receipt.content for e in r.events)
+    [shown] = [e for e in r.events if isinstance(e, CompactionEvent) and e.text == receipt.content]
+    assert (shown.level, shown.tokens_freed) == ("collapse", receipt.data["tokens_freed"])
     # The request after the commit carries the summaries, not the folded turns.
     after = sent_text(model.main[-1])
     assert "<collapsed-context" in after

@@ -46,7 +46,7 @@ from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_p
 from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
 from foldline.config import Config
 from foldline.errors import ModelAPIError, OutputRoomError, PromptTooLongAPIError
-from foldline.events import EventBus, NoticeEvent
+from foldline.events import CompactionEvent, EventBus, NoticeEvent
 from foldline.projection import context_tokens_of, project_view
 from foldline.providers.base import Provider
 from foldline.session_log import SessionLog
@@ -411,7 +411,9 @@ class AutoCompactStage:
         )
         self.receipts.append(entry)
         if self.events is not None:
-            self.events.emit(NoticeEvent(text, level))
+            freed = data.get("tokens_freed", 0)
+            done = CompactionEvent("autocompact", text, freed if isinstance(freed, int) else 0, dict(data))
+            self.events.emit(done if level == "info" else NoticeEvent(text, level))
             self.events.telemetry("compaction", **data)
         return entry
 

@@ -48,7 +48,7 @@ from foldline.compact.ctx_agent import (
 from foldline.compact.pipeline import CompactionContext, StageResult
 from foldline.compact.snip import short_id
 from foldline.config import Config
-from foldline.events import EventBus, NoticeEvent
+from foldline.events import CompactionEvent, EventBus, NoticeEvent
 from foldline.projection import project_view
 from foldline.providers.base import Provider
 from foldline.timeline import (
@@ -132,7 +132,10 @@ def _receipt(
         data=data,
     )
     if events is not None:
-        events.emit(NoticeEvent(text, level))
+        # What the level did is a compaction receipt; what went wrong stays a warning notice.
+        freed = data.get("tokens_freed", 0)
+        done = CompactionEvent("collapse", text, freed if isinstance(freed, int) else 0, dict(data))
+        events.emit(done if level == "info" else NoticeEvent(text, level))
         events.telemetry("collapse", **data)
     return entry
 

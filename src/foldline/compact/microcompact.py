@@ -176,7 +176,11 @@ class MicrocompactStage:
 
     def _repinned(self, ctx: CompactionContext, lost: Sequence[ClearableResult]) -> StageResult:
         # A snip or fold moved the positions of older pins; this request is rewritten anyway.
-        text = f"kept {len(lost)} cleared tool result{'s' if len(lost) != 1 else ''} cleared after the snip"
+        plural = "s" if len(lost) != 1 else ""
+        text = (
+            f"kept {len(lost)} tool result{plural} cleared: a snip, fold or compaction moved the "
+            "cache_edits that deleted them"
+        )
         return self._cleared(ctx, lost, 0, text, "repin")
 
     def _cleared(
