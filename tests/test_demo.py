@@ -40,7 +40,8 @@ async def test_demo_session_goes_through_the_levels_and_costs_less_than_unmanage
 @pytest.mark.slow
 def test_demo_json_has_the_issue_keys(tmp_path: Path) -> None:
     page = tmp_path / "report.html"
-    result = CliRunner().invoke(cli, ["demo", "--turns", "12", "--json", "--html", str(page)])
+    args = ["--profile", "swe", "--seed", "3", "--context-window", "40000"]
+    result = CliRunner().invoke(cli, ["demo", "--turns", "12", "--json", "--html", str(page), *args])
     assert result.exit_code == 0, result.output
     report = loads(result.output.strip().splitlines()[-1])
     for key in ("turns", "api_calls", "http_400", "peak_context_tokens", "blocking_limit"):
@@ -49,5 +50,7 @@ def test_demo_json_has_the_issue_keys(tmp_path: Path) -> None:
         assert key in report
     assert set(report["levels"]) == set(LEVELS)
     assert report["turns"] == 12
+    assert report["blocking_limit"] == 40_000 - 20_000 - 3_000  # the window asked for
+    assert report["http_400"] == report["over_blocking_limit"] == 0
     assert report["api_calls"] >= 12
     assert page.read_text().startswith("<!DOCTYPE html>")

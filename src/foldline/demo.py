@@ -216,11 +216,23 @@ def summary_table(result: DemoResult) -> Table:
     return table
 
 
-def main(turns: int = DEMO_SETTINGS.turns, *, html: Path | None = None, as_json: bool = False) -> None:
-    """Run the demo and print its table (or, with `as_json`, one JSON object)."""
+def main(
+    turns: int = DEMO_SETTINGS.turns,
+    *,
+    html: Path | None = None,
+    as_json: bool = False,
+    profile: str = DEMO_SETTINGS.profile,
+    seed: int = DEMO_SETTINGS.seed,
+    context_window: int = DEMO_SETTINGS.context_window,
+) -> None:
+    """Run the demo and print its table (or, with `as_json`, one JSON object).
+
+    `profile`, `seed` and `context_window` replay another session than the default one: the same
+    checks (no 400, nothing over the blocking limit, facts retained) on other shapes of work.
+    """
     from foldline._json import dumps
 
-    settings = DemoSettings(turns=turns)
+    settings = DemoSettings(profile=profile, seed=seed, turns=turns, context_window=context_window)
     if as_json:
         with _workdir(None) as root:
             result = asyncio.run(run_demo(settings, workdir=root))

@@ -15,7 +15,22 @@ from foldline.cli import cli
 )
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Write the inspect page here.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
-def demo(turns: int, html: Path | None, as_json: bool) -> None:
+@click.option(
+    "--profile",
+    default="debug",
+    show_default=True,
+    type=click.Choice(["feature", "debug", "refactor", "swe"]),
+    help="Whose session: the simulated user's kind of work.",
+)
+@click.option("--seed", default=7, show_default=True, type=int, help="The simulated model's and user's seed.")
+@click.option(
+    "--context-window",
+    default=60_000,
+    show_default=True,
+    type=click.IntRange(20_000, 1_000_000),
+    help="The managed session's window, in tokens.",
+)
+def demo(turns: int, html: Path | None, as_json: bool, profile: str, seed: int, context_window: int) -> None:
     """Run a long coding session on a small window, every level on, beside the same one unmanaged."""
     try:
         from foldline.demo import main
@@ -23,4 +38,4 @@ def demo(turns: int, html: Path | None, as_json: bool) -> None:
         raise click.ClickException(
             f"the demo needs the server extra: pip install 'foldline[server]' ({e})"
         ) from e
-    main(turns, html=html, as_json=as_json)
+    main(turns, html=html, as_json=as_json, profile=profile, seed=seed, context_window=context_window)
