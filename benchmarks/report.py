@@ -110,6 +110,17 @@ def table(rows: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _against(which: str, fold: dict[str, Any], others: list[dict[str, Any]]) -> tuple[str, bool, str]:
+    """The <= 0.75x check of foldline's cost against the cheapest of `others`."""
+    best = min(others, key=lambda r: r["cost_usd"])
+    ratio = fold["cost_usd"] / best["cost_usd"] if best["cost_usd"] else float("inf")
+    return (
+        f"cost <= 0.75x the cheapest other strategy {which}",
+        ratio <= 0.75,
+        f"{ratio:.2f}x of {best['strategy']} (${best['cost_usd']:,.2f})",
+    )
+
+
 def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
     """foldline's targets per profile, checked; each miss says by how much."""
     out: list[str] = []
@@ -130,27 +141,11 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
                 )
             )
         if complete:
-            best = min(complete, key=lambda r: r["cost_usd"])
-            ratio = fold["cost_usd"] / best["cost_usd"] if best["cost_usd"] else float("inf")
-            checks.append(
-                (
-                    "cost <= 0.75x the cheapest other strategy that completed every turn",
-                    ratio <= 0.75,
-                    f"{ratio:.2f}x of {best['strategy']} (${best['cost_usd']:,.2f})",
-                )
-            )
+            checks.append(_against("that completed every turn", fold, complete))
         if complete and any(r["facts_retained"] < fold["facts_retained"] for r in complete):
             kept = [r for r in complete if r["facts_retained"] >= fold["facts_retained"]]
             if kept:
-                best = min(kept, key=lambda r: r["cost_usd"])
-                ratio = fold["cost_usd"] / best["cost_usd"] if best["cost_usd"] else float("inf")
-                checks.append(
-                    (
-                        "cost <= 0.75x the cheapest other strategy that also retained as many facts",
-                        ratio <= 0.75,
-                        f"{ratio:.2f}x of {best['strategy']} (${best['cost_usd']:,.2f})",
-                    )
-                )
+                checks.append(_against("that also retained as many facts", fold, kept))
         checks.append(
             ("cache-read share >= 0.95", fold["cache_read_share"] >= 0.95, f"{fold['cache_read_share']:.1%}")
         )
