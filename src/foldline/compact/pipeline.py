@@ -92,9 +92,6 @@ class RoundResult:
     tokens_freed: int = 0
     seen: tuple[tuple[str, int], ...] = ()
     """(level name, the tokens it saw) for every level, in the order they ran."""
-    pending_freed: int = 0
-    """Tokens freed by `cache_edits` alone: the next request's usage shows them, but an estimate made
-    from the records cannot (records-based freeing is already in the records)."""
 
 
 class Stage(Protocol):
@@ -117,7 +114,7 @@ async def run_round(stages: Sequence[Stage], ctx: CompactionContext) -> RoundRes
     edits: list[Block] = []
     receipts: list[Receipt] = []
     seen: list[tuple[str, int]] = []
-    freed = pending = 0
+    freed = 0
     for stage in stages:
         seen.append((stage.name, ctx.tokens))
         result = await stage.run(ctx)
@@ -125,13 +122,11 @@ async def run_round(stages: Sequence[Stage], ctx: CompactionContext) -> RoundRes
         edits.extend(result.cache_edits)
         receipts.extend(result.receipts)
         freed += result.tokens_freed
-        if result.cache_edits and not result.records:
-            pending += result.tokens_freed
         if result.records or result.tokens_freed:
             ctx = dataclasses.replace(
                 ctx, records=ctx.records + result.records, tokens=max(0, ctx.tokens - result.tokens_freed)
             )
-    return RoundResult(tuple(records), tuple(edits), tuple(receipts), freed, tuple(seen), pending)
+    return RoundResult(tuple(records), tuple(edits), tuple(receipts), freed, tuple(seen))
 
 
 async def run_compaction(stages: Sequence[Stage], ctx: CompactionContext) -> list[AnyRecord]:
@@ -152,7 +147,7 @@ async def run_recovery(
     records: list[AnyRecord] = []
     edits: list[Block] = []
     receipts: list[Receipt] = []
-    total = pending = 0
+    total = 0
     for stage in stages:
         result = await stage.on_prompt_too_long(ctx, gap_tokens)
         if not result.records and not result.cache_edits:
@@ -164,13 +159,11 @@ async def run_recovery(
         # A level's own count wins; one that gives none is measured on the records it added.
         freed = result.tokens_freed or max(0, ctx.tokens - context_tokens_of(after))
         total += freed
-        if result.cache_edits and not result.records:
-            pending += freed
         ctx = dataclasses.replace(ctx, records=after, tokens=max(0, ctx.tokens - freed))
         if gap_tokens is None or freed >= gap_tokens:
             break
         gap_tokens -= freed
-    return RoundResult(tuple(records), tuple(edits), tuple(receipts), total, pending_freed=pending)
+    return RoundResult(tuple(records), tuple(edits), tuple(receipts), total)
 
 
 async def recover_prompt_too_long(
