@@ -222,6 +222,8 @@ class Config:
     snip_enabled: bool = True
     snip_nudge_share: float = 0.5
     """Past this share of the effective window the model is reminded it can Snip (R3.1, *default*)."""
+    snip_renudge_turns: int = 5
+    """...and reminded again after this many user prompts without a snip (*default*)."""
     max_turns: int | None = None
     """Model rounds per user turn before it stops with `stop_reason="max_turns"`; `None`: no limit."""
     thinking_budget_tokens: int | None = None

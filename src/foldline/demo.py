@@ -59,7 +59,7 @@ class DemoSettings:
     context_window: int = 60_000
     snip_nudge_share: float = 0.8
     """Later than the default (0.5): on a 60K window the default nudges in the first turn, before
-    there is anything old to snip, and the nudge is not repeated until a snip or a compaction."""
+    there is anything old to snip (the nudge then comes again only `snip_renudge_turns` later)."""
 
 
 DEMO_SETTINGS = DemoSettings()

@@ -6,8 +6,8 @@ messages and tokens it removed (R3.0.1). The tokens are subtracted before Microc
 levels check their thresholds (R3.0.2): the next request's usage has not yet seen the removal.
 
 The nudge: with Snip on and the context past `Config.snip_nudge_share` of the effective window,
-the model is reminded once (`prompts.snip_nudge`) that it can snip by the `[id:...]` tags; it is
-reminded again only after a snip or a compaction.
+the model is reminded (`prompts.snip_nudge`) that it can snip by the `[id:...]` tags; it is reminded
+again after a snip or a compaction, or once `Config.snip_renudge_turns` prompts went by without one.
 
 Invariants:
 - A call is carried out once: its boundary records its `tool_use_id`, so a resumed session (or a
@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from foldline._types import Block
+from foldline.compact.ctx_agent import is_typed_prompt
 from foldline.compact.pipeline import CompactionContext, Receipt, StageResult
 from foldline.compact.prompts import snip_nudge
 from foldline.compact.snip import short_id
@@ -69,12 +70,20 @@ def pending_snip_calls(records: Sequence[AnyRecord]) -> list[tuple[str, list[str
     return [(i, asked[i]) for i in done if i in asked and i not in applied]
 
 
-def _nudged_since_last_snip(records: Sequence[AnyRecord]) -> bool:
+def _nudged_recently(records: Sequence[AnyRecord], turns: int) -> bool:
+    """A nudge stands until a snip or a compaction, or until `turns` prompts went by without a snip.
+
+    A nudge the model could not act on (nothing bulky was old enough yet, or Microcompact had just
+    cleared it) would otherwise be the last one for the whole epoch.
+    """
+    prompts = 0
     for record in reversed(records):
         if isinstance(record, AttachmentEntry) and record.attachment_type == NUDGE_ATTACHMENT:
-            return True
+            return prompts < turns
         if isinstance(record, SnipBoundary | CompactBoundary):
             return False
+        if isinstance(record, UserEntry) and is_typed_prompt(record):
+            prompts += 1
     return False
 
 
@@ -129,7 +138,7 @@ class SnipStage:
         window = config.effective_window
         if not config.snip_enabled or window <= 0 or tokens < window * config.snip_nudge_share:
             return None
-        if _nudged_since_last_snip(records):
+        if _nudged_recently(records, config.snip_renudge_turns):
             return None
         last = next((r for r in reversed(records) if isinstance(r, ENTRY_TYPES)), None)
         return AttachmentEntry(
