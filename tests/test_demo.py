@@ -27,7 +27,7 @@ async def test_demo_session_goes_through_the_levels_and_costs_less_than_unmanage
     counts = level_counts(managed)
     assert set(counts) == set(LEVELS)
     # Snip depends on the model answering a nudge while something bulky is still uncleared; the
-    # repeated nudge (`snip_renudge_turns`) makes that happen in every run of this session too.
+    # demo's repeated nudge (`DemoSettings.snip_renudge_turns`) makes that happen in every run.
     for level in LEVELS:
         assert counts[level] > 0, counts
     plain = level_counts(unmanaged)

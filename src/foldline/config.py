@@ -222,8 +222,11 @@ class Config:
     snip_enabled: bool = True
     snip_nudge_share: float = 0.5
     """Past this share of the effective window the model is reminded it can Snip (R3.1, *default*)."""
-    snip_renudge_turns: int = 5
-    """...and reminded again after this many user prompts without a snip (*default*)."""
+    snip_renudge_turns: int | None = None
+    """...and reminded again after this many user prompts without a snip; None: only after a snip or
+    a compaction. Off by default: each snip rewrites the prompt after the first snipped message, and
+    repeated every 5 prompts on a 200K window that cost 0.47x of no management against 0.28x without
+    (benchmarks/simulator.py, 300 turns), the cache-read share falling from 99.0% to 94.2%."""
     max_turns: int | None = None
     """Model rounds per user turn before it stops with `stop_reason="max_turns"`; `None`: no limit."""
     thinking_budget_tokens: int | None = None

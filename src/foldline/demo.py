@@ -11,7 +11,7 @@ window, and a table sets the two side by side: turns, peak context, tokens sent,
 and cost at list prices. `--json` prints one JSON object instead; `--html` writes the inspect page
 of the managed session.
 
-The demo's settings (window, profile, seed, Snip's nudge share) are chosen so that every level
+The demo's settings (window, profile, seed, when Snip is nudged) are chosen so that every level
 fires in the default run; a level that did not fire is named in the output, never hidden.
 """
 
@@ -59,7 +59,11 @@ class DemoSettings:
     context_window: int = 60_000
     snip_nudge_share: float = 0.8
     """Later than the default (0.5): on a 60K window the default nudges in the first turn, before
-    there is anything old to snip (the nudge then comes again only `snip_renudge_turns` later)."""
+    there is anything old to snip."""
+    snip_renudge_turns: int = 5
+    """Nudge again after 5 prompts without a snip (off by default, `Config.snip_renudge_turns`): a
+    nudge that comes while Microcompact has just cleared the bulky results is otherwise the last one
+    until a compaction, and Snip would fire in some runs of the demo and not in others."""
 
 
 DEMO_SETTINGS = DemoSettings()
@@ -99,6 +103,7 @@ async def _run(
     config = Config(
         context_window=window,
         snip_nudge_share=settings.snip_nudge_share,
+        snip_renudge_turns=settings.snip_renudge_turns,
         transcript=TranscriptConfig(sessions_dir=sessions, fsync="never"),
     )
     with run_server(app) as url:

@@ -46,3 +46,8 @@ async def test_a_nudge_stands_for_a_few_prompts_then_comes_again() -> None:
     assert await _nudges(_turns(0, 2)) == 1  # never nudged: nudge now
     assert await _nudges([*_turns(0, 2), _nudge(), *_turns(2, 2)]) == 0  # two prompts since: it stands
     assert await _nudges([*_turns(0, 2), _nudge(), *_turns(2, 3)]) == 1  # three without a snip: again
+
+
+async def test_by_default_a_nudge_stands_until_a_snip_or_a_compaction() -> None:
+    ctx = CompactionContext((*_turns(0, 2), _nudge(), *_turns(2, 30)), Config(), Capabilities(name="t"), FULL)
+    assert (await SnipStage().run(ctx)).records == ()

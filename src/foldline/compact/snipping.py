@@ -7,7 +7,8 @@ levels check their thresholds (R3.0.2): the next request's usage has not yet see
 
 The nudge: with Snip on and the context past `Config.snip_nudge_share` of the effective window,
 the model is reminded (`prompts.snip_nudge`) that it can snip by the `[id:...]` tags; it is reminded
-again after a snip or a compaction, or once `Config.snip_renudge_turns` prompts went by without one.
+again after a snip or a compaction, or, when `Config.snip_renudge_turns` is set, once that many
+prompts went by without one.
 
 Invariants:
 - A call is carried out once: its boundary records its `tool_use_id`, so a resumed session (or a
@@ -70,7 +71,7 @@ def pending_snip_calls(records: Sequence[AnyRecord]) -> list[tuple[str, list[str
     return [(i, asked[i]) for i in done if i in asked and i not in applied]
 
 
-def _nudged_recently(records: Sequence[AnyRecord], turns: int) -> bool:
+def _nudged_recently(records: Sequence[AnyRecord], turns: int | None) -> bool:
     """A nudge stands until a snip or a compaction, or until `turns` prompts went by without a snip.
 
     A nudge the model could not act on (nothing bulky was old enough yet, or Microcompact had just
@@ -79,7 +80,7 @@ def _nudged_recently(records: Sequence[AnyRecord], turns: int) -> bool:
     prompts = 0
     for record in reversed(records):
         if isinstance(record, AttachmentEntry) and record.attachment_type == NUDGE_ATTACHMENT:
-            return prompts < turns
+            return turns is None or prompts < turns
         if isinstance(record, SnipBoundary | CompactBoundary):
             return False
         if isinstance(record, UserEntry) and is_typed_prompt(record):
