@@ -143,13 +143,15 @@ class IncrementalNormalizer:
         cut = next((j for j in range(len(final) - 1, 0, -1) if final[j].role == "assistant"), 0)
         if cut == 0 or not final[cut].uuids:
             return
-        position = {e.uuid: i for i, e in reversed(list(enumerate(tail)))}
-        split = position.get(final[cut].uuids[0])
+        # The first entry carrying the reply's uuid, found by a scan: on a cold build the tail is the
+        # whole session, and dicts or sets over all of it cost more than the scans below.
+        first = final[cut].uuids[0]
+        split = next((i for i, e in enumerate(tail) if e.uuid == first), None)
         if split is None:
             return
-        before = {e.uuid for e in tail[:split]}
+        later = {u for m in final[cut:] for u in m.uuids}
         after = {e.uuid for e in tail[split:]}
-        if any(u in before for m in final[cut:] for u in m.uuids) or any(
+        if any(e.uuid in later for e in tail[:split]) or any(
             u in after for m in final[:cut] for u in m.uuids
         ):
             return  # S1 moved an attachment across the cut: keep the tail whole
