@@ -92,7 +92,8 @@ class IncrementalNormalizer:
 
     def reset(self) -> None:
         """Forget the frozen head: the next call normalizes from scratch (after a snip or compaction)."""
-        self._lifted: dict[int, tuple[Entry, _Msg]] = {}
+        self._lifted: tuple[int, Sequence[Entry], list[_Msg]] = (0, (), [])
+        """(index of the first entry, the entries, their lifts) from the previous call."""
         self._head = _Head()
         self._tail_start = 0
 
@@ -119,9 +120,14 @@ class IncrementalNormalizer:
             tool_ids, msg_ids, targets = _refs(tail)
             if tool_ids & head.tool_ids or msg_ids & head.msg_ids or targets & head.tool_ids:
                 raise _Dependent
-        lifted = self._lifted
-        msgs = [hit[1] if (hit := lifted.get(id(e))) and hit[0] is e else _lift(e) for e in tail]
-        self._lifted = {id(e): (e, m) for e, m in zip(tail, msgs, strict=True)}
+        # Reuse the previous call's lifts by position (the entry there must be the very same object):
+        # a dict by id over the whole tail cost a tuple per entry, a lot on a resumed session's first call.
+        start, seen, lifted = self._lifted
+        msgs = [
+            lifted[j] if 0 <= (j := i - start) < len(seen) and seen[j] is e else _lift(e)
+            for i, e in enumerate(tail, self._tail_start)
+        ]
+        self._lifted = (self._tail_start, tail, msgs)
         for step in _PRE_FINAL:
             msgs = step.run(msgs, self.options)
         if not at_start and (not msgs or msgs[0].role != "assistant"):
