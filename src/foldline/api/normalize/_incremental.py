@@ -61,16 +61,20 @@ def _refs(entries: Sequence[Entry]) -> tuple[set[str], set[str], set[str]]:
     msg_ids: set[str] = set()
     targets: set[str] = set()
     for e in entries:
-        if isinstance(e, AttachmentEntry) and e.tool_use_id:
-            targets.add(e.tool_use_id)
-        if not isinstance(e, UserEntry | AssistantEntry):
-            continue
+        # Cheapest checks first (no `X | Y` union isinstance, which is slower): this runs per entry.
         if isinstance(e, AssistantEntry):
             msg_ids.add(e.message.id)
-        for b in e.message.content if isinstance(e.message.content, list) else ():
+        elif not isinstance(e, UserEntry):
+            if isinstance(e, AttachmentEntry) and e.tool_use_id:
+                targets.add(e.tool_use_id)
+            continue
+        content = e.message.content
+        for b in content if isinstance(content, list) else ():
             kind = b.get("type")
-            if kind in ("tool_use", "tool_result"):
-                tool_ids.add(_safe_tool_id(b.get("id") if kind == "tool_use" else b.get("tool_use_id")))
+            if kind == "tool_use":
+                tool_ids.add(_safe_tool_id(b.get("id")))
+            elif kind == "tool_result":
+                tool_ids.add(_safe_tool_id(b.get("tool_use_id")))
     return tool_ids, msg_ids, targets
 
 

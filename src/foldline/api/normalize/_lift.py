@@ -40,9 +40,9 @@ def _clean_block(block: Block) -> Block:
         changed = len(cleaned) != len(content) or any(
             c is not b for c, b in zip(cleaned, content, strict=True)
         )
-        if changed or _STRIP_KEYS & block.keys():
+        if changed or not _STRIP_KEYS.isdisjoint(block):
             return {k: v for k, v in block.items() if k not in _STRIP_KEYS} | {"content": cleaned}
-    if _STRIP_KEYS & block.keys():
+    if not _STRIP_KEYS.isdisjoint(block):  # no intersection set built: this runs for every block
         return {k: v for k, v in block.items() if k not in _STRIP_KEYS}
     return block
 
