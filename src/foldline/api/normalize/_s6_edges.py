@@ -173,7 +173,9 @@ def s6g_text_only_errors(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]
     out: list[_Msg] = []
     for m in msgs:
         if m.role == "user" and any(b.get("type") == "tool_result" for b in m.content):
-            m = m.with_content([_clean_result(b) if b.get("type") == "tool_result" else b for b in m.content])
+            content = [_clean_result(b) if b.get("type") == "tool_result" else b for b in m.content]
+            if any(c is not b for c, b in zip(content, m.content, strict=True)):
+                m = m.with_content(content)  # only when a result changed: most are already clean
         out.append(m)
     return out
 
@@ -274,7 +276,12 @@ def s6h_pair_tools(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
         if pending:
             answers = [claimed.get(t) or _interrupted(t) for t in pending]
             if m.role == "user":
-                out.append(m.with_content([*answers, *(rest or [])]))
+                content = [*answers, *(rest or [])]
+                # The usual case, results already first and in order, keeps the message as it is.
+                same = len(content) == len(m.content) and all(
+                    c is b for c, b in zip(content, m.content, strict=True)
+                )
+                out.append(m if same else m.with_content(content))
                 pending = ids
                 continue
             out.append(_Msg("user", answers, ()))
