@@ -164,7 +164,7 @@ def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[
     content: list[Block] = []
     uuids: list[str] = []
     known_uuids: set[str] = set()
-    known: set[tuple[str, str] | None] = set()
+    known: set[tuple[str, str] | None] = set()  # identities of the open reply's blocks, None left out
     merged, meta = False, True
 
     def close() -> None:
@@ -182,8 +182,12 @@ def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[
         if open_at is not None and m.msg_id and out[open_at].msg_id == m.msg_id:
             if not known_uuids.issuperset(m.uuids):
                 ids = [_identity(b) for b in m.content]
-                content.extend(b for b, i in zip(m.content, ids, strict=True) if i is None or i not in known)
+                if known.isdisjoint(ids):
+                    content.extend(m.content)  # the usual piece: nothing in it was merged before
+                else:
+                    content.extend(b for b, i in zip(m.content, ids, strict=True) if i not in known)
                 known.update(ids)
+                known.discard(None)  # blocks without an identity are never duplicates
                 uuids.extend(m.uuids)
                 known_uuids.update(m.uuids)
                 merged, meta = True, meta and m.is_meta
@@ -194,6 +198,7 @@ def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[
         content, uuids, known_uuids = list(m.content), list(m.uuids), set(m.uuids)
         merged, meta = False, m.is_meta
         known = {_identity(b) for b in m.content}
+        known.discard(None)
     close()
     return out
 
