@@ -225,7 +225,7 @@ def s5_snip_tags(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     out: list[_Msg] = []
     for m in msgs:
         if m.role == "user" and m.uuids:
-            tag = " ".join(f"[id:{short_id(u)}]" for u in m.uuids)
+            tag = " ".join([f"[id:{short_id(u)}]" for u in m.uuids])  # a list joins faster than a generator
             m = m.with_content([*m.content, {"type": "text", "text": tag}])
         out.append(m)
     return out
