@@ -73,6 +73,8 @@ def rebuild_state(records: Sequence[AnyRecord]) -> ProjectionState:
     cleared: dict[str, str] = {}
     boundary_index: int | None = None
     for i, record in enumerate(records):
+        if isinstance(record, ENTRY_TYPES):
+            continue  # most records: skip them with one check, not one per control type
         if isinstance(record, SnipBoundary):
             removed.update(record.removed_uuids)
         elif isinstance(record, ResultsCleared):

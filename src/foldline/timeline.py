@@ -335,7 +335,7 @@ def is_api_visible(entry: Entry) -> bool:
     """
     if entry.is_virtual or entry.is_sidechain:
         return False
-    if isinstance(entry, UserEntry | AttachmentEntry):
+    if isinstance(entry, (UserEntry, AttachmentEntry)):  # a tuple tests faster than an `X | Y` union
         return True
     if isinstance(entry, AssistantEntry):
         return not entry.is_api_error_message

@@ -18,6 +18,8 @@ from foldline.timeline import AnyRecord, Entry, SnipBoundary
 __all__ = ["apply_snip_removals", "short_id", "snipped_uuids"]
 
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+_BASE36_PAIRS = [a + b for a in _BASE36 for b in _BASE36]
+"""Every number below 36**2 as exactly two base-36 digits."""
 _HEX_HEAD = re.compile(r"[0-9a-fA-F]{10}")
 
 
@@ -32,13 +34,14 @@ def short_id(uuid: str) -> str:
     if not _HEX_HEAD.fullmatch(head):
         head = hashlib.sha256(uuid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     value = int(head, 16)
-    if value == 0:
-        return "0"
-    digits = []
-    while value:
-        value, rem = divmod(value, 36)
-        digits.append(_BASE36[rem])
-    return "".join(reversed(digits))
+    # Two base-36 digits per step from a table: half the divisions (every user message is tagged
+    # on each request, every one of them on a resumed session's first).
+    pairs: list[str] = []
+    while value >= 36 * 36:
+        value, rem = divmod(value, 36 * 36)
+        pairs.append(_BASE36_PAIRS[rem])
+    pairs.append(_BASE36[value] if value < 36 else _BASE36_PAIRS[value])
+    return "".join(reversed(pairs))
 
 
 def snipped_uuids(records: Iterable[AnyRecord]) -> set[str]:

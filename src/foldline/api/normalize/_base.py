@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias, TypedDict
+from typing import Literal, NamedTuple, TypeAlias, TypedDict
 
 from foldline._types import Block
 from foldline.timeline import Entry
@@ -67,9 +67,13 @@ class NormalizeOptions:
 Role: TypeAlias = Literal["user", "assistant", "system", "error"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Msg:
-    """A message in the making. `system` and `error` roles never leave the pipeline."""
+class _Msg(NamedTuple):
+    """A message in the making. `system` and `error` roles never leave the pipeline.
+
+    A NamedTuple rather than a frozen dataclass: every step builds new messages, and a frozen
+    dataclass's `__init__` (one `object.__setattr__` per field) cost several times more, which on a
+    resumed session's first request (tens of thousands of messages) dominated the normalization.
+    """
 
     role: Role
     content: list[Block]
@@ -84,7 +88,7 @@ class _Msg:
     error_text: str = ""
 
     def with_content(self, content: list[Block]) -> _Msg:
-        """The same message with other content (`dataclasses.replace` is slow on a hot path)."""
+        """The same message with other content (`_replace` is slow on a hot path)."""
         return _Msg(
             self.role,
             content,

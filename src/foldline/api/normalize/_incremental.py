@@ -61,16 +61,20 @@ def _refs(entries: Sequence[Entry]) -> tuple[set[str], set[str], set[str]]:
     msg_ids: set[str] = set()
     targets: set[str] = set()
     for e in entries:
-        if isinstance(e, AttachmentEntry) and e.tool_use_id:
-            targets.add(e.tool_use_id)
-        if not isinstance(e, UserEntry | AssistantEntry):
-            continue
+        # Cheapest checks first (no `X | Y` union isinstance, which is slower): this runs per entry.
         if isinstance(e, AssistantEntry):
             msg_ids.add(e.message.id)
-        for b in e.message.content if isinstance(e.message.content, list) else ():
+        elif not isinstance(e, UserEntry):
+            if isinstance(e, AttachmentEntry) and e.tool_use_id:
+                targets.add(e.tool_use_id)
+            continue
+        content = e.message.content
+        for b in content if isinstance(content, list) else ():
             kind = b.get("type")
-            if kind in ("tool_use", "tool_result"):
-                tool_ids.add(_safe_tool_id(b.get("id") if kind == "tool_use" else b.get("tool_use_id")))
+            if kind == "tool_use":
+                tool_ids.add(_safe_tool_id(b.get("id")))
+            elif kind == "tool_result":
+                tool_ids.add(_safe_tool_id(b.get("tool_use_id")))
     return tool_ids, msg_ids, targets
 
 
@@ -92,7 +96,8 @@ class IncrementalNormalizer:
 
     def reset(self) -> None:
         """Forget the frozen head: the next call normalizes from scratch (after a snip or compaction)."""
-        self._lifted: dict[int, tuple[Entry, _Msg]] = {}
+        self._lifted: tuple[int, Sequence[Entry], list[_Msg]] = (0, (), [])
+        """(index of the first entry, the entries, their lifts) from the previous call."""
         self._head = _Head()
         self._tail_start = 0
 
@@ -119,9 +124,14 @@ class IncrementalNormalizer:
             tool_ids, msg_ids, targets = _refs(tail)
             if tool_ids & head.tool_ids or msg_ids & head.msg_ids or targets & head.tool_ids:
                 raise _Dependent
-        lifted = self._lifted
-        msgs = [hit[1] if (hit := lifted.get(id(e))) and hit[0] is e else _lift(e) for e in tail]
-        self._lifted = {id(e): (e, m) for e, m in zip(tail, msgs, strict=True)}
+        # Reuse the previous call's lifts by position (the entry there must be the very same object):
+        # a dict by id over the whole tail cost a tuple per entry, a lot on a resumed session's first call.
+        start, seen, lifted = self._lifted
+        msgs = [
+            lifted[j] if 0 <= (j := i - start) < len(seen) and seen[j] is e else _lift(e)
+            for i, e in enumerate(tail, self._tail_start)
+        ]
+        self._lifted = (self._tail_start, tail, msgs)
         for step in _PRE_FINAL:
             msgs = step.run(msgs, self.options)
         if not at_start and (not msgs or msgs[0].role != "assistant"):
@@ -143,13 +153,15 @@ class IncrementalNormalizer:
         cut = next((j for j in range(len(final) - 1, 0, -1) if final[j].role == "assistant"), 0)
         if cut == 0 or not final[cut].uuids:
             return
-        position = {e.uuid: i for i, e in reversed(list(enumerate(tail)))}
-        split = position.get(final[cut].uuids[0])
+        # The first entry carrying the reply's uuid, found by a scan: on a cold build the tail is the
+        # whole session, and dicts or sets over all of it cost more than the scans below.
+        first = final[cut].uuids[0]
+        split = next((i for i, e in enumerate(tail) if e.uuid == first), None)
         if split is None:
             return
-        before = {e.uuid for e in tail[:split]}
+        later = {u for m in final[cut:] for u in m.uuids}
         after = {e.uuid for e in tail[split:]}
-        if any(u in before for m in final[cut:] for u in m.uuids) or any(
+        if any(e.uuid in later for e in tail[:split]) or any(
             u in after for m in final[:cut] for u in m.uuids
         ):
             return  # S1 moved an attachment across the cut: keep the tail whole

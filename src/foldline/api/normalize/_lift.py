@@ -40,9 +40,9 @@ def _clean_block(block: Block) -> Block:
         changed = len(cleaned) != len(content) or any(
             c is not b for c, b in zip(cleaned, content, strict=True)
         )
-        if changed or _STRIP_KEYS & block.keys():
+        if changed or not _STRIP_KEYS.isdisjoint(block):
             return {k: v for k, v in block.items() if k not in _STRIP_KEYS} | {"content": cleaned}
-    if _STRIP_KEYS & block.keys():
+    if not _STRIP_KEYS.isdisjoint(block):  # no intersection set built: this runs for every block
         return {k: v for k, v in block.items() if k not in _STRIP_KEYS}
     return block
 
@@ -72,13 +72,16 @@ def _error_text(entry: AssistantEntry) -> str:
 def _lift(entry: Entry) -> _Msg:
     """Every entry as a message, before any filtering (S0 decides what is sent)."""
     uuids = (entry.uuid,)
+    # User and assistant entries (nearly all of them) are built positionally: keywords cost more per
+    # call, and this runs for every entry of a resumed session. Order: role, content, uuids, msg_id,
+    # is_meta, entry, attach_to, error_text.
     if isinstance(entry, UserEntry):
         typed = not entry.is_meta and not entry.is_compact_summary
-        return _Msg("user", _blocks(entry.message.content), uuids, is_meta=not typed, entry=entry)
+        return _Msg("user", _blocks(entry.message.content), uuids, "", not typed, entry)
     if isinstance(entry, AssistantEntry):
         content = _blocks(entry.message.content)
         error = _error_text(entry) if entry.is_api_error_message else ""
-        return _Msg("assistant", content, uuids, msg_id=entry.message.id, entry=entry, error_text=error)
+        return _Msg("assistant", content, uuids, entry.message.id, True, entry, None, error)
     if isinstance(entry, AttachmentEntry):
         return _Msg("user", _reminder(entry.content), uuids, entry=entry, attach_to=entry.tool_use_id)
     if isinstance(entry, SystemEntry):

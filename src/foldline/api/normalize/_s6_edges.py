@@ -80,8 +80,8 @@ def s6c_drop_whitespace(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """
     out: list[_Msg] = []
     for m in msgs:
-        blank = [b for b in m.content if _is_blank_text(b)]
-        if not blank:
+        # The type test first spares a call per non-text block (this runs over every block).
+        if not any(b.get("type") == "text" and _is_blank_text(b) for b in m.content):
             if m.content or m.role == "assistant":
                 out.append(m)
             continue
@@ -134,8 +134,11 @@ def s6f_fold_reminders(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """
     out: list[_Msg] = []
     for m in msgs:
+        if m.role != "user" or not any(b.get("type") == "text" and _is_reminder(b) for b in m.content):
+            out.append(m)  # checked first: most messages hold no reminder, so skip indexing results
+            continue
         results = [i for i, b in enumerate(m.content) if b.get("type") == "tool_result"]
-        if m.role != "user" or not results or not any(_is_reminder(b) for b in m.content):
+        if not results:
             out.append(m)
             continue
         folds: dict[int, list[Block]] = {}
@@ -173,16 +176,19 @@ def s6g_text_only_errors(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]
     out: list[_Msg] = []
     for m in msgs:
         if m.role == "user" and any(b.get("type") == "tool_result" for b in m.content):
-            m = m.with_content([_clean_result(b) if b.get("type") == "tool_result" else b for b in m.content])
+            content = [_clean_result(b) if b.get("type") == "tool_result" else b for b in m.content]
+            if any(c is not b for c, b in zip(content, m.content, strict=True)):
+                m = m.with_content(content)  # only when a result changed: most are already clean
         out.append(m)
     return out
 
 
 def _thinking_first(content: list[Block]) -> list[Block]:
     """Move the first run of thinking blocks to the front, unchanged and in order (A20)."""
-    if not content or _is_thinking(content[0]) or not any(_is_thinking(b) for b in content):
-        return content
-    start = next(i for i, b in enumerate(content) if _is_thinking(b))
+    # One scan for the first thinking block (this runs for every assistant message).
+    start = next((i for i, b in enumerate(content) if b.get("type") in _THINKING), 0)
+    if start == 0:
+        return content  # empty, thinking already first, or no thinking at all
     end = start
     while end < len(content) and _is_thinking(content[end]):
         end += 1
@@ -274,7 +280,12 @@ def s6h_pair_tools(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
         if pending:
             answers = [claimed.get(t) or _interrupted(t) for t in pending]
             if m.role == "user":
-                out.append(m.with_content([*answers, *(rest or [])]))
+                content = [*answers, *(rest or [])]
+                # The usual case, results already first and in order, keeps the message as it is.
+                same = len(content) == len(m.content) and all(
+                    c is b for c, b in zip(content, m.content, strict=True)
+                )
+                out.append(m if same else m.with_content(content))
                 pending = ids
                 continue
             out.append(_Msg("user", answers, ()))

@@ -27,10 +27,13 @@ _MEDIA = frozenset({"image", "document"})
 def _iter_media(msgs: list[_Msg]) -> Iterable[tuple[str, _Msg, Block]]:
     for i, m in enumerate(msgs):
         for j, b in enumerate(m.content):
-            if b.get("type") in _MEDIA:
+            kind = b.get("type")
+            if kind in _MEDIA:
                 yield f"messages.{i}.content.{j}", m, b
+            elif kind != "tool_result":
+                continue
             inner = b.get("content")
-            if b.get("type") == "tool_result" and isinstance(inner, list):
+            if kind == "tool_result" and isinstance(inner, list):
                 for k, c in enumerate(inner):
                     if c.get("type") in _MEDIA:
                         yield f"messages.{i}.content.{j}.content.{k}", m, c
