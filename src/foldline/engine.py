@@ -36,7 +36,7 @@ from foldline._types import Block
 from foldline.api.cache import cache_reference_for
 from foldline.api.params import RequestAssembler, RequestPlan
 from foldline.cachebreak import CacheBreakDetector
-from foldline.compact.microcompact import MicrocompactStage
+from foldline.compact.microcompact import MicrocompactStage, edit_references
 from foldline.compact.pipeline import (
     CompactionContext,
     ManualCompactor,
@@ -164,7 +164,7 @@ def _merge_edits(pending: Sequence[Block], new: Sequence[Block]) -> tuple[Block,
 
 def _deleting(records: Sequence[AnyRecord], edits: Sequence[Block]) -> int:
     """Padded estimate of the tool results in the next request that `edits` delete."""
-    refs = {e.get("cache_reference") for block in edits for e in block.get("edits") or ()}
+    refs = edit_references(edits)
     if not refs:
         return 0
     return padded(

@@ -23,7 +23,7 @@ prompt-too-long recovery, when a fold or compaction came later.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -44,7 +44,13 @@ from foldline.timeline import (
 )
 from foldline.tokens import estimate_blocks, estimate_text
 
-__all__ = ["ClearableResult", "MicrocompactStage", "clearable_results", "deleted_references"]
+__all__ = [
+    "ClearableResult",
+    "MicrocompactStage",
+    "clearable_results",
+    "deleted_references",
+    "edit_references",
+]
 
 
 @dataclass(frozen=True)
@@ -59,12 +65,51 @@ class ClearableResult:
 
 def deleted_references(pins: Sequence[CachePin]) -> set[str]:
     """Every `cache_reference` a pinned `cache_edits` block deletes."""
+    return edit_references(pin.block for pin in pins)
+
+
+def edit_references(blocks: Iterable[Block]) -> set[str]:
+    """Every `cache_reference` these `cache_edits` blocks delete (pinned or still pending)."""
     refs: set[str] = set()
-    for pin in pins:
-        for edit in pin.block.get("edits") or ():
+    for block in blocks:
+        for edit in block.get("edits") or ():
             if isinstance(edit, dict) and edit.get("type") == "delete":
                 refs.add(str(edit.get("cache_reference")))
     return refs
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """What both `run` and `repin` read from the records: the view, its uncleared whitelisted
+    results, the references live pins delete, and those whose pins a snip, fold or compaction moved."""
+
+    view: list[Entry]
+    results: list[ClearableResult]
+    deleted: set[str]
+    stale: set[str]
+
+    @classmethod
+    def of(cls, ctx: CompactionContext) -> _Scan:
+        state = rebuild_state(ctx.records)
+        view = api_filter(project_view(ctx.records, state))
+        cleared = {tool_use_id for tool_use_id, _ in state.cleared}
+        tools = ctx.config.microcompact.compactable_tools
+        results = [r for r in clearable_results(view, tools) if r.tool_use_id not in cleared]
+        deleted = deleted_references(pins_in_view(ctx.records))
+        return cls(view, results, deleted, deleted_references(state.pins) - deleted)
+
+    def older(self, keep: int) -> list[ClearableResult]:
+        """The results but the most recent `keep`, which are never cleared (R3.2.1)."""
+        keep = max(keep, 0)
+        return self.results[: len(self.results) - keep] if keep else self.results
+
+    def candidates(self, keep: int) -> list[ClearableResult]:
+        """The older results no live pin deletes yet: what a new `cache_edits` block may delete."""
+        return [r for r in self.older(keep) if cache_reference_for(r.tool_use_id) not in self.deleted]
+
+    def lost(self) -> list[ClearableResult]:
+        """Results whose deleting pins went stale: the next request would carry them in full."""
+        return [r for r in self.results if cache_reference_for(r.tool_use_id) in self.stale]
 
 
 def clearable_results(view: Sequence[Entry], tools: frozenset[str]) -> list[ClearableResult]:
@@ -114,16 +159,9 @@ class MicrocompactStage:
     async def run(self, ctx: CompactionContext) -> StageResult:
         """Clear what the time-based or the cached path allows; otherwise do nothing."""
         cfg = ctx.config.microcompact
-        state = rebuild_state(ctx.records)
-        view = api_filter(project_view(ctx.records, state))
-        cleared = {tool_use_id for tool_use_id, _ in state.cleared}
-        live_pins = pins_in_view(ctx.records)
-        deleted = deleted_references(live_pins)
-        stale = deleted_references(state.pins) - deleted
-        results = [r for r in clearable_results(view, cfg.compactable_tools) if r.tool_use_id not in cleared]
-        keep = max(cfg.keep_recent, 0)
-        older = results[: len(results) - keep] if keep else results
-        candidates = [r for r in older if cache_reference_for(r.tool_use_id) not in deleted]
+        scan = _Scan.of(ctx)
+        view = scan.view
+        older, candidates = scan.older(cfg.keep_recent), scan.candidates(cfg.keep_recent)
 
         last = _last_reply_at(view)
         idle = ctx.now - last if last is not None else 0.0
@@ -136,8 +174,7 @@ class MicrocompactStage:
             )
             return self._cleared(ctx, older, max(freed, 0), text, "time")
 
-        lost = [r for r in results if cache_reference_for(r.tool_use_id) in stale]
-        if lost:
+        if lost := scan.lost():
             return self._repinned(ctx, lost)
 
         total = sum(r.tokens for r in candidates)
@@ -162,16 +199,7 @@ class MicrocompactStage:
         A fold committed after this level ran moves the older pins too, and their deletions would
         come back in full in the very next request (bigger than any estimate expects).
         """
-        state = rebuild_state(ctx.records)
-        view = api_filter(project_view(ctx.records, state))
-        cleared = {tool_use_id for tool_use_id, _ in state.cleared}
-        stale = deleted_references(state.pins) - deleted_references(pins_in_view(ctx.records))
-        if not stale:
-            return StageResult()
-        results = clearable_results(view, ctx.config.microcompact.compactable_tools)
-        lost = [
-            r for r in results if r.tool_use_id not in cleared and cache_reference_for(r.tool_use_id) in stale
-        ]
+        lost = _Scan.of(ctx).lost()
         return self._repinned(ctx, lost) if lost else StageResult()
 
     def _repinned(self, ctx: CompactionContext, lost: Sequence[ClearableResult]) -> StageResult:
@@ -206,14 +234,7 @@ class MicrocompactStage:
         cfg = ctx.config.microcompact
         if not ctx.capabilities.supports_cache_edits:
             return StageResult()
-        state = rebuild_state(ctx.records)
-        view = api_filter(project_view(ctx.records, state))
-        cleared = {tool_use_id for tool_use_id, _ in state.cleared}
-        deleted = deleted_references(pins_in_view(ctx.records))
-        results = [r for r in clearable_results(view, cfg.compactable_tools) if r.tool_use_id not in cleared]
-        keep = max(cfg.keep_recent, 0)
-        older = results[: len(results) - keep] if keep else results
-        candidates = [r for r in older if cache_reference_for(r.tool_use_id) not in deleted]
+        candidates = _Scan.of(ctx).candidates(cfg.keep_recent)
         if not candidates:
             return StageResult()
         total = sum(r.tokens for r in candidates)
