@@ -35,9 +35,14 @@ Token counts for the rewrites use the server's tokenizer (the one that bills), c
 
 Per pair: cost at Sonnet list prices (main loop and every fork or summary request), cache-read
 share, peak request, API calls, summary calls (requests that were not the main loop's: foldline's
-forks, the summary strategy's summaries), HTTP 400s, planted facts (`profiles.facts_for`) retained
-of those asked, turns completed, cost ratio to `none` on the same profile. `--json` prints one
-object per pair on stdout (progress goes to stderr).
+forks, the summary strategy's summaries), HTTP 400s, planted facts retained of those asked, turns
+completed, cost ratio to `none` on the same profile. Two kinds of fact are planted
+(`profiles.planted_facts(output_facts=True)`): five the user states in a prompt, and three that
+only a script's long output states once, in passing, which no answer repeats. Masking or clearing
+old tool results cannot lose the first kind; it can lose the second, so the second is reported
+apart (`output_facts_*`). `--json` prints one object per pair on stdout (progress goes to stderr).
+`--jobs N` runs N pairs at once (each pair is an engine and a server process; on a 2-core machine
+the engine and its server each use about half a core, so 2 jobs roughly halve the wall time).
 
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/economics.py [--turns 300]
 [--profiles feature,debug,swe] [--strategies none,truncate,...] [--seed 7] [--json]`
@@ -48,10 +53,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import multiprocessing
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -442,6 +449,8 @@ class Outcome:
             "facts_planted": report.facts_planted,
             "facts_asked": report.facts_asked,
             "facts_retained": report.facts_retained,
+            "output_facts_asked": report.output_facts_asked,
+            "output_facts_retained": report.output_facts_retained,
             "turns_completed": report.turns_done,
             "turns_planned": report.turns_planned,
             "receipts": report.receipts,
@@ -481,6 +490,7 @@ async def play(
         config=config,
         on_turn=on_turn,
         levels=strategy.levels,
+        output_facts=True,
     )
     if isinstance(rewriter, Summarize):
         report.requests.extend(rewriter.requests)  # answered requests outside the main loop
@@ -499,7 +509,8 @@ def run_pair(profile: str, strategy: Strategy, args: argparse.Namespace, root: P
         if (turn + 1) % max(1, args.turns // 5) == 0:
             last = report.request_tokens[-1] if report.request_tokens else 0
             print(
-                f"    turn {turn + 1:4}: {last:>9,} tokens, {time.perf_counter() - started:6.1f} s",
+                f"    {profile}/{strategy.name} turn {turn + 1:4}: {last:>9,} tokens, "
+                f"{time.perf_counter() - started:6.1f} s",
                 file=sys.stderr,
                 flush=True,
             )
@@ -539,21 +550,43 @@ def run_pair(profile: str, strategy: Strategy, args: argparse.Namespace, root: P
     return Outcome(profile, strategy, report, statuses.get(400, 0), summaries)
 
 
+def user_facts(row: dict[str, Any]) -> str:
+    """Retained of asked, for the facts the user stated in a prompt."""
+    retained = row["facts_retained"] - row.get("output_facts_retained", 0)
+    return f"{retained}/{row['facts_asked'] - row.get('output_facts_asked', 0)}"
+
+
+def pair_row(profile: str, name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """One pair's row, its ratio to `none` left for the caller (pairs may run in other processes)."""
+    strategy = STRATEGIES[name]()
+    print(f"== {profile} / {strategy.label}, {args.turns} turns", file=sys.stderr, flush=True)
+    row = run_pair(profile, strategy, args, root).row(None)
+    print(
+        f"   {profile}/{name}: ${row['cost_usd']:.2f}, read {row['cache_read_share']:.1%}, "
+        f"peak {row['peak_context_tokens']:,}, 400s {row['http_400']}, facts "
+        f"{row['facts_retained']}/{row['facts_asked']}, {row['wall_s']} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return row
+
+
 def print_table(rows: Sequence[dict[str, Any]], out: Any = sys.stdout) -> None:
     """The side-by-side table (markdown), one line per (profile, strategy)."""
     head = (
         "| profile | strategy | cost | vs none | cache read | peak ctx | API calls | summary calls "
-        "| HTTP 400 | facts | turns |"
+        "| HTTP 400 | facts (user) | facts (tool output) | turns |"
     )
     print(head, file=out)
-    print("|" + "---|" * 11, file=out)
+    print("|" + "---|" * 12, file=out)
     for r in rows:
         ratio = f"{r['ratio_vs_none']:.2f}x" if r["ratio_vs_none"] is not None else "-"
         print(
             f"| {r['profile']} | {r['strategy']} | ${r['cost_usd']:,.2f} | {ratio} | "
             f"{r['cache_read_share']:.1%} | {r['peak_context_tokens']:,} | {r['api_calls']} | "
-            f"{r['summary_calls']} | {r['http_400']} | {r['facts_retained']}/{r['facts_asked']} "
-            f"({r['facts_planted']} planted) | {r['turns_completed']}/{r['turns_planned']} |",
+            f"{r['summary_calls']} | {r['http_400']} | {user_facts(r)} | "
+            f"{r['output_facts_retained']}/{r['output_facts_asked']} | "
+            f"{r['turns_completed']}/{r['turns_planned']} |",
             file=out,
         )
 
@@ -564,9 +597,10 @@ def main() -> None:
     parser.add_argument("--profiles", default=",".join(DEFAULT_PROFILES))
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--pair-timeout", type=float, default=900.0, help="seconds per (profile, strategy)")
+    parser.add_argument("--pair-timeout", type=float, default=3600.0, help="seconds per (profile, strategy)")
     parser.add_argument("--window", type=int, default=WINDOW, help="the managed strategies' window")
     parser.add_argument("--json", action="store_true", help="one JSON object per (profile, strategy)")
+    parser.add_argument("--jobs", type=int, default=1, help="pairs run at once, each in its own process")
     args = parser.parse_args()
     profiles = [p for p in args.profiles.split(",") if p]
     names = [s for s in args.strategies.split(",") if s]
@@ -574,30 +608,39 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
     names = ["none", *(n for n in names if n != "none")]  # first: every ratio is against it
+    pairs = [(profile, name) for profile in profiles for name in names]
     rows: list[dict[str, Any]] = []
+    held: dict[str, list[dict[str, Any]]] = {p: [] for p in profiles}
+    baseline: dict[str, float] = {}
+
+    def done(row: dict[str, Any]) -> None:
+        """Hold a profile's rows until its `none` run gives the cost every ratio divides by."""
+        profile = row["profile"]
+        if row["strategy"] == "none":
+            baseline[profile] = row["cost_usd"]
+        held[profile].append(row)
+        if profile not in baseline:
+            return
+        for ready in held.pop(profile):
+            base = baseline[profile]
+            ready["ratio_vs_none"] = round(ready["cost_usd"] / base, 4) if base else None
+            rows.append(ready)
+            if args.json:
+                print(dumps(ready).decode(), flush=True)
+        held[profile] = []
+
     with tempfile.TemporaryDirectory() as tmp:
-        for profile in profiles:
-            baseline: float | None = None
-            for name in names:
-                strategy = STRATEGIES[name]()
-                print(f"== {profile} / {strategy.label}, {args.turns} turns", file=sys.stderr, flush=True)
-                outcome = run_pair(profile, strategy, args, Path(tmp) / profile / name)
-                if name == "none":
-                    baseline = outcome.report.usage.cost()
-                row = outcome.row(baseline)
-                rows.append(row)
-                print(
-                    f"   ${row['cost_usd']:.2f} ({row['ratio_vs_none']}x), "
-                    f"read {row['cache_read_share']:.1%}, "
-                    f"peak {row['peak_context_tokens']:,}, 400s {row['http_400']}, facts "
-                    f"{row['facts_retained']}/{row['facts_asked']}, {row['wall_s']} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                if args.json:
-                    print(dumps(row).decode(), flush=True)
+        if args.jobs > 1:
+            with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = [pool.submit(pair_row, p, n, args, Path(tmp) / p / n) for p, n in pairs]
+                for future in as_completed(futures):
+                    done(future.result())
+        else:
+            for p, n in pairs:
+                done(pair_row(p, n, args, Path(tmp) / p / n))
     if not args.json:
-        print_table(rows)
+        order = {pair: i for i, pair in enumerate(pairs)}
+        print_table(sorted(rows, key=lambda r: order[(r["profile"], r["strategy"])]))
 
 
 if __name__ == "__main__":

@@ -86,7 +86,23 @@ def economics(args: argparse.Namespace) -> list[dict[str, Any]]:
         lines = subprocess.run(
             command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=True
         ).stdout.splitlines()
-    return [json.loads(line) for line in lines if line.startswith("{")]
+    rows = [json.loads(line) for line in lines if line.startswith("{")]
+    # `economics.py --jobs N` prints pairs as they finish: put them back in profile, strategy order
+    profiles = list(dict.fromkeys(r["profile"] for r in rows))
+    return sorted(rows, key=lambda r: (profiles.index(r["profile"]), _strategy_rank(r["strategy"])))
+
+
+_ORDER = ("none", "truncate", "mask10", "summary", "anthropic-clear", "foldline", "foldline-no-edits")
+
+
+def _strategy_rank(name: str) -> int:
+    return _ORDER.index(name) if name in _ORDER else len(_ORDER)
+
+
+def _user_facts(row: dict[str, Any]) -> tuple[int, int]:
+    """(retained, asked) of the facts the user stated in a prompt."""
+    output = row.get("output_facts_retained", 0), row.get("output_facts_asked", 0)
+    return row["facts_retained"] - output[0], row["facts_asked"] - output[1]
 
 
 # --- the economics section ----------------------------------------------------------------------
@@ -95,16 +111,17 @@ def economics(args: argparse.Namespace) -> list[dict[str, Any]]:
 def table(rows: Sequence[dict[str, Any]]) -> list[str]:
     out = [
         "| profile | strategy | cost | vs none | cache read | peak context | API calls | summary calls "
-        "| HTTP 400 | facts retained | turns |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| HTTP 400 | facts (user) | facts (tool output) | turns |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
+        kept, asked = _user_facts(r)
         ratio = f"{r['ratio_vs_none']:.2f}x" if r["ratio_vs_none"] is not None else "-"
         out.append(
             f"| {r['profile']} | {r['strategy']} | ${r['cost_usd']:,.2f} | {ratio} "
             f"| {r['cache_read_share']:.1%} "
             f"| {r['peak_context_tokens']:,} | {r['api_calls']} | {r['summary_calls']} | {r['http_400']} "
-            f"| {r['facts_retained']}/{r['facts_asked']} ({r['facts_planted']} planted) "
+            f"| {kept}/{asked} | {r.get('output_facts_retained', 0)}/{r.get('output_facts_asked', 0)} "
             f"| {r['turns_completed']}/{r['turns_planned']} |"
         )
     return out
@@ -151,14 +168,23 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
         )
         checks.append(("zero HTTP 400s", fold["http_400"] == 0, str(fold["http_400"])))
         if others:
-            best_facts = max(r["facts_retained"] for r in others)
+            best_user = max(_user_facts(r)[0] for r in others)
             checks.append(
                 (
-                    "facts retained >= the best other strategy's",
-                    fold["facts_retained"] >= best_facts,
-                    f"{fold['facts_retained']} vs {best_facts}",
+                    "facts the user stated, retained >= the best other strategy's",
+                    _user_facts(fold)[0] >= best_user,
+                    f"{_user_facts(fold)[0]} vs {best_user}",
                 )
             )
+            if fold.get("output_facts_asked"):
+                best_output = max(r.get("output_facts_retained", 0) for r in others)
+                checks.append(
+                    (
+                        "facts only a tool output stated, retained >= the best other strategy's",
+                        fold["output_facts_retained"] >= best_output,
+                        f"{fold['output_facts_retained']} vs {best_output}",
+                    )
+                )
         checks.append(
             (
                 "every turn completed",
@@ -171,6 +197,8 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
         none = mine.get("none")
         if none and not all(ok for what, ok, _ in checks if what.startswith("cost")):
             out.append(f"- why the cost: {_before_threshold(none)}")
+        if not all(ok for what, ok, _ in checks if what.startswith("facts only")):
+            out.append(f"- why the tool-output facts: {WHY_OUTPUT_FACTS}")
         receipts = ", ".join(f"{k} {v}" for k, v in sorted(fold["receipts"].items())) or "none"
         out.append(
             f"- foldline's levels acted: {receipts}; {fold['summary_calls']} of {fold['api_calls']} requests "
@@ -190,6 +218,17 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
             out.append(f"- stopped: {fold['stopped'] or ''} {' '.join(fold['errors'])}".rstrip())
         out.append("")
     return out
+
+
+WHY_OUTPUT_FACTS = (
+    "with cache_edits, Microcompact deletes old tool results once those beyond the 5 newest pass "
+    "20K estimated tokens, as Claude Code's cached microcompact does; that is early in every session "
+    "(without cache_edits it clears only after an hour's gap, which this simulation never has). A "
+    "value that only an old result stated, and no answer repeated, then leaves the prompt unless a "
+    "fold or a summary caught it first. The transcript still holds it on disk. `mask10` and "
+    "`anthropic-clear` lose it the same way; `summary` keeps it when its summary reads the raw "
+    "result; `truncate` and `none` keep it while the turn is in the window."
+)
 
 
 def _before_threshold(none: dict[str, Any], threshold: int = 167_000) -> str:
@@ -288,10 +327,19 @@ in `benchmarks/economics.py` over the same engine):
 
 The managed strategies run on a 200K window (the server answers a larger prompt with a 400). Cost
 is at Sonnet list prices over the main loop and every other request (foldline's forks: the
-ctx-agent, session memory, AutoCompact; the `summary` strategy's summaries). Facts: the user states
-five facts early ("Note for later: the staging port is 6543.") and asks for each about 60% of the
-session later; a fact is retained when the answer contains its value. A run that stopped early
-asked fewer questions.
+ctx-agent, session memory, AutoCompact; the `summary` strategy's summaries). Facts are planted in
+two ways, and each is asked for about 60% of the session later; a fact is retained when the answer
+contains its value:
+
+- **user**: the user states five facts early ("Note for later: the staging port is 6543."). Only a
+  strategy that drops or summarizes the user's own words can lose these.
+- **tool output**: the user has three scripts run early ("Run `sh scripts/stress_check.sh` ...");
+  each prints 60 lines of progress with one value among them ("the stress test seed is 48213."),
+  which the answer does not repeat. Only the tool result ever held it, so masking or clearing old
+  results can lose it. (The simulated summarizer keeps a result line that is one such plain
+  statement, as a careful summary would.)
+
+A run that stopped early asked fewer questions.
 """
 
 

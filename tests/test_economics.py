@@ -42,6 +42,8 @@ COLUMNS = {
     "http_400",
     "facts_planted",
     "facts_retained",
+    "output_facts_asked",
+    "output_facts_retained",
     "turns_completed",
     "ratio_vs_none",
 }
@@ -142,6 +144,21 @@ def test_anthropic_clearing_waits_for_its_trigger_then_keeps_three() -> None:
     assert results[0]["content"][0]["content"] == "x" * 50  # the caller's body is not mutated
 
 
+@pytest.mark.slow  # two 40-turn sessions with real tools
+def test_masking_loses_a_fact_only_a_tool_result_held_and_keeps_the_users(tmp_path: Path) -> None:
+    rows = {}
+    for strategy in (econ.NoManagement(), econ.Masking(keep=10)):
+        report, _ = _session(tmp_path / strategy.name, strategy, strategy.rewriter(60_000), turns=40)
+        assert report.turns_done == 40
+        rows[strategy.name] = econ.Outcome("feature", strategy, report, 0, 0).row(None)
+    none, masked = rows["none"], rows["mask10"]
+    assert none["output_facts_asked"] == masked["output_facts_asked"] == 3
+    assert none["facts_asked"] == masked["facts_asked"] == 8  # the user's five, the scripts' three
+    assert none["output_facts_retained"] == 3
+    assert masked["output_facts_retained"] == 0  # the scripts ran 25 turns before the questions
+    assert none["facts_retained"] - 3 == masked["facts_retained"] == 5
+
+
 def _load_report() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_report", BENCHMARKS / "report.py")
     assert spec is not None
@@ -181,7 +198,8 @@ def test_the_report_says_which_targets_foldline_missed_and_why() -> None:
     assert "**MISSED**: cost <= 0.40x no management (0.50x)" in lines
     assert "**MISSED**: cost <= 0.75x the cheapest other strategy that completed every turn (1.25x" in lines
     assert "met: cost <= 0.75x the cheapest other strategy that also retained as many facts (0.62x" in lines
-    assert "met: facts retained >= the best other strategy's (5 vs 5)" in lines
+    assert "met: facts the user stated, retained >= the best other strategy's (5 vs 5)" in lines
+    assert "tool output" not in lines  # rows without output facts are not judged on them
     assert "threshold at turn 2 of 4" in lines  # the why: where the unmanaged session crossed 167K
     cheap = [_row("none", 10.0), _row("summary", 8.0), _row("foldline", 3.0, share=0.9)]
     lines = "\n".join(report.verdicts(cheap))

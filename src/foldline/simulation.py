@@ -34,7 +34,7 @@ from foldline.config import Config, TranscriptConfig
 from foldline.errors import ModelAPIError, ModelHTTPError, PromptTooLongError
 from foldline.events import UIEvent
 from foldline.providers.base import Capabilities, Provider, count_tokens
-from foldline.server.simulated.profiles import facts_for, generate_workspace, user_prompts
+from foldline.server.simulated.profiles import generate_workspace, planted_facts, user_prompts
 from foldline.server.tokenizer import count_block
 from foldline.session import Session
 from foldline.stream import MessageDelta, MessageStart, StreamEvent
@@ -173,6 +173,10 @@ class SimulationReport:
     """Questions for a planted fact that the user asked and the session answered."""
     facts_retained: int = 0
     """...whose answer contained the fact's value."""
+    output_facts_asked: int = 0
+    """Of `facts_asked`: facts only a script's output stated (`simulate(output_facts=True)`)."""
+    output_facts_retained: int = 0
+    """...of which the answer still knew the value."""
     fact_answers: list[tuple[str, str, bool]] = field(default_factory=list)
     """(subject, value, retained) per question asked."""
     receipts: dict[str, int] = field(default_factory=dict)
@@ -342,9 +346,9 @@ def _count_receipts(records: Iterable[AnyRecord]) -> dict[str, int]:
     return counts
 
 
-def _score_facts(report: SimulationReport) -> None:
+def _score_facts(report: SimulationReport, *, output_facts: bool) -> None:
     """Which planted facts the typed prompts stated, and which asked ones the answers still knew."""
-    facts = facts_for(report.seed)
+    facts = planted_facts(report.seed, output_facts=output_facts)
     typed = [prompt for prompt, _ in report.answers]
     report.facts_planted = sum(1 for f in facts if any(p.startswith(f.statement) for p in typed))
     for prompt, answer in report.answers:
@@ -352,6 +356,9 @@ def _score_facts(report: SimulationReport) -> None:
             if prompt == fact.question:
                 retained = fact.value in answer
                 report.fact_answers.append((fact.subject, fact.value, retained))
+                if fact.script is not None:
+                    report.output_facts_asked += 1
+                    report.output_facts_retained += retained
     report.facts_asked = len(report.fact_answers)
     report.facts_retained = sum(1 for *_, retained in report.fact_answers if retained)
 
@@ -368,6 +375,7 @@ async def simulate(
     on_turn: Callable[[int, SimulationReport], None] | None = None,
     levels: bool = True,
     on_event: Callable[[UIEvent], None] | None = None,
+    output_facts: bool = False,
 ) -> SimulationReport:
     """Play `turns` prompts of `profile`'s user into a real session over `provider`.
 
@@ -383,6 +391,9 @@ async def simulate(
         levels: Every compaction level on (`Session.open`'s default); False leaves only level 0 and
             Snip's machinery, the "no management" baseline.
         on_event: The session's UI event callback (the demo prints compactions as they fire).
+        output_facts: Also plant facts that only a script's output states
+            (`profiles.output_facts_for`); they count in the `facts_*` totals and, apart, in
+            `output_facts_*`.
 
     Returns:
         The report; a turn refused at the blocking limit stops the run (`report.stopped`). Its
@@ -408,7 +419,7 @@ async def simulate(
         levels=levels,
         on_event=on_event,
     ) as session:
-        for turn, prompt in enumerate(user_prompts(profile, turns, seed)):
+        for turn, prompt in enumerate(user_prompts(profile, turns, seed, output_facts=output_facts)):
             before = len(session.engine.timeline)
             try:
                 result = await session.submit_message(prompt)
@@ -435,5 +446,5 @@ async def simulate(
         and not r.is_virtual
     )
     report.receipts = _count_receipts(final)
-    _score_facts(report)
+    _score_facts(report, output_facts=output_facts)
     return report

@@ -32,6 +32,7 @@ from foldline.server.simulated import (
     draw_rounds,
     facts_for,
     generate_workspace,
+    output_facts_for,
     user_prompts,
 )
 from foldline.server.simulated.summary import items_of
@@ -133,6 +134,25 @@ def test_every_profile_states_facts_early_and_asks_much_later(profile: str) -> N
         assert asked - stated >= 50
 
 
+def test_output_facts_are_run_early_asked_late_and_only_their_scripts_state_them(tmp_path: Path) -> None:
+    import subprocess
+
+    assert not any(p.startswith("Run `") for p in user_prompts("swe", 300, seed=9))  # opt-in
+    prompts = user_prompts("swe", 300, seed=9, output_facts=True)
+    workspace = generate_workspace(tmp_path / "ws", 9)
+    for fact in output_facts_for(9):
+        assert fact.script is not None
+        ran = prompts.index(fact.statement)
+        assert prompts.index(fact.question) - ran >= 150
+        assert not any(fact.value in p for p in prompts)  # no prompt ever states the value
+        out = subprocess.run(["sh", fact.script], cwd=workspace, capture_output=True, text=True, check=True)
+        lines = out.stdout.splitlines()
+        assert len(lines) > 50
+        assert lines.count(fact.line) == 1  # once, in passing
+    for fact in facts_for(9):  # the user's own facts are planted as before
+        assert any(p.startswith(fact.statement) for p in prompts)
+
+
 def test_rounds_per_turn_follow_the_measured_distribution() -> None:
     quantiles = SimulatedConfig().round_quantiles
     draws = [draw_rounds(i / 20_000, quantiles) for i in range(20_000)]
@@ -201,6 +221,77 @@ def test_the_latest_statement_of_a_fact_wins_and_the_question_itself_is_no_state
         _user("What is the staging port?", "a3"),
     ]
     assert "The staging port is 7000." in _text_of(_request(messages))
+
+
+def test_a_run_request_runs_the_command_and_the_answer_leaves_its_incidental_lines_out() -> None:
+    prompt = "Run `sh scripts/stress_check.sh` and tell me whether it passes."
+    reply = SimulatedBackend(seed=1).reply(_request([_user(prompt, "a1")]))
+    calls = [b for b in reply.content if b.get("type") == "tool_use"]
+    assert [(c["name"], c["input"]["command"]) for c in calls] == [("Bash", "sh scripts/stress_check.sh")]
+    output = "step 1/3: ok\nthe stress test seed is 48213.\nstep 2/3: ok\n3 steps passed"
+    messages = [
+        _user(prompt, "a1"),
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Running it now."}, {**calls[0], "id": "t1"}],
+        },
+        {"role": "user", "content": [_result("t1", output), {"type": "text", "text": "[id:a2]"}]},
+    ]
+    answer = _text_of(_request(messages))
+    assert "3 steps passed" in answer
+    assert "48213" not in answer  # only the tool result holds the value
+
+
+def test_a_fact_only_a_tool_result_states_is_known_while_the_result_is_in_view() -> None:
+    def asked(result: str) -> str:
+        return _text_of(
+            _request(
+                [
+                    _user("Run `sh scripts/stress_check.sh` and tell me whether it passes.", "a1"),
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "text", "text": "Running it now."},
+                            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "sh x"}},
+                        ],
+                    },
+                    {"role": "user", "content": [_result("t1", result), {"type": "text", "text": "[id:a2]"}]},
+                    _assistant("It passes: 3 steps passed."),
+                    _user("What is the stress test seed?", "a3"),
+                ]
+            )
+        )
+
+    assert "The stress test seed is 48213." in asked("step 1/3: ok\nthe stress test seed is 48213.\nok")
+    assert asked("[Old tool result content cleared]").startswith("I don't know the stress test seed")
+
+
+def test_a_summary_keeps_a_plain_statement_from_a_tool_result() -> None:
+    messages = [
+        _user("Run `sh scripts/stress_check.sh` and tell me whether it passes.", "t0"),
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Running it now."},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "sh x"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                _result(
+                    "t1", "step 1/2: ok\nthe stress test seed is 48213.\nthe value is clamped, then scaled"
+                ),
+                {"type": "text", "text": "[id:t1]"},
+            ],
+        },
+        _assistant("It passes."),
+    ]
+    parsed = parse_sections(_text_of(_request([*messages, _user(summary_prompt())])), SUMMARY_SECTIONS)
+    assert parsed is not None
+    text = "\n".join(parsed.values())
+    assert "the stress test seed is 48213." in text
+    assert "the value is clamped" not in text  # a line that is no plain statement stays out
 
 
 @pytest.mark.anyio

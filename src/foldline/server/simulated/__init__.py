@@ -8,7 +8,15 @@
 from __future__ import annotations
 
 from foldline.server.simulated.model import SimulatedBackend, draw_rounds
-from foldline.server.simulated.profiles import PROFILES, Fact, facts_for, generate_workspace, user_prompts
+from foldline.server.simulated.profiles import (
+    PROFILES,
+    Fact,
+    facts_for,
+    generate_workspace,
+    output_facts_for,
+    planted_facts,
+    user_prompts,
+)
 
 __all__ = [
     "PROFILES",
@@ -17,5 +25,7 @@ __all__ = [
     "draw_rounds",
     "facts_for",
     "generate_workspace",
+    "output_facts_for",
+    "planted_facts",
     "user_prompts",
 ]

@@ -45,6 +45,7 @@ _TAG = re.compile(r"\[id:([0-9a-z]+)\]")
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _QUESTION = re.compile(r"^\s*what (?:is|was) the ([\w' -]+?)\s*\?\s*$", re.IGNORECASE)
 _STATEMENT = re.compile(r"\bthe ([\w' -]+?) is (\w[^\n]*?)\.(?=\s|$)", re.IGNORECASE)
+_RUN = re.compile(r"\bRun `([^`]+)`")
 _PATH_WORD = re.compile(r"[\w./-]+\.(?:py|md|log|csv|toml|txt|json|cfg|ini|yaml|yml)\b")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _CHANGE = re.compile(
@@ -241,6 +242,13 @@ class SimulatedBackend:
         if _keywords(turn.prompt):
             # a request about the work gets at least a look at it; a question, a look and a read
             target = max(2 if _ASKS.search(turn.prompt) else 1, target)
+        run = _RUN.search(turn.prompt)
+        if run and "Bash" in tools:
+            # "Run `cmd`": run it, then report; the output's incidental lines go unmentioned
+            if turn.rounds == 0:
+                command = {"command": run.group(1), "description": "Run the command you asked for"}
+                return [_text("Running it now."), _use("Bash", command)]
+            return [_text(self._answer(turn))]
         if tools and turn.rounds < target:
             snip = self._snip(messages, turn, tools)
             if snip is not None:
@@ -257,7 +265,9 @@ class SimulatedBackend:
         wanted = " ".join(subject.lower().split())
         value = None
         texts = [request.system_text()] + [
-            i.text for i in items_of(messages) if i.message != at and i.kind in ("prompt", "assistant")
+            i.text
+            for i in items_of(messages)
+            if i.message != at and i.kind in ("prompt", "assistant", "result")
         ]
         for text in texts:
             for match in _STATEMENT.finditer(text):
@@ -534,8 +544,18 @@ class SimulatedBackend:
             names = ", ".join(PurePosixPath(p).name for p in reads[:8])
             more = f" and {len(reads) - 8} more" if len(reads) > 8 else ""
             parts.append(f"I read {names}{more}.")
+        run = _RUN.search(turn.prompt)
+        for call in turn.calls:
+            if run and call.name == "Bash" and call.input.get("command") == run.group(1) and call.result:
+                last = call.result.strip().splitlines()[-1] if call.result.strip() else "no output"
+                parts.append(f"`{run.group(1)}` finished{' with an error' if call.is_error else ''}: {last}.")
         searches = [
-            c for c in turn.calls if c.name in ("Glob", "Grep", "Bash") and c.result and not c.is_error
+            c
+            for c in turn.calls
+            if c.name in ("Glob", "Grep", "Bash")
+            and c.result
+            and not c.is_error
+            and not (run and c.input.get("command") == run.group(1))
         ]
         if searches and not reads:
             found = _ranked(

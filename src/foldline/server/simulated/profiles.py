@@ -7,7 +7,10 @@ A profile names two things, both a pure function of the seed:
   writes byte-identical files.
 - `user_prompts(profile, turns, seed)`: what the profile's user types, turn by turn. Every profile
   plants facts early ("Note for later: the staging port is 6543.") and asks for them much later
-  ("What is the staging port?"), so a session measures whether compaction lost them.
+  ("What is the staging port?"), so a session measures whether compaction lost them. With
+  `output_facts=True` the user also runs scripts whose long output states a value once, in
+  passing ("the stress test seed is 48213."), and asks for it much later: a fact only a tool
+  result ever held, which masking or clearing old results can lose (`output_facts_for`).
 
 Profiles: `feature` (a long feature build), `debug` (a debugging hunt through huge logs),
 `refactor` (changes across many files), `swe` (SWE-agent-like: reading and running dominate, tool
@@ -27,7 +30,9 @@ __all__ = [
     "Fact",
     "facts_for",
     "generate_workspace",
+    "output_facts_for",
     "package_name",
+    "planted_facts",
     "user_prompts",
 ]
 
@@ -58,11 +63,20 @@ class Fact:
 
     subject: str
     value: str
+    script: str | None = None
+    """For a fact only a tool result states: the workspace script whose output states it."""
 
     @property
     def statement(self) -> str:
-        """How the user states it."""
+        """How the user states it (for an output fact: how the user has the script run)."""
+        if self.script is not None:
+            return f"Run `sh {self.script}` and tell me whether it passes."
         return f"Note for later: the {self.subject} is {self.value}."
+
+    @property
+    def line(self) -> str:
+        """The sentence that states it, as the user types it or the script prints it."""
+        return f"the {self.subject} is {self.value}."
 
     @property
     def question(self) -> str:
@@ -90,6 +104,32 @@ def facts_for(seed: int) -> tuple[Fact, ...]:
         Fact("database retry limit", str(rng.randrange(3, 17))),
         Fact("feature flag name", f"ff_{rng.choice(_NOUNS)}_{rng.randrange(100, 999)}"),
     )
+
+
+def output_facts_for(seed: int) -> tuple[Fact, ...]:
+    """The facts only a script's output states, once, among many lines of progress."""
+    rng = _rng(seed, "output facts")
+    return (
+        Fact("stress test seed", str(rng.randrange(10_000, 99_999)), "scripts/stress_check.sh"),
+        Fact("preview deploy id", f"dep-{rng.randrange(100_000, 999_999)}", "scripts/deploy_preview.sh"),
+        Fact("migration batch id", f"mb{rng.randrange(1000, 9999)}", "scripts/migrate_dry_run.sh"),
+    )
+
+
+def _script(fact: Fact, rng: random.Random, steps: int = 60) -> str:
+    """A shell script printing `steps` lines of progress, the fact's sentence once among them."""
+    at = rng.randrange(steps // 4, 3 * steps // 4)
+    lines = []
+    for n in range(steps):
+        if n == at:
+            lines.append(fact.line)
+        module = rng.choice(_MODULES)
+        ms = rng.randrange(3, 400)
+        lines.append(
+            f"step {n + 1:3}/{steps}: {rng.choice(_VERBS)} {module} {rng.choice(_NOUNS)} ok ({ms} ms)"
+        )
+    lines.append(f"{steps} steps passed")
+    return "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n"
 
 
 # --- the workspace ---------------------------------------------------------------------------------
@@ -217,6 +257,9 @@ def generate_workspace(root: Path, seed: int, *, data_rows: int = 40_000, log_li
     files["logs/worker.log"] = _log(_rng(seed, "log", "worker"), log_lines, 12)
     files["logs/app.log"] = _log(_rng(seed, "log", "app"), log_lines // 20, 2)
     files["data/measurements.csv"] = _data(_rng(seed, "data"), data_rows)
+    for fact in output_facts_for(seed):
+        assert fact.script is not None
+        files[fact.script] = _script(fact, _rng(seed, "script", fact.script))
     for relative, text in files.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -274,13 +317,20 @@ def _fact_positions(turns: int, count: int) -> tuple[list[int], list[int]]:
     return stated, asked
 
 
-def user_prompts(profile: str, turns: int, seed: int) -> list[str]:
+def planted_facts(seed: int, *, output_facts: bool = False) -> tuple[Fact, ...]:
+    """Every fact a session of `seed` plants: the user's, then (when asked for) the scripts'."""
+    return facts_for(seed) + (output_facts_for(seed) if output_facts else ())
+
+
+def user_prompts(profile: str, turns: int, seed: int, *, output_facts: bool = False) -> list[str]:
     """The prompts the profile's user types, one per turn.
 
     Args:
         profile: One of `PROFILES`.
         turns: How many turns (`--turns N`).
         seed: The session's seed.
+        output_facts: Also have the scripts of `output_facts_for` run early and ask for their values
+            late (interleaved with the user's own facts).
 
     Raises:
         ValueError: an unknown profile.
@@ -295,9 +345,12 @@ def user_prompts(profile: str, turns: int, seed: int) -> list[str]:
         module, other, third = rng.sample(_MODULES, 3)
         template = tasks[rng.randrange(len(tasks))]
         prompts.append(template.format(module=module, other=other, third=third, pkg=pkg))
-    facts = facts_for(seed)
+    facts = planted_facts(seed, output_facts=output_facts)
     stated, asked = _fact_positions(turns, len(facts)) if turns >= 4 else ([], [])
     for fact, at in zip(facts, stated, strict=False):
+        if fact.script is not None:
+            prompts[at] = fact.statement
+            continue
         prompts[at] = f"{fact.statement} {prompts[at]}"
     for fact, at in zip(facts, asked, strict=False):
         if at > stated[facts.index(fact)] and at not in stated:

@@ -30,6 +30,8 @@ _TAG_BLOCK = re.compile(r"^\s*(?:\[id:[0-9a-z]+\]\s*)+$")
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _FACT = re.compile(r"\bthe [\w' -]+? is \w", re.IGNORECASE)
+_FACT_LINE = re.compile(r"^the [\w' -]+? is \S+\.$", re.IGNORECASE)
+"""A tool-output line that is one plain statement ("the stress test seed is 48213."): kept as a fact."""
 _ERROR = re.compile(r"error|fail|traceback|exception", re.IGNORECASE)
 
 
@@ -139,6 +141,13 @@ def _pick(title: str, items: list[Item], config: SimulatedConfig) -> list[str]:
         out = [line for i in prompts for line in list(_lines(i.text, width))[:2]]
     elif "fact" in name or "concept" in name:
         out = [s for i in prompts for s in _sentences(i.text) if _FACT.search(s)]
+        out += [
+            line
+            for i in items
+            if i.kind == "result"
+            for line in _lines(i.text, width)
+            if _FACT_LINE.match(line)
+        ]
         out += [line for i in answers[-3:] for line in _lines(i.text, width)][:4]
     elif "request" in name or "intent" in name or name == "task":
         out = [line for i in prompts[:1] + prompts[-1:] for line in _lines(i.text, width)]
