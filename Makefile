@@ -27,15 +27,16 @@ typecheck: $(STAMP)
 test: lint typecheck
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest --cov=foldline --cov-report=term:skip-covered
 
-# 3 profiles x 7 strategies x BENCH_TURNS turns over HTTP. 100 turns keep `make bench` near 30 minutes
-# on 2 cores (every request past ~65 turns is over the 200K window, so the strategies all act);
-# `make bench BENCH_TURNS=300` is the issue's length, well over an hour there (no management alone
-# grows to a million-token prompt). Rows from an earlier `benchmarks/economics.py --json > FILE`
-# run can be reused with BENCH_ARGS="--economics-json FILE".
-BENCH_TURNS ?= 100
+# 3 profiles x 7 strategies x BENCH_TURNS turns over HTTP, BENCH_JOBS pairs at a time: about
+# 80 minutes on 2 cores at the issue's 300 turns (no management alone grows to a million-token
+# prompt); `make bench BENCH_TURNS=100` takes about 20. The rows are kept in
+# benchmarks/economics_last.jsonl; BENCH_ARGS="--economics-json benchmarks/economics_last.jsonl"
+# rebuilds the page from them and reruns only the quick benchmarks.
+BENCH_TURNS ?= 300
+BENCH_JOBS ?= 2
 BENCH_ARGS ?=
 bench: $(STAMP)
-	PYTHONPATH="$(CURDIR)/src" $(BIN)/python benchmarks/report.py --turns $(BENCH_TURNS) $(BENCH_ARGS)
+	PYTHONPATH="$(CURDIR)/src" $(BIN)/python benchmarks/report.py --turns $(BENCH_TURNS) --jobs $(BENCH_JOBS) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .coverage

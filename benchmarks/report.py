@@ -51,6 +51,7 @@ OTHERS: tuple[tuple[str, list[str], str], ...] = (
     ),
 )
 FOLDLINE = ("foldline", "foldline-no-edits")
+LAST_ROWS = HERE / "economics_last.jsonl"
 
 
 def run_script(name: str, extra: Sequence[str], timeout: float) -> tuple[str, float, int]:
@@ -83,9 +84,12 @@ def economics(args: argparse.Namespace) -> list[dict[str, Any]]:
     else:
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         command = [sys.executable, str(HERE / "economics.py"), "--json", "--turns", str(args.turns)]
+        command += ["--jobs", str(args.jobs)]
         lines = subprocess.run(
             command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=True
         ).stdout.splitlines()
+        # kept beside the page, so its tables can be rebuilt without the hour-long run
+        LAST_ROWS.write_text("".join(f"{line}\n" for line in lines if line.startswith("{")))
     rows = [json.loads(line) for line in lines if line.startswith("{")]
     # `economics.py --jobs N` prints pairs as they finish: put them back in profile, strategy order
     profiles = list(dict.fromkeys(r["profile"] for r in rows))
@@ -399,6 +403,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--economics-json", help="read economics rows from this JSON-lines file instead")
+    parser.add_argument("--jobs", type=int, default=2, help="economics pairs run at once")
     parser.add_argument("--skip", default="", help="comma-separated scripts not to run")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per script")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
