@@ -132,3 +132,48 @@ def test_a_late_result_for_a_frozen_tool_call_starts_over_and_still_matches() ->
     body = assembler.build(records).body
     assert orjson.dumps(body) == orjson.dumps(build_request(records, Config(), "", [], LOCAL).body)
     assert body["messages"][2]["content"][0]["content"] == "late"
+
+
+def _collections_during(action: Any) -> int:
+    """How many cyclic collections started while `action` ran (thresholds lowered so any would)."""
+    import gc
+
+    started: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(50, 2, 2)
+    gc.callbacks.append(count)
+    try:
+        action()
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*thresholds)
+    return len(started)
+
+
+def test_a_cold_build_runs_no_garbage_collection_and_leaves_collection_as_it_was() -> None:
+    import gc
+
+    records: list[AnyRecord] = [user("start")]
+    for n in range(300):
+        records += [
+            reply(f"msg_{n}", {"type": "tool_use", "id": f"toolu_{n}", "name": "Read", "input": {"p": n}}),
+            user([{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "x" * 40}]),
+        ]
+    config = Config()
+    fresh = RequestAssembler(config, ["system"], TOOLS, LOCAL)
+    # at most the catch-up on the way out, where the same build unpaused collects again and again
+    assert _collections_during(lambda: fresh.build(records)) <= 2
+    assert gc.isenabled()
+    unpaused = RequestAssembler(config, ["system"], TOOLS, LOCAL)
+    assert _collections_during(lambda: unpaused._build(records, (), (), False, True, None)) > 10
+    gc.disable()
+    try:
+        RequestAssembler(config, ["system"], TOOLS, LOCAL).build(records)
+        assert not gc.isenabled()  # a caller's choice to keep it off is kept
+    finally:
+        gc.enable()

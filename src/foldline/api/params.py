@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from foldline._incremental import GrowthCursor
+from foldline._incremental import GrowthCursor, collection_paused
 from foldline._types import Block, JSONObject
 from foldline.api.cache import (
     BlockPosition,
@@ -284,6 +284,18 @@ class RequestAssembler:
         max_tokens: int | None = None,
     ) -> RequestPlan:
         """The next request for `records` (see `build_request` for the arguments)."""
+        with collection_paused():
+            return self._build(records, new_edits, requested_betas, volatile_last, stream, max_tokens)
+
+    def _build(
+        self,
+        records: Sequence[AnyRecord],
+        new_edits: Sequence[Block],
+        requested_betas: Iterable[str],
+        volatile_last: bool,
+        stream: bool,
+        max_tokens: int | None,
+    ) -> RequestPlan:
         self._sync(records)
         messages = self._normalizer.messages(self._entries)
         budget = self._budget
