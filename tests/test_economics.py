@@ -206,3 +206,16 @@ def test_the_report_says_which_targets_foldline_missed_and_why() -> None:
     assert "met: cost <= 0.40x no management" in lines
     assert "**MISSED**: cache-read share >= 0.95 (90.0%)" in lines
     assert "why the cost" not in lines
+
+
+def test_the_report_judges_the_cold_build_on_resume_from_the_overhead_table() -> None:
+    report = _load_report()
+    table = (
+        " messages  body MB  turn ms  dumps ms  ratio  cold ms cold/dumps resume ms resume/dumps\n"
+        "    20017    18.29     6.83     37.93   0.18   1257.9       33.2     230.0          6.1\n"
+    )
+    [line] = report._target_lines("pipeline_overhead", table)
+    assert line.startswith("Cold build on resume at 20K messages: 6.1x serialization, target <= 10x: met.")
+    assert "everything: 33.2x" in line
+    slow = table.replace("6.1\n", "12.5\n")
+    assert "target <= 10x: **MISSED**" in report._target_lines("pipeline_overhead", slow)[0]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.test_cli_chat import _claude_code_session
@@ -107,3 +108,35 @@ def test_open_refuses_another_tools_transcript_and_writes_nothing_beside_it(tmp_
     with pytest.raises(UserError, match="foldline never appends to another tool's file"):
         Session.open(source, provider=AnthropicProvider(api_key="k"))
     assert [p.name for p in source.parent.iterdir()] == ["cc-1.jsonl"]
+
+
+@pytest.mark.anyio
+async def test_close_leaves_the_normalized_head_and_the_resume_builds_from_it(tmp_path: Path) -> None:
+    from foldline.api.frozen_head import HEAD_FILE
+    from foldline.engine import AssemblingBuilder, request_builder
+    from foldline.testing import FunctionProvider
+
+    def echo(body: dict[str, Any], betas: object) -> dict[str, str]:
+        return {"text": f"reply {len(body['messages'])}"}
+
+    path = tmp_path / "s.jsonl"
+    async with Session.open(path, provider=FunctionProvider(echo), workspace=tmp_path) as session:
+        for n in range(4):
+            await session.submit_message(f"message {n}")
+        config, system, tools = session.engine.config, session.engine.system, session.engine.tools
+    head_file = path.with_suffix("") / HEAD_FILE
+    assert head_file.is_file()
+    provider = FunctionProvider(echo)
+    async with Session.open(path, provider=provider, workspace=tmp_path) as session:
+        builder = session.engine.build_request
+        assert isinstance(builder, AssemblingBuilder)
+        assert builder.assembler._normalizer._restored is not None  # handed over, not yet used
+        await session.submit_message("after the resume")
+        assert builder.assembler._normalizer._tail_start > 0
+        records = session.engine.timeline.snapshot()
+    fresh = request_builder(config, system, tools, provider.capabilities)
+    want = fresh(records[: len(records) - 1], max_tokens=config.max_output_tokens).body["messages"]
+    assert provider.calls[0].body["messages"] == want
+    head_file.write_bytes(b"{damaged")  # a damaged cache is ignored, never an error
+    async with Session.open(path, provider=FunctionProvider(echo), workspace=tmp_path) as session:
+        await session.submit_message("once more")

@@ -118,6 +118,7 @@ from foldline.turn import (
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
+    "AssemblingBuilder",
     "QueryEngine",
     "RequestBuilder",
     "RequestPlan",
@@ -179,18 +180,24 @@ def _deleting(records: Sequence[AnyRecord], edits: Sequence[Block]) -> int:
     )
 
 
+@dataclass(frozen=True)
+class AssemblingBuilder:
+    """The standard `RequestBuilder`: one `RequestAssembler` per session, so per-turn work tracks what
+    changed. `assembler` is public so a `Session` can keep its frozen head across a resume."""
+
+    assembler: RequestAssembler
+
+    def __call__(
+        self, records: Sequence[AnyRecord], *, max_tokens: int, new_edits: Sequence[Block] = ()
+    ) -> RequestPlan:
+        return self.assembler.build(records, max_tokens=max_tokens, new_edits=new_edits)
+
+
 def request_builder(
     config: Config, system: str, tools: Sequence[Tool], capabilities: Capabilities
-) -> RequestBuilder:
-    """The standard builder: one `RequestAssembler` per session, so per-turn work tracks what changed."""
-    assembler = RequestAssembler(config, system, tool_specs(list(tools)), capabilities)
-
-    def build(
-        records: Sequence[AnyRecord], *, max_tokens: int, new_edits: Sequence[Block] = ()
-    ) -> RequestPlan:
-        return assembler.build(records, max_tokens=max_tokens, new_edits=new_edits)
-
-    return build
+) -> AssemblingBuilder:
+    """The standard builder over a fresh `RequestAssembler`."""
+    return AssemblingBuilder(RequestAssembler(config, system, tool_specs(list(tools)), capabilities))
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,10 @@ Opening a session is four steps that must happen in order and be undone in rever
 the transcript (taking its single-writer lock), rebuild the timeline from it, answer tool calls
 whose results never reached the disk (so nothing runs twice), and build the engine over both.
 Closing drains the engine's background tail before the transcript closes, so a tail that appends
-still has somewhere to write. `Session` owns exactly that; the engine owns the loop.
+still has somewhere to write; after the last write it leaves the normalized head of the request
+beside the transcript (`api.frozen_head`), which the next resume takes back when the transcript
+still starts as it did, so a long session's first request is not normalized from scratch.
+`Session` owns exactly that; the engine owns the loop.
 
 Invariants:
 - A session never writes beside a file foldline does not own: a Claude Code transcript is refused
@@ -21,9 +24,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from foldline.api.frozen_head import load_head, save_head
 from foldline.compact.levels import install_levels
 from foldline.config import Config, FsyncPolicy
-from foldline.engine import DEFAULT_SYSTEM_PROMPT, QueryEngine, TurnResult
+from foldline.engine import DEFAULT_SYSTEM_PROMPT, AssemblingBuilder, QueryEngine, TurnResult
 from foldline.errors import UserError
 from foldline.events import UIEvent
 from foldline.providers.base import Provider
@@ -121,6 +125,9 @@ class Session:
             )
             if levels:
                 install_levels(engine)
+            if isinstance(engine.build_request, AssemblingBuilder) and engine.session_dir is not None:
+                # what the last close normalized, if the transcript still starts as it did then
+                load_head(engine.build_request.assembler, file, engine.session_dir)
             if on_event is not None:
                 engine.events.subscribers.append(on_event)
             engine.answer_dangling_tool_calls()
@@ -152,6 +159,17 @@ class Session:
             await self.engine.aclose()
         finally:
             self.transcript.close()
+            self._keep_head()
+
+    def _keep_head(self) -> None:
+        """Leave the normalized head beside the transcript for the next resume (`api.frozen_head`)."""
+        builder = self.engine.build_request
+        if not isinstance(builder, AssemblingBuilder) or self.engine.session_dir is None:
+            return
+        try:
+            save_head(builder.assembler, self.path, self.engine.session_dir)
+        except OSError:
+            pass  # only a cache: the next resume normalizes from scratch, as it would without it
 
     async def __aenter__(self) -> Self:
         return self

@@ -32,7 +32,7 @@ from foldline.api.cache import (
     same_objects_prefix,
     static_hashes,
 )
-from foldline.api.normalize import IncrementalNormalizer, MessageParam, NormalizeOptions
+from foldline.api.normalize import FrozenHead, IncrementalNormalizer, MessageParam, NormalizeOptions
 from foldline.api.validate import MIN_THINKING_BUDGET
 from foldline.config import Config
 from foldline.errors import UserError
@@ -255,6 +255,19 @@ class RequestAssembler:
         self._endpoints = frozenset(u for c in state.collapses for u in (c.first_uuid, c.last_uuid))
         self._normalizer.reset()
         self._memo = PreparedMessages()
+
+    @property
+    def normalize_options(self) -> NormalizeOptions:
+        """What normalization is told besides the entries (part of what a frozen head depends on)."""
+        return self._normalizer.options
+
+    def frozen_head(self) -> FrozenHead | None:
+        """The normalized messages before the latest reply, as the last build froze them."""
+        return self._normalizer.frozen()
+
+    def restore_head(self, head: FrozenHead) -> None:
+        """Let the next build start from `head` (see `IncrementalNormalizer.restore`)."""
+        self._normalizer.restore(head)
 
     def _sync(self, records: Sequence[AnyRecord]) -> None:
         """Bring the projection up to `records`, incrementally when they only grew."""

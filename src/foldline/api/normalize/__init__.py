@@ -46,7 +46,7 @@ from foldline.api.normalize._base import Role as Role
 from foldline.api.normalize._base import Step as Step
 from foldline.api.normalize._final import STEPS, normalize_messages_for_api, run_steps
 from foldline.api.normalize._final import final_shape as final_shape
-from foldline.api.normalize._incremental import IncrementalNormalizer
+from foldline.api.normalize._incremental import FrozenHead, IncrementalNormalizer
 from foldline.api.normalize._s0_s5 import media_types_to_strip as media_types_to_strip
 from foldline.api.normalize._s0_s5 import s0_filter as s0_filter
 from foldline.api.normalize._s0_s5 import s1_reorder_attachments as s1_reorder_attachments
@@ -67,6 +67,7 @@ from foldline.api.normalize._s7_media import s7_check_media as s7_check_media
 __all__ = [
     "INTERRUPTED_RESULT_TEXT",
     "STEPS",
+    "FrozenHead",
     "IncrementalNormalizer",
     "MediaLimits",
     "MessageParam",

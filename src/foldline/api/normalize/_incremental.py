@@ -4,6 +4,10 @@ Gives the same messages as `normalize_messages_for_api` for a timeline that grow
 redoing only the open tail each turn. `IncrementalNormalizer.messages(entries)` equals
 `normalize_messages_for_api(entries)`, errors included; whenever it cannot prove the frozen head
 unaffected it normalizes from scratch.
+
+The frozen head can leave the process (`frozen`) and come back into a fresh normalizer (`restore`),
+so a resumed session need not normalize its whole history again. It is taken back only for entries
+that start with the very uuids it was frozen from; anything else is normalized from scratch.
 """
 
 from __future__ import annotations
@@ -49,10 +53,25 @@ class _Head:
     """The frozen messages of a growing session, and what the tail must not refer back to."""
 
     wire: list[MessageParam] = field(default_factory=list)
+    uuids: list[str] = field(default_factory=list)
+    """The entries the head was normalized from (`entries[:tail_start]`), by uuid."""
     tool_ids: set[str] = field(default_factory=set)
     """tool_use and tool_result ids (as S6.h maps them) in the head."""
     msg_ids: set[str] = field(default_factory=set)
     media: _MediaTotals = field(default_factory=_MediaTotals)
+
+
+@dataclass(frozen=True)
+class FrozenHead:
+    """A normalizer's frozen head, to keep across processes (`IncrementalNormalizer.frozen`)."""
+
+    uuids: tuple[str, ...]
+    """The entries it was normalized from, in order: it holds for entries that start with these."""
+    wire: list[MessageParam]
+    tool_ids: frozenset[str]
+    msg_ids: frozenset[str]
+    media: tuple[int, int, int]
+    """Images, document pages and the largest image side in the head (S7 counts on from these)."""
 
 
 def _refs(entries: Sequence[Entry]) -> tuple[set[str], set[str], set[str]]:
@@ -92,6 +111,7 @@ class IncrementalNormalizer:
     def __init__(self, options: NormalizeOptions | None = None) -> None:
         self.options = options or NormalizeOptions()
         self._cursor: GrowthCursor[Entry] = GrowthCursor()
+        self._restored: FrozenHead | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -109,12 +129,50 @@ class IncrementalNormalizer:
         """
         if self._cursor.advance(entries) is None:
             self.reset()
+        if self._restored is not None:
+            self._thaw(self._restored, entries)
+            self._restored = None
         if self._tail_start:
             try:
                 return self._assemble(entries)
             except _Dependent:
                 self._head, self._tail_start = _Head(), 0
         return self._assemble(entries)
+
+    def frozen(self) -> FrozenHead | None:
+        """The frozen head as of the last call (None while nothing is frozen)."""
+        head = self._head
+        if not self._tail_start:
+            return None
+        media = (head.media.images, head.media.pages, head.media.max_px)
+        return FrozenHead(
+            tuple(head.uuids), head.wire, frozenset(head.tool_ids), frozenset(head.msg_ids), media
+        )
+
+    def restore(self, head: FrozenHead) -> None:
+        """Start the next call from `head` (from `frozen`, maybe of another process) if that call's
+        entries start with the head's uuids; otherwise that call normalizes from scratch as usual.
+
+        The caller vouches that those uuids name the same entries as when the head was frozen, with
+        the same options and code (`api.frozen_head` checks the transcript and a code fingerprint).
+        """
+        self._restored = head
+
+    def _thaw(self, frozen: FrozenHead, entries: Sequence[Entry]) -> None:
+        n = len(frozen.uuids)
+        if self._tail_start or not 0 < n <= len(entries):
+            return
+        if any(e.uuid != u for e, u in zip(entries, frozen.uuids, strict=False)):
+            return
+        images, pages, max_px = frozen.media
+        self._head = _Head(
+            wire=list(frozen.wire),
+            uuids=list(frozen.uuids),
+            tool_ids=set(frozen.tool_ids),
+            msg_ids=set(frozen.msg_ids),
+            media=_MediaTotals(images, pages, max_px),
+        )
+        self._tail_start = n
 
     def _assemble(self, entries: Sequence[Entry]) -> list[MessageParam]:
         tail = entries[self._tail_start :]
@@ -169,6 +227,7 @@ class IncrementalNormalizer:
         head = self._head
         head.media = _check_media(final[:cut], self.options.media, head.media)
         head.wire = head.wire + wire[:cut]
+        head.uuids = head.uuids + [e.uuid for e in tail[:split]]
         head.tool_ids |= tool_ids
         head.msg_ids |= msg_ids
         self._tail_start += split
