@@ -144,19 +144,19 @@ def test_anthropic_clearing_waits_for_its_trigger_then_keeps_three() -> None:
     assert results[0]["content"][0]["content"] == "x" * 50  # the caller's body is not mutated
 
 
-@pytest.mark.slow  # two 40-turn sessions with real tools
+@pytest.mark.slow  # a 40-turn session with real tools
 def test_masking_loses_a_fact_only_a_tool_result_held_and_keeps_the_users(tmp_path: Path) -> None:
-    rows = {}
-    for strategy in (econ.NoManagement(), econ.Masking(keep=10)):
-        report, _ = _session(tmp_path / strategy.name, strategy, strategy.rewriter(60_000), turns=40)
-        assert report.turns_done == 40
-        rows[strategy.name] = econ.Outcome("feature", strategy, report, 0, 0).row(None)
-    none, masked = rows["none"], rows["mask10"]
-    assert none["output_facts_asked"] == masked["output_facts_asked"] == 3
-    assert none["facts_asked"] == masked["facts_asked"] == 8  # the user's five, the scripts' three
-    assert none["output_facts_retained"] == 3
-    assert masked["output_facts_retained"] == 0  # the scripts ran 25 turns before the questions
-    assert none["facts_retained"] - 3 == masked["facts_retained"] == 5
+    # (that the model recalls such a fact while its result is in view: tests/server/test_simulated.py)
+    strategy = econ.Masking(keep=10)
+    report, provider = _session(tmp_path, strategy, strategy.rewriter(60_000), turns=40)
+    assert report.turns_done == 40
+    row = econ.Outcome("feature", strategy, report, 0, 0).row(None)
+    assert row["facts_asked"] == 8  # the user's five, the scripts' three
+    assert row["output_facts_asked"] == 3
+    assert row["output_facts_retained"] == 0  # the scripts ran 25 turns before the questions
+    assert row["facts_retained"] == 5
+    ran = [c for c in provider.calls if "stress test seed is" in str(c.body["messages"])]
+    assert ran  # the value did reach the model, until masking took it out
 
 
 def _load_report() -> ModuleType:
