@@ -28,7 +28,7 @@ test: lint typecheck
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest --cov=foldline --cov-report=term:skip-covered
 
 # 3 profiles x 7 strategies x BENCH_TURNS turns over HTTP, BENCH_JOBS pairs at a time: about
-# 80 minutes on 2 cores at the issue's 300 turns (no management alone grows to a million-token
+# an hour on 2 cores at the issue's 300 turns (no management alone grows to a 2-million-token
 # prompt); `make bench BENCH_TURNS=100` takes about 20. The rows are kept in
 # benchmarks/economics_last.jsonl; BENCH_ARGS="--economics-json benchmarks/economics_last.jsonl"
 # rebuilds the page from them and reruns only the quick benchmarks.

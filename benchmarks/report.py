@@ -53,6 +53,8 @@ OTHERS: tuple[tuple[str, list[str], str], ...] = (
 )
 FOLDLINE = ("foldline", "foldline-no-edits")
 LAST_ROWS = HERE / "economics_last.jsonl"
+SONNET = {"input": 3.00, "cache_write": 3.75, "cache_read": 0.30, "output": 15.00}
+"""List prices in $ per million tokens, as `foldline.usage.SONNET_PRICES` bills them."""
 
 
 def run_script(name: str, extra: Sequence[str], timeout: float) -> tuple[str, float, int]:
@@ -165,7 +167,9 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
         if complete:
             checks.append(_against("that completed every turn", fold, complete))
         if complete and any(r["facts_retained"] < fold["facts_retained"] for r in complete):
-            kept = [r for r in complete if r["facts_retained"] >= fold["facts_retained"]]
+            # cheaper by forgetting is no win: the cheapest that kept as much, no management included
+            finished = [*complete, *(r for name, r in mine.items() if name == "none")]
+            kept = [r for r in finished if r["facts_retained"] >= fold["facts_retained"]]
             if kept:
                 checks.append(_against("that also retained as many facts", fold, kept))
         checks.append(
@@ -202,6 +206,8 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
         none = mine.get("none")
         if none and not all(ok for what, ok, _ in checks if what.startswith("cost")):
             out.append(f"- why the cost: {_before_threshold(none)}")
+        if complete and not checks_met(checks, "cost <= 0.75x the cheapest other strategy that completed"):
+            out.append(f"- why against the cheapest: {_against_why(fold, min(complete, key=_cost))}")
         if not all(ok for what, ok, _ in checks if what.startswith("facts only")):
             out.append(f"- why the tool-output facts: {WHY_OUTPUT_FACTS}")
         receipts = ", ".join(f"{k} {v}" for k, v in sorted(fold["receipts"].items())) or "none"
@@ -223,6 +229,48 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
             out.append(f"- stopped: {fold['stopped'] or ''} {' '.join(fold['errors'])}".rstrip())
         out.append("")
     return out
+
+
+def _cost(row: dict[str, Any]) -> float:
+    return float(row["cost_usd"])
+
+
+def checks_met(checks: Sequence[tuple[str, bool, str]], prefix: str) -> bool:
+    return all(ok for what, ok, _ in checks if what.startswith(prefix))
+
+
+def tokens_of(row: dict[str, Any]) -> tuple[float, float]:
+    """(input, output) tokens in millions, solved from the row's cost with and without the cache.
+
+    cost_uncached = 3 I + 15 O and cost = (0.30 r + 3.75 w + 3 (1 - r - w)) I + 15 O at Sonnet list
+    prices ($/M), r and w the cache-read and cache-write shares: two equations, two unknowns.
+    """
+    read, write = row["cache_read_share"], row.get("cache_write_share", 0.0)
+    per_input = SONNET["cache_read"] * read + SONNET["cache_write"] * write
+    per_input += SONNET["input"] * max(0.0, 1.0 - read - write)
+    gap = SONNET["input"] - per_input
+    inputs = (row["cost_uncached_usd"] - row["cost_usd"]) / gap if gap > 0 else 0.0
+    outputs = (row["cost_uncached_usd"] - SONNET["input"] * inputs) / SONNET["output"]
+    return inputs, outputs
+
+
+def _against_why(fold: dict[str, Any], best: dict[str, Any]) -> str:
+    """Where the cost went, foldline against the cheapest other strategy, from the two rows alone."""
+    (fold_in, fold_out), (best_in, best_out) = tokens_of(fold), tokens_of(best)
+    name = best["strategy"]
+    extra = (fold_out - best_out) * SONNET["output"]
+    return (
+        f"foldline's requests carried {fold_in:.1f}M input tokens against `{name}`'s {best_in:.1f}M "
+        f"({1 - fold_in / best_in:.0%} fewer), at a {fold['cache_read_share']:.1%} cache-read share "
+        f"against {best['cache_read_share']:.1%}; but its replies came to {fold_out:.2f}M output tokens "
+        f"against {best_out:.2f}M, ${extra:,.2f} more at $15/M. The rows do not split output by "
+        f"request, but both main loops answer the same prompts, so the extra is most likely its "
+        f"{fold['summary_calls']} forks' replies (ctx-agent span summaries, session-memory updates; "
+        f"`{name}` made {best['summary_calls']} summary requests): they cost about what the smaller "
+        f"requests save. What it buys: {fold['facts_retained']}/{fold['facts_asked']} "
+        f"planted facts retained, against {best['facts_retained']}/{best['facts_asked']}. (Input and "
+        "output tokens are solved from each row's cost with and without the cache at list prices.)"
+    )
 
 
 WHY_OUTPUT_FACTS = (

@@ -173,6 +173,8 @@ def _row(strategy: str, cost: float, *, facts: int = 5, share: float = 0.99) -> 
         "profile": "feature",
         "strategy": strategy,
         "cost_usd": cost,
+        "cost_uncached_usd": cost * 8,
+        "cache_write_share": 0.01,
         "ratio_vs_none": cost / 10.0,
         "cache_read_share": share,
         "peak_context_tokens": 100_000,
@@ -201,6 +203,7 @@ def test_the_report_says_which_targets_foldline_missed_and_why() -> None:
     assert "met: facts the user stated, retained >= the best other strategy's (5 vs 5)" in lines
     assert "tool output" not in lines  # rows without output facts are not judged on them
     assert "threshold at turn 2 of 4" in lines  # the why: where the unmanaged session crossed 167K
+    assert "why against the cheapest: foldline's requests carried" in lines
     cheap = [_row("none", 10.0), _row("summary", 8.0), _row("foldline", 3.0, share=0.9)]
     lines = "\n".join(report.verdicts(cheap))
     assert "met: cost <= 0.40x no management" in lines
@@ -219,3 +222,18 @@ def test_the_report_judges_the_cold_build_on_resume_from_the_overhead_table() ->
     assert "everything: 33.2x" in line
     slow = table.replace("6.1\n", "12.5\n")
     assert "target <= 10x: **MISSED**" in report._target_lines("pipeline_overhead", slow)[0]
+
+
+def test_the_report_solves_input_and_output_tokens_from_the_two_costs() -> None:
+    report = _load_report()
+    inputs, outputs, read, write = 100.0, 0.5, 0.9, 0.05  # millions of tokens, shares
+    cost = inputs * (0.3 * read + 3.75 * write + 3.0 * (1 - read - write)) + 15 * outputs
+    row = {"cost_usd": cost, "cost_uncached_usd": 3 * inputs + 15 * outputs}
+    solved = report.tokens_of({**row, "cache_read_share": read, "cache_write_share": write})
+    assert solved == pytest.approx((inputs, outputs))
+    fold = {**_row("foldline", 50.0), **row, "cache_read_share": read, "cache_write_share": write}
+    summary = {**fold, "strategy": "summary", "cost_uncached_usd": 3 * 120 + 15 * 0.2}
+    summary["cost_usd"] = 120 * (0.3 * read + 3.75 * write + 3.0 * (1 - read - write)) + 15 * 0.2
+    why = report._against_why(fold, summary)
+    assert "100.0M input tokens against `summary`'s 120.0M (17% fewer)" in why
+    assert "0.50M output tokens against 0.20M, $4.50 more" in why
