@@ -130,7 +130,7 @@ async def test_close_leaves_the_normalized_head_and_the_resume_builds_from_it(tm
     async with Session.open(path, provider=provider, workspace=tmp_path) as session:
         builder = session.engine.build_request
         assert isinstance(builder, AssemblingBuilder)
-        assert builder.assembler._normalizer._restored is not None  # handed over, not yet used
+        assert builder.assembler._thaw is not None  # handed over, not yet used
         await session.submit_message("after the resume")
         assert builder.assembler._normalizer._tail_start > 0
         records = session.engine.timeline.snapshot()

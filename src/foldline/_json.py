@@ -87,6 +87,6 @@ def raw_decode(text: str, start: int) -> tuple[Any, int]:
     return _raw_decoder.raw_decode(text, start)
 
 
-def loads(data: bytes | str) -> Any:
-    """Parse a wire body."""
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """Parse a wire body (a memoryview parses a slice without copying it)."""
     return orjson.loads(data)

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from foldline.api.frozen_head import load_head, save_head
+from foldline.api.frozen_head import HEAD_FILE, load_head, save_head
 from foldline.compact.levels import install_levels
 from foldline.config import Config, FsyncPolicy
 from foldline.engine import DEFAULT_SYSTEM_PROMPT, AssemblingBuilder, QueryEngine, TurnResult
@@ -167,7 +167,11 @@ class Session:
         if not isinstance(builder, AssemblingBuilder) or self.engine.session_dir is None:
             return
         try:
-            save_head(builder.assembler, self.path, self.engine.session_dir)
+            if self.transcript.poisoned:  # records the file lacks: no head may claim to describe it
+                (self.engine.session_dir / HEAD_FILE).unlink(missing_ok=True)
+            else:
+                records = len(self.engine.timeline.snapshot())
+                save_head(builder.assembler, self.path, self.engine.session_dir, records)
         except OSError:
             pass  # only a cache: the next resume normalizes from scratch, as it would without it
 

@@ -19,7 +19,7 @@ from foldline.api.frozen_head import HEAD_FILE, load_head, save_head
 from foldline.api.params import RequestAssembler, build_request
 from foldline.config import Config
 from foldline.errors import UserError
-from foldline.timeline import AnyRecord, SnipBoundary
+from foldline.timeline import AnyRecord, ResultsCleared, SnipBoundary
 
 TOOLS = [{"name": "Read", "description": "read", "input_schema": {"type": "object"}}]
 SYSTEM = ["stable", "dynamic"]
@@ -35,13 +35,13 @@ def _write(path: Path, records: list[AnyRecord]) -> Path:
     return path
 
 
-def _session(turns: int = 6) -> list[AnyRecord]:
+def _session(turns: int = 6, size: int = 10) -> list[AnyRecord]:
     records: list[AnyRecord] = [user("go")]
     for turn in range(turns):
         tid = f"toolu_{turn:03d}"
         records += [
             reply(f"m{turn}", {"type": "tool_use", "id": tid, "name": "Read", "input": {"n": turn}}),
-            user([{"type": "tool_result", "tool_use_id": tid, "content": f"result {turn}"}]),
+            user([{"type": "tool_result", "tool_use_id": tid, "content": f"result {turn}".ljust(size)}]),
         ]
     return records
 
@@ -52,7 +52,7 @@ def _saved(tmp_path: Path, records: list[AnyRecord]) -> tuple[Path, Path]:
     warm.build(records[:-2])
     warm.build(records)
     transcript = _write(tmp_path / "s.jsonl", records)
-    assert save_head(warm, transcript, tmp_path / "s")
+    assert save_head(warm, transcript, tmp_path / "s", len(records))
     return transcript, tmp_path / "s"
 
 
@@ -69,9 +69,9 @@ def test_a_resumed_build_starts_from_the_head_and_equals_a_fresh_build(tmp_path:
     more = [*records, reply("m9", {"type": "text", "text": "done"}), user("next")]
     body = resumed.build(more).body
     assert _same(body, more)
-    head = resumed.frozen_head()
-    assert head is not None
-    assert len(head.uuids) > 6  # it went on from the restored head, not from scratch
+    frozen = resumed.frozen_head()
+    assert frozen is not None
+    assert len(frozen[0].uuids) > 6  # it went on from the restored head, not from scratch
 
 
 def test_a_head_is_not_taken_back_when_the_transcript_start_changed(tmp_path: Path) -> None:
@@ -102,7 +102,8 @@ def test_appending_to_the_transcript_keeps_the_head_valid(tmp_path: Path) -> Non
         b"",
         b"{not json",
         b'{"format": 1}',
-        b"[1, 2, 3]",
+        b"[1, 2, 3]\n{}",
+        b'{"format": 1, "code": "x"}\n{}',
     ],
 )
 def test_a_missing_or_damaged_head_file_is_not_used(tmp_path: Path, damage: bytes) -> None:
@@ -118,9 +119,10 @@ def test_other_options_or_other_code_make_the_head_stale(tmp_path: Path) -> None
     records = _session()
     transcript, where = _saved(tmp_path, records)
     assert not load_head(_assembler(Config(snip_enabled=True)), transcript, where)
-    data = orjson.loads((where / HEAD_FILE).read_bytes())
+    header, body = (where / HEAD_FILE).read_bytes().split(b"\n", 1)
+    data = orjson.loads(header)
     data["code"] = "0" * 32
-    (where / HEAD_FILE).write_bytes(orjson.dumps(data))
+    (where / HEAD_FILE).write_bytes(orjson.dumps(data) + b"\n" + body)
     assert not load_head(_assembler(), transcript, where)
 
 
@@ -138,11 +140,55 @@ def test_a_view_changed_since_the_head_was_saved_is_normalized_from_scratch(tmp_
     assert "result 0" not in orjson.dumps(body).decode()
 
 
+def test_a_result_cleared_after_the_save_is_normalized_from_scratch(tmp_path: Path) -> None:
+    records = _session()
+    transcript, where = _saved(tmp_path, records)
+    cleared = ResultsCleared(uuid="clear-1", timestamp="t", tool_use_ids=("toolu_000",), placeholder="[gone]")
+    with transcript.open("ab") as f:
+        f.write(encode_line(cleared))
+    resumed = _assembler()
+    assert load_head(resumed, transcript, where)
+    later = [*records, cleared, user("next")]
+    body = resumed.build(later).body
+    assert _same(body, later)
+    assert "[gone]" in orjson.dumps(body).decode()  # the same uuids, other content: not the saved head
+
+
+def test_a_cleared_result_that_normalization_had_rewritten_is_not_taken_from_the_head(tmp_path: Path) -> None:
+    # an id the API refuses is rewritten (A14), so this result is saved as a copy, not as a place
+    records = _session()
+    records[3:5] = [
+        reply("m1", {"type": "tool_use", "id": "bad id!", "name": "Read", "input": {}}),
+        user([{"type": "tool_result", "tool_use_id": "bad id!", "content": "stale result"}]),
+    ]
+    transcript, where = _saved(tmp_path, records)
+    cleared = ResultsCleared(uuid="clear-1", timestamp="t", tool_use_ids=("bad id!",), placeholder="[gone]")
+    with transcript.open("ab") as f:
+        f.write(encode_line(cleared))
+    resumed = _assembler()
+    assert load_head(resumed, transcript, where)
+    later = [*records, cleared, user("next")]
+    body = orjson.dumps(resumed.build(later).body).decode()
+    assert "[gone]" in body
+    assert "stale result" not in body
+
+
+def test_blocks_normalization_passed_through_are_saved_as_places_not_copies(tmp_path: Path) -> None:
+    records = _session(turns=40, size=2_000)
+    _, where = _saved(tmp_path, records)
+    warm = _assembler()
+    warm.build(records)
+    frozen = warm.frozen_head()
+    assert frozen is not None
+    full = len(orjson.dumps(frozen[0].wire))  # about 80 KB of results
+    assert (where / HEAD_FILE).stat().st_size < full / 10
+
+
 def test_nothing_frozen_leaves_no_file_and_removes_an_old_one(tmp_path: Path) -> None:
     records = _session()
     transcript, where = _saved(tmp_path, records)
     empty = _assembler()
-    assert not save_head(empty, transcript, where)  # never built: nothing frozen
+    assert not save_head(empty, transcript, where, len(records))  # never built: nothing frozen
     assert not (where / HEAD_FILE).exists()
 
 
@@ -160,7 +206,7 @@ def test_resuming_from_any_saved_point_is_a_fresh_build(generated: Generated, da
             pass
     with tempfile.TemporaryDirectory() as tmp:
         transcript = _write(Path(tmp) / "s.jsonl", entries[:cut])
-        saved = save_head(warm, transcript, Path(tmp) / "s")
+        saved = save_head(warm, transcript, Path(tmp) / "s", cut)
         event(f"head saved: {saved}")
         with transcript.open("ab") as f:
             f.write(b"".join(encode_line(r) for r in entries[cut:]))

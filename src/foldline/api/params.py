@@ -194,6 +194,10 @@ def params_from_context(
     return body
 
 
+Thaw = Callable[[Sequence[AnyRecord], Sequence[Entry]], FrozenHead | None]
+"""Turns a saved head back into a `FrozenHead` for these records and projected entries, or None."""
+
+
 @dataclass(frozen=True)
 class RequestPlan:
     """Everything the next request needs, and what it adds to the timeline."""
@@ -245,6 +249,7 @@ class RequestAssembler:
         self._betas: dict[str, None] = {}
         self._removed: frozenset[str] = frozenset()
         self._endpoints: frozenset[str] = frozenset()
+        self._thaw: Thaw | None = None
 
     def _reproject(self, records: Sequence[AnyRecord]) -> None:
         state = rebuild_state(records)
@@ -261,13 +266,17 @@ class RequestAssembler:
         """What normalization is told besides the entries (part of what a frozen head depends on)."""
         return self._normalizer.options
 
-    def frozen_head(self) -> FrozenHead | None:
-        """The normalized messages before the latest reply, as the last build froze them."""
-        return self._normalizer.frozen()
+    def frozen_head(self) -> tuple[FrozenHead, Sequence[Entry]] | None:
+        """The normalized messages before the latest reply, as the last build froze them, and the
+        projected entries they were normalized from (`entries[:len(head.uuids)]`)."""
+        head = self._normalizer.frozen()
+        return None if head is None else (head, self._entries[: len(head.uuids)])
 
-    def restore_head(self, head: FrozenHead) -> None:
-        """Let the next build start from `head` (see `IncrementalNormalizer.restore`)."""
-        self._normalizer.restore(head)
+    def restore_head(self, thaw: Thaw) -> None:
+        """Let the next build start from a saved head: after projecting, it calls `thaw(records,
+        entries)`, and a head it returns is handed to the normalizer (`IncrementalNormalizer.restore`,
+        which still checks the uuids). None: that build normalizes from scratch."""
+        self._thaw = thaw
 
     def _sync(self, records: Sequence[AnyRecord]) -> None:
         """Bring the projection up to `records`, incrementally when they only grew."""
@@ -310,6 +319,11 @@ class RequestAssembler:
         max_tokens: int | None,
     ) -> RequestPlan:
         self._sync(records)
+        if self._thaw is not None:
+            thaw, self._thaw = self._thaw, None
+            head = thaw(records, self._entries)
+            if head is not None:
+                self._normalizer.restore(head)
         messages = self._normalizer.messages(self._entries)
         budget = self._budget
         if budget is not None and not self._turns.opens_with_thinking(messages):
