@@ -430,14 +430,17 @@ def _target_lines(name: str, text: str) -> list[str]:
             return [
                 f"Cold build on resume at 20K messages: {resumed:.1f}x serialization, target <= 10x: "
                 f"{verdict}. That is a session resumed after a clean close, whose close left the "
-                "normalized head beside the transcript (`api/frozen_head.py`): the resume checks the "
-                "transcript still starts with the same bytes (BLAKE2b), parses the head and normalizes "
-                f"only what follows it. Without that file (a session that was killed, or an older "
-                f"foldline's) the first build normalizes everything: {cold:.1f}x. What that costs "
-                "(cProfile, collection held off by `collection_paused`): normalization about 86% "
-                "(lifting records, merging assistant pieces, pairing tools, snip tags, media), cache "
-                "breakpoints about 7%, projection about 5%. Later turns are incremental either way, "
-                "which is why the per-turn column stays under serialization."
+                "normalized head beside the transcript (`api/frozen_head.py`): the resume checks that "
+                "the transcript still starts with the same bytes (SHA-256), parses what normalization "
+                "changed (blocks it passed through are saved as places in the entries and taken from "
+                "them again) and normalizes only what follows the head. What is left is projection, "
+                "cache breakpoints and two young-generation garbage collections over the objects the "
+                "resume created; the times are the best of three and still vary by about a third from "
+                "run to run on a shared 2-core machine, so the verdict can flip near 10x. Without the "
+                f"file (a session that was killed, or an older foldline's) the first build normalizes "
+                f"everything: {cold:.1f}x, of which normalization is about 86% (lifting records, "
+                "merging assistant pieces, pairing tools, snip tags, media). Later turns are "
+                "incremental either way, which is why the per-turn column stays under serialization."
             ]
     if name == "resume":
         match = re.search(r"= ([\d.]+)x", text)
