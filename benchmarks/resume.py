@@ -109,14 +109,19 @@ def _resume(path: Path) -> int:
     return len(loaded.records)
 
 
-def best_of(runs: int, fn: Callable[[Path], object], path: Path) -> float:
-    """The fastest of `runs` timings of `fn(path)`, in seconds."""
-    times = []
+def best_of(runs: int, fns: dict[str, Callable[[Path], object]], path: Path) -> dict[str, float]:
+    """The fastest of `runs` timings of each `fn(path)`, in seconds, taken in interleaved rounds.
+
+    One round times every function once, so a slow spell of a shared machine falls on all of them
+    alike instead of on whichever was measured during it.
+    """
+    best = dict.fromkeys(fns, float("inf"))
     for _ in range(runs):
-        start = time.perf_counter()
-        fn(path)
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn(path)
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def main() -> None:
@@ -124,7 +129,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--mb", type=float, default=100.0, help="transcript size in MB (default 100)")
-    parser.add_argument("--runs", type=int, default=3, help="timings per measurement; the best counts")
+    parser.add_argument("--runs", type=int, default=5, help="timings per measurement; the best counts")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.jsonl"
@@ -132,12 +137,13 @@ def main() -> None:
         size_mb = path.stat().st_size / 1_000_000
         load_records = len(load_transcript(path).records)
         assert load_records == records, (load_records, records)
-        rows = {
-            "raw orjson.loads per line": best_of(args.runs, _raw(orjson.loads), path),
-            "raw msgspec.json.decode per line": best_of(args.runs, _raw(msgspec.json.decode), path),
-            "load_transcript (typed records)": best_of(args.runs, load_transcript, path),
-            "TranscriptWriter.resume": best_of(args.runs, _resume, path),
+        fns: dict[str, Callable[[Path], object]] = {
+            "raw orjson.loads per line": _raw(orjson.loads),
+            "raw msgspec.json.decode per line": _raw(msgspec.json.decode),
+            "load_transcript (typed records)": load_transcript,
+            "TranscriptWriter.resume": _resume,
         }
+        rows = best_of(args.runs, fns, path)
     baseline = min(rows["raw orjson.loads per line"], rows["raw msgspec.json.decode per line"])
     print(f"transcript: {size_mb:.1f} MB, {records} records, best of {args.runs}")
     print(f"{'measurement':36} {'seconds':>8} {'MB/s':>8} {'vs raw':>7}")

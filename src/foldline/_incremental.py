@@ -37,7 +37,8 @@ class GrowthCursor(Generic[T]):
 
 @contextmanager
 def collection_paused() -> Iterator[None]:
-    """The cyclic garbage collector held off for one burst of acyclic allocation.
+    """The cyclic garbage collector held off for one burst of acyclic allocation: building a request,
+    loading a transcript or a saved request head.
 
     Building a request allocates a few hundred thousand short-lived dicts and lists. Each time the
     allocation count passes CPython's threshold it collects, and the full collections walk every

@@ -10,7 +10,6 @@ Invariants:
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 import typing
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import msgspec
 
+from foldline._incremental import collection_paused
 from foldline._json import decode_json, decode_record, raw_decode
 from foldline.errors import TranscriptFormatError
 from foldline.timeline import AnyRecord, Record, UnknownRecord
@@ -55,13 +55,8 @@ def load_transcript(path: str | os.PathLike[str]) -> LoadResult:
     data = file.read_bytes()
     # Every decoded record stays alive, so cyclic-GC passes during the load free nothing yet cost
     # ~40% of the load time (they rescan the growing record list).
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with collection_paused():
         return _Loader(file).load(data)
-    finally:
-        if paused:
-            gc.enable()
 
 
 class _Loader:
