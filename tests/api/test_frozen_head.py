@@ -126,32 +126,29 @@ def test_other_options_or_other_code_make_the_head_stale(tmp_path: Path) -> None
     assert not load_head(_assembler(), transcript, where)
 
 
+def _resumed_after(tmp_path: Path, records: list[AnyRecord], control: AnyRecord) -> str:
+    """The first request after a resume, when `control` was appended after the head was saved."""
+    transcript, where = _saved(tmp_path, records)
+    with transcript.open("ab") as f:
+        f.write(encode_line(control))
+    resumed = _assembler()
+    assert load_head(resumed, transcript, where)  # the file is fine; what it saved no longer holds
+    later = [*records, control, user("next")]
+    body = resumed.build(later).body
+    assert _same(body, later)
+    return orjson.dumps(body).decode()
+
+
 def test_a_view_changed_since_the_head_was_saved_is_normalized_from_scratch(tmp_path: Path) -> None:
     records = _session()
-    transcript, where = _saved(tmp_path, records)
-    snipped = [*records, SnipBoundary(uuid="snip-1", timestamp="t", removed_uuids=(records[2].uuid,))]
-    with transcript.open("ab") as f:
-        f.write(encode_line(snipped[-1]))
-    resumed = _assembler()
-    assert load_head(resumed, transcript, where)  # the file is fine; the entries no longer match
-    snipped.append(user("after the snip"))
-    body = resumed.build(snipped).body
-    assert _same(body, snipped)
-    assert "result 0" not in orjson.dumps(body).decode()
+    snip = SnipBoundary(uuid="snip-1", timestamp="t", removed_uuids=(records[2].uuid,))
+    assert "result 0" not in _resumed_after(tmp_path, records, snip)
 
 
 def test_a_result_cleared_after_the_save_is_normalized_from_scratch(tmp_path: Path) -> None:
-    records = _session()
-    transcript, where = _saved(tmp_path, records)
     cleared = ResultsCleared(uuid="clear-1", timestamp="t", tool_use_ids=("toolu_000",), placeholder="[gone]")
-    with transcript.open("ab") as f:
-        f.write(encode_line(cleared))
-    resumed = _assembler()
-    assert load_head(resumed, transcript, where)
-    later = [*records, cleared, user("next")]
-    body = resumed.build(later).body
-    assert _same(body, later)
-    assert "[gone]" in orjson.dumps(body).decode()  # the same uuids, other content: not the saved head
+    # the same uuids, other content: not the saved head
+    assert "[gone]" in _resumed_after(tmp_path, _session(), cleared)
 
 
 def test_a_cleared_result_that_normalization_had_rewritten_is_not_taken_from_the_head(tmp_path: Path) -> None:
@@ -161,14 +158,8 @@ def test_a_cleared_result_that_normalization_had_rewritten_is_not_taken_from_the
         reply("m1", {"type": "tool_use", "id": "bad id!", "name": "Read", "input": {}}),
         user([{"type": "tool_result", "tool_use_id": "bad id!", "content": "stale result"}]),
     ]
-    transcript, where = _saved(tmp_path, records)
     cleared = ResultsCleared(uuid="clear-1", timestamp="t", tool_use_ids=("bad id!",), placeholder="[gone]")
-    with transcript.open("ab") as f:
-        f.write(encode_line(cleared))
-    resumed = _assembler()
-    assert load_head(resumed, transcript, where)
-    later = [*records, cleared, user("next")]
-    body = orjson.dumps(resumed.build(later).body).decode()
+    body = _resumed_after(tmp_path, records, cleared)
     assert "[gone]" in body
     assert "stale result" not in body
 
