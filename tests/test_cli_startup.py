@@ -38,3 +38,10 @@ def test_stored_short_help_matches_each_command() -> None:
         command = cli.get_command(ctx, name)
         assert command is not None, name
         assert command.get_short_help_str(200) == click.Command(name, help=text).get_short_help_str(200), name
+
+
+def test_the_profile_choice_is_the_simulators_profiles() -> None:
+    from foldline.cli import PROFILE_CHOICE
+    from foldline.server.simulated import PROFILES
+
+    assert tuple(PROFILE_CHOICE.choices) == PROFILES

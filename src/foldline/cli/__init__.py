@@ -10,7 +10,7 @@ import importlib
 
 import click
 
-__all__ = ["COMMANDS", "cli", "format_option", "main"]
+__all__ = ["COMMANDS", "PROFILE_CHOICE", "cli", "format_option", "main"]
 
 format_option = click.option(
     "--format",
@@ -21,6 +21,11 @@ format_option = click.option(
     help="Transcript format of SESSION (auto: read the first line).",
 )
 """The `--format` option every command that reads a session file takes."""
+
+PROFILE_CHOICE = click.Choice(["feature", "debug", "refactor", "swe"])
+"""The simulated profiles `--profile` takes (serve, simulate, demo). Spelled out rather than imported
+from `foldline.server.simulated`, which would load the server on every command; a test checks it
+against `PROFILES`."""
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "cache": (

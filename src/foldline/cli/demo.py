@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from foldline.cli import cli
+from foldline.cli import PROFILE_CHOICE, cli
 
 
 @cli.command()
@@ -19,7 +19,7 @@ from foldline.cli import cli
     "--profile",
     default="debug",
     show_default=True,
-    type=click.Choice(["feature", "debug", "refactor", "swe"]),
+    type=PROFILE_CHOICE,
     help="Whose session: the simulated user's kind of work.",
 )
 @click.option("--seed", default=7, show_default=True, type=int, help="The simulated model's and user's seed.")

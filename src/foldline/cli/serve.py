@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from foldline.cli import cli
+from foldline.cli import PROFILE_CHOICE, cli
 from foldline.errors import UserError
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ __all__ = ["serve"]
     "--profile",
     default="feature",
     show_default=True,
-    type=click.Choice(["feature", "debug", "refactor", "swe"]),
+    type=PROFILE_CHOICE,
     help="Profile of --backend simulated (the workspace and user `foldline simulate` plays).",
 )
 @click.option("--scenario", type=click.Path(dir_okay=False), help="Scenario file of scripted replies.")

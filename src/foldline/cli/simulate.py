@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from foldline.cli import cli
+from foldline.cli import PROFILE_CHOICE, cli
 
 __all__ = ["simulate_command"]
 
@@ -24,7 +24,7 @@ __all__ = ["simulate_command"]
     "--profile",
     default="feature",
     show_default=True,
-    type=click.Choice(["feature", "debug", "refactor", "swe"]),
+    type=PROFILE_CHOICE,
 )
 @click.option("--turns", default=20, show_default=True, type=click.IntRange(1), help="Prompts to type.")
 @click.option("--seed", default=0, show_default=True, type=int)
