@@ -170,8 +170,7 @@ class Session:
             if self.transcript.poisoned:  # records the file lacks: no head may claim to describe it
                 (self.engine.session_dir / HEAD_FILE).unlink(missing_ok=True)
             else:
-                records = len(self.engine.timeline.snapshot())
-                save_head(builder.assembler, self.path, self.engine.session_dir, records)
+                save_head(builder.assembler, self.path, self.engine.session_dir, len(self.engine.timeline))
         except OSError:
             pass  # only a cache: the next resume normalizes from scratch, as it would without it
 

@@ -19,7 +19,7 @@ from foldline.api.frozen_head import HEAD_FILE, load_head, save_head
 from foldline.api.params import RequestAssembler, build_request
 from foldline.config import Config
 from foldline.errors import UserError
-from foldline.timeline import AnyRecord, ResultsCleared, SnipBoundary
+from foldline.timeline import AnyRecord, AssistantEntry, ResultsCleared, SnipBoundary, UserEntry
 
 TOOLS = [{"name": "Read", "description": "read", "input_schema": {"type": "object"}}]
 SYSTEM = ["stable", "dynamic"]
@@ -173,6 +173,28 @@ def test_blocks_normalization_passed_through_are_saved_as_places_not_copies(tmp_
     assert frozen is not None
     full = len(orjson.dumps(frozen[0].wire))  # about 80 KB of results
     assert (where / HEAD_FILE).stat().st_size < full / 10
+
+
+def test_the_normalizer_takes_a_head_back_only_for_entries_that_start_with_its_uuids() -> None:
+    from foldline.api.normalize import IncrementalNormalizer, normalize_messages_for_api
+    from foldline.timeline import Entry
+
+    def entries(size: int) -> list[Entry]:
+        return [r for r in _session(size=size) if isinstance(r, UserEntry | AssistantEntry)]
+
+    first = IncrementalNormalizer()
+    saved = entries(10)
+    first.messages(saved)
+    head = first.frozen()
+    assert head is not None
+    other = entries(30)  # the same shape, other uuids and other results
+    resumed = IncrementalNormalizer()
+    resumed.restore(head)
+    assert resumed.messages(other) == normalize_messages_for_api(other)
+    again = IncrementalNormalizer()
+    again.restore(head)
+    assert again.messages(saved) == normalize_messages_for_api(saved)
+    assert again.frozen() is not None
 
 
 def test_nothing_frozen_leaves_no_file_and_removes_an_old_one(tmp_path: Path) -> None:

@@ -173,13 +173,12 @@ class _Saved:
 
     def thaw(self, records: Sequence[AnyRecord], entries: Sequence[Entry]) -> FrozenHead | None:
         """The head for these records, or None when something after the saved records changed the
-        view of the saved ones (a snip, fold, compaction or cleared result) or the entries differ."""
-        n = len(self.uuids)
-        if len(records) < self.records or len(entries) < n:
+        view of the saved ones (a snip, fold, compaction or cleared result): same uuids, other
+        content. Whether `entries` start with the head's uuids, the normalizer checks on `restore`
+        (a head resolved against other entries is dropped there)."""
+        if len(records) < self.records or len(entries) < len(self.uuids):
             return None
         if any(isinstance(r, REPROJECTING) for r in records[self.records :]):
-            return None
-        if any(e.uuid != u for e, u in zip(entries, self.uuids, strict=False)):
             return None
         try:
             with collection_paused():
