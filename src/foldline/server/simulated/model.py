@@ -143,6 +143,16 @@ class _Turn:
     def done(self, name: str, path: str) -> bool:
         return any(c.name == name and c.input.get("file_path") == path for c in self.calls)
 
+    @property
+    def command(self) -> str | None:
+        """The command a "Run `cmd`" prompt asks for."""
+        run = _RUN.search(self.prompt)
+        return run.group(1) if run else None
+
+    def ran_command(self, call: _Call) -> bool:
+        """Whether `call` is the Bash run of `command`."""
+        return self.command is not None and call.name == "Bash" and call.input.get("command") == self.command
+
 
 def _read_turn(messages: Sequence[dict[str, Any]]) -> _Turn | None:
     """The current turn: the last user message with typed text and everything after it."""
@@ -242,11 +252,10 @@ class SimulatedBackend:
         if _keywords(turn.prompt):
             # a request about the work gets at least a look at it; a question, a look and a read
             target = max(2 if _ASKS.search(turn.prompt) else 1, target)
-        run = _RUN.search(turn.prompt)
-        if run and "Bash" in tools:
+        if turn.command is not None and "Bash" in tools:
             # "Run `cmd`": run it, then report; the output's incidental lines go unmentioned
             if turn.rounds == 0:
-                command = {"command": run.group(1), "description": "Run the command you asked for"}
+                command = {"command": turn.command, "description": "Run the command you asked for"}
                 return [_text("Running it now."), _use("Bash", command)]
             return [_text(self._answer(turn))]
         if tools and turn.rounds < target:
@@ -544,18 +553,14 @@ class SimulatedBackend:
             names = ", ".join(PurePosixPath(p).name for p in reads[:8])
             more = f" and {len(reads) - 8} more" if len(reads) > 8 else ""
             parts.append(f"I read {names}{more}.")
-        run = _RUN.search(turn.prompt)
         for call in turn.calls:
-            if run and call.name == "Bash" and call.input.get("command") == run.group(1) and call.result:
+            if turn.ran_command(call) and call.result:
                 last = call.result.strip().splitlines()[-1] if call.result.strip() else "no output"
-                parts.append(f"`{run.group(1)}` finished{' with an error' if call.is_error else ''}: {last}.")
+                parts.append(f"`{turn.command}` finished{' with an error' if call.is_error else ''}: {last}.")
         searches = [
             c
             for c in turn.calls
-            if c.name in ("Glob", "Grep", "Bash")
-            and c.result
-            and not c.is_error
-            and not (run and c.input.get("command") == run.group(1))
+            if c.name in ("Glob", "Grep", "Bash") and c.result and not c.is_error and not turn.ran_command(c)
         ]
         if searches and not reads:
             found = _ranked(

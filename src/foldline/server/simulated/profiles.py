@@ -71,7 +71,7 @@ class Fact:
         """How the user states it (for an output fact: how the user has the script run)."""
         if self.script is not None:
             return f"Run `sh {self.script}` and tell me whether it passes."
-        return f"Note for later: the {self.subject} is {self.value}."
+        return f"Note for later: {self.line}"
 
     @property
     def line(self) -> str:
