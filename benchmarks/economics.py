@@ -551,10 +551,11 @@ def run_pair(profile: str, strategy: Strategy, args: argparse.Namespace, root: P
     return Outcome(profile, strategy, report, statuses.get(400, 0), summaries)
 
 
-def user_facts(row: dict[str, Any]) -> str:
-    """Retained of asked, for the facts the user stated in a prompt."""
-    retained = row["facts_retained"] - row.get("output_facts_retained", 0)
-    return f"{retained}/{row['facts_asked'] - row.get('output_facts_asked', 0)}"
+def user_facts(row: dict[str, Any]) -> tuple[int, int]:
+    """(retained, asked) of the facts the user stated in a prompt (rows of older runs have no
+    output facts)."""
+    output = row.get("output_facts_retained", 0), row.get("output_facts_asked", 0)
+    return row["facts_retained"] - output[0], row["facts_asked"] - output[1]
 
 
 def pair_row(profile: str, name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
@@ -585,7 +586,7 @@ def print_table(rows: Sequence[dict[str, Any]], out: Any = sys.stdout) -> None:
         print(
             f"| {r['profile']} | {r['strategy']} | ${r['cost_usd']:,.2f} | {ratio} | "
             f"{r['cache_read_share']:.1%} | {r['peak_context_tokens']:,} | {r['api_calls']} | "
-            f"{r['summary_calls']} | {r['http_400']} | {user_facts(r)} | "
+            f"{r['summary_calls']} | {r['http_400']} | {'/'.join(map(str, user_facts(r)))} | "
             f"{r['output_facts_retained']}/{r['output_facts_asked']} | "
             f"{r['turns_completed']}/{r['turns_planned']} |",
             file=out,

@@ -25,6 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from economics import STRATEGIES, user_facts  # beside this file: on the path when run as a script
+from foldline.usage import SONNET_PRICES
+
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "benchmarks"
 OTHERS: tuple[tuple[str, list[str], str], ...] = (
@@ -53,8 +56,6 @@ OTHERS: tuple[tuple[str, list[str], str], ...] = (
 )
 FOLDLINE = ("foldline", "foldline-no-edits")
 LAST_ROWS = HERE / "economics_last.jsonl"
-SONNET = {"input": 3.00, "cache_write": 3.75, "cache_read": 0.30, "output": 15.00}
-"""List prices in $ per million tokens, as `foldline.usage.SONNET_PRICES` bills them."""
 
 
 def run_script(name: str, extra: Sequence[str], timeout: float) -> tuple[str, float, int]:
@@ -99,17 +100,9 @@ def economics(args: argparse.Namespace) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (profiles.index(r["profile"]), _strategy_rank(r["strategy"])))
 
 
-_ORDER = ("none", "truncate", "mask10", "summary", "anthropic-clear", "foldline", "foldline-no-edits")
-
-
 def _strategy_rank(name: str) -> int:
-    return _ORDER.index(name) if name in _ORDER else len(_ORDER)
-
-
-def _user_facts(row: dict[str, Any]) -> tuple[int, int]:
-    """(retained, asked) of the facts the user stated in a prompt."""
-    output = row.get("output_facts_retained", 0), row.get("output_facts_asked", 0)
-    return row["facts_retained"] - output[0], row["facts_asked"] - output[1]
+    order = list(STRATEGIES)
+    return order.index(name) if name in order else len(order)
 
 
 # --- the economics section ----------------------------------------------------------------------
@@ -122,7 +115,7 @@ def table(rows: Sequence[dict[str, Any]]) -> list[str]:
         "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
-        kept, asked = _user_facts(r)
+        kept, asked = user_facts(r)
         ratio = f"{r['ratio_vs_none']:.2f}x" if r["ratio_vs_none"] is not None else "-"
         out.append(
             f"| {r['profile']} | {r['strategy']} | ${r['cost_usd']:,.2f} | {ratio} "
@@ -136,7 +129,7 @@ def table(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def _against(which: str, fold: dict[str, Any], others: list[dict[str, Any]]) -> tuple[str, bool, str]:
     """The <= 0.75x check of foldline's cost against the cheapest of `others`."""
-    best = min(others, key=lambda r: r["cost_usd"])
+    best = min(others, key=_cost)
     ratio = fold["cost_usd"] / best["cost_usd"] if best["cost_usd"] else float("inf")
     return (
         f"cost <= 0.75x the cheapest other strategy {which}",
@@ -177,12 +170,12 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
         )
         checks.append(("zero HTTP 400s", fold["http_400"] == 0, str(fold["http_400"])))
         if others:
-            best_user = max(_user_facts(r)[0] for r in others)
+            best_user = max(user_facts(r)[0] for r in others)
             checks.append(
                 (
                     "facts the user stated, retained >= the best other strategy's",
-                    _user_facts(fold)[0] >= best_user,
-                    f"{_user_facts(fold)[0]} vs {best_user}",
+                    user_facts(fold)[0] >= best_user,
+                    f"{user_facts(fold)[0]} vs {best_user}",
                 )
             )
             if fold.get("output_facts_asked"):
@@ -204,11 +197,11 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
         out.append(f"**{profile}**:")
         out += [f"- {'met' if ok else '**MISSED**'}: {what} ({value})" for what, ok, value in checks]
         none = mine.get("none")
-        if none and not all(ok for what, ok, _ in checks if what.startswith("cost")):
+        if none and not checks_met(checks, "cost"):
             out.append(f"- why the cost: {_before_threshold(none)}")
         if complete and not checks_met(checks, "cost <= 0.75x the cheapest other strategy that completed"):
             out.append(f"- why against the cheapest: {_against_why(fold, min(complete, key=_cost))}")
-        if not all(ok for what, ok, _ in checks if what.startswith("facts only")):
+        if not checks_met(checks, "facts only"):
             out.append(f"- why the tool-output facts: {WHY_OUTPUT_FACTS}")
         receipts = ", ".join(f"{k} {v}" for k, v in sorted(fold["receipts"].items())) or "none"
         out.append(
@@ -246,11 +239,11 @@ def tokens_of(row: dict[str, Any]) -> tuple[float, float]:
     prices ($/M), r and w the cache-read and cache-write shares: two equations, two unknowns.
     """
     read, write = row["cache_read_share"], row.get("cache_write_share", 0.0)
-    per_input = SONNET["cache_read"] * read + SONNET["cache_write"] * write
-    per_input += SONNET["input"] * max(0.0, 1.0 - read - write)
-    gap = SONNET["input"] - per_input
+    per_input = SONNET_PRICES["cache_read"] * read + SONNET_PRICES["cache_write"] * write
+    per_input += SONNET_PRICES["input"] * max(0.0, 1.0 - read - write)
+    gap = SONNET_PRICES["input"] - per_input
     inputs = (row["cost_uncached_usd"] - row["cost_usd"]) / gap if gap > 0 else 0.0
-    outputs = (row["cost_uncached_usd"] - SONNET["input"] * inputs) / SONNET["output"]
+    outputs = (row["cost_uncached_usd"] - SONNET_PRICES["input"] * inputs) / SONNET_PRICES["output"]
     return inputs, outputs
 
 
@@ -258,7 +251,7 @@ def _against_why(fold: dict[str, Any], best: dict[str, Any]) -> str:
     """Where the cost went, foldline against the cheapest other strategy, from the two rows alone."""
     (fold_in, fold_out), (best_in, best_out) = tokens_of(fold), tokens_of(best)
     name = best["strategy"]
-    extra = (fold_out - best_out) * SONNET["output"]
+    extra = (fold_out - best_out) * SONNET_PRICES["output"]
     return (
         f"foldline's requests carried {fold_in:.1f}M input tokens against `{name}`'s {best_in:.1f}M "
         f"({1 - fold_in / best_in:.0%} fewer), at a {fold['cache_read_share']:.1%} cache-read share "
