@@ -623,13 +623,13 @@ def main() -> None:
         held[profile].append(row)
         if profile not in baseline:
             return
-        for ready in held.pop(profile):
-            base = baseline[profile]
-            ready["ratio_vs_none"] = round(ready["cost_usd"] / base, 4) if base else None
-            rows.append(ready)
+        ready, held[profile] = held[profile], []
+        base = baseline[profile]
+        for r in ready:
+            r["ratio_vs_none"] = round(r["cost_usd"] / base, 4) if base else None
+            rows.append(r)
             if args.json:
-                print(dumps(ready).decode(), flush=True)
-        held[profile] = []
+                print(dumps(r).decode(), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.jobs > 1:
