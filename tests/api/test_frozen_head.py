@@ -3,6 +3,10 @@ and a resumed build from it is byte-identical to a build from scratch."""
 
 from __future__ import annotations
 
+import os
+import pickle
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -233,3 +237,38 @@ def test_resuming_from_any_saved_point_is_a_fresh_build(generated: Generated, da
                     resumed.build(entries[:k])
                 continue
             assert orjson.dumps(resumed.build(entries[:k]).body) == want
+
+
+def test_a_head_saved_by_one_process_is_taken_back_by_another(tmp_path: Path) -> None:
+    # a resume is always another process, with another string-hash seed (set orders differ)
+    records = _session()
+    _write(tmp_path / "s.jsonl", records)
+    script = """
+import pickle, sys
+from pathlib import Path
+from foldline.api.frozen_head import load_head, save_head
+from foldline.api.params import RequestAssembler
+from foldline.config import Config
+from tests.api.test_frozen_head import CONFIG, LOCAL, SYSTEM, TOOLS
+records = pickle.loads(Path(sys.argv[2]).read_bytes())
+tmp = Path(sys.argv[3])
+assembler = RequestAssembler(CONFIG, SYSTEM, TOOLS, LOCAL)
+if sys.argv[1] == "save":
+    assembler.build(records[:-2])
+    assembler.build(records)
+    print(save_head(assembler, tmp / "s.jsonl", tmp / "s", len(records)))
+else:
+    print(load_head(assembler, tmp / "s.jsonl", tmp / "s"))
+"""
+    (tmp_path / "records.pickle").write_bytes(pickle.dumps(records))
+    root = Path(__file__).resolve().parents[2]
+    for action, seed in (("save", "1"), ("load", "2")):
+        done = subprocess.run(
+            [sys.executable, "-c", script, action, str(tmp_path / "records.pickle"), str(tmp_path)],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        )
+        assert done.stdout.strip() == "True", (action, done.stderr)

@@ -25,14 +25,14 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from foldline._incremental import collection_paused
 from foldline._json import dumps, loads
-from foldline.api.normalize import FrozenHead, MessageParam
+from foldline.api.normalize import FrozenHead, MessageParam, NormalizeOptions
 from foldline.api.params import RequestAssembler
 from foldline.projection import REPROJECTING
 from foldline.timeline import AnyRecord, AssistantEntry, Entry, UserEntry
@@ -60,6 +60,12 @@ def _code_fingerprint() -> str:
         digest.update(file.name.encode())
         digest.update(file.read_bytes())
     return digest.hexdigest()
+
+
+def _options_key(options: NormalizeOptions) -> str:
+    """The options as a string that is the same in every process (a `repr` is not: its frozensets
+    list their strings in an order that changes with each interpreter's hash seed)."""
+    return dumps(asdict(options), default=sorted, sort_keys=True).decode()
 
 
 def _prefix_digest(path: Path, size: int) -> str | None:
@@ -122,7 +128,7 @@ def save_head(assembler: RequestAssembler, transcript: Path, directory: Path, re
     header = {
         "format": _FORMAT,
         "code": _code_fingerprint(),
-        "options": repr(assembler.normalize_options),
+        "options": _options_key(assembler.normalize_options),
         "transcript": {"bytes": size, "sha256": digest, "records": records},
     }
     body = {
@@ -212,7 +218,7 @@ def _read(assembler: RequestAssembler, transcript: Path, directory: Path) -> _Sa
         if (
             header["format"] != _FORMAT
             or header["code"] != _code_fingerprint()
-            or header["options"] != repr(assembler.normalize_options)
+            or header["options"] != _options_key(assembler.normalize_options)
         ):
             return None
         size, digest = int(header["transcript"]["bytes"]), str(header["transcript"]["sha256"])
