@@ -109,3 +109,35 @@ def test_the_map_is_read() -> None:
     assert layers["engine.py"] == 4
     assert layers["timeline.py"] == 1
     assert layers["cli/"] == 5
+
+
+def test_the_request_path_imports_no_compaction_level() -> None:
+    """`api/` builds requests from records; compaction is above it and never imported back (the
+    short-id tag it needs is the timeline's)."""
+    upward = sorted(
+        f"{module} imports {name}"
+        for module in _modules()
+        if module.startswith("api/")
+        for name in _imports(PACKAGE / module)
+        if name.startswith("foldline.compact")
+    )
+    assert upward == []
+
+
+def test_the_engine_leaves_the_context_arithmetic_to_its_window() -> None:
+    """The estimate, the exact count, pending cache_edits and the compaction round live in
+    `compact/window.py`; the engine only calls it (one home, so they cannot drift apart)."""
+    engine = ast.parse((PACKAGE / "engine.py").read_text())
+    engine_class = next(n for n in engine.body if isinstance(n, ast.ClassDef) and n.name == "QueryEngine")
+    methods = {n.name for n in engine_class.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    assert not methods & {"_compact", "_estimate", "_repin", "_over_blocking_limit", "_compaction_context"}
+    assert not {
+        "foldline.projection.context_count_of",
+        "foldline.compact.pipeline.run_round",
+        "foldline.compact.pipeline.run_recovery",
+    } & {
+        f"{n.module}.{a.name}"
+        for n in ast.walk(engine)
+        if isinstance(n, ast.ImportFrom) and n.module
+        for a in n.names
+    }

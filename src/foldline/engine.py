@@ -33,21 +33,11 @@ from typing import Any, Protocol, assert_never
 import msgspec
 
 from foldline._types import Block
-from foldline.api.cache import cache_reference_for
 from foldline.api.params import RequestAssembler, RequestPlan
 from foldline.cachebreak import CacheBreakDetector
-from foldline.compact.microcompact import MicrocompactStage, edit_references
-from foldline.compact.pipeline import (
-    CompactionContext,
-    ManualCompactor,
-    PreCompactHook,
-    Receipt,
-    RoundResult,
-    Stage,
-    run_recovery,
-    run_round,
-)
+from foldline.compact.pipeline import PreCompactHook, Stage
 from foldline.compact.rounds import default_stages
+from foldline.compact.window import ContextWindow
 from foldline.config import Config
 from foldline.errors import (
     ModelAPIError,
@@ -55,10 +45,8 @@ from foldline.errors import (
     ModelHTTPError,
     PromptTooLongAPIError,
     PromptTooLongError,
-    UserError,
 )
 from foldline.events import (
-    CompactionEvent,
     EventBus,
     NoticeEvent,
     RetryEvent,
@@ -67,8 +55,8 @@ from foldline.events import (
     ToolInputDeltaEvent,
 )
 from foldline.executor import ToolExecutor
-from foldline.projection import context_count_of, project_view
-from foldline.providers.base import Capabilities, Provider, count_tokens, too_long_before_sending
+from foldline.projection import project_view
+from foldline.providers.base import Capabilities, Provider
 from foldline.retry import AttemptBudget, retrying
 from foldline.session_log import SessionLog, TranscriptSink
 from foldline.stream import (
@@ -93,15 +81,11 @@ from foldline.timeline import (
     api_filter,
     new_uuid,
 )
-from foldline.tokens import estimate_blocks, estimate_fixed, padded
+from foldline.tokens import estimate_fixed
 from foldline.tool_runner import ToolRunner
 from foldline.tools.base import Tool, tool_specs
 from foldline.tools.instructions import load_instruction_files
-from foldline.tools.permissions import (
-    AskCallback,
-    PermissionMode,
-    PermissionRules,
-)
+from foldline.tools.permissions import AskCallback, PermissionMode, PermissionRules
 from foldline.turn import (
     Continue,
     Decision,
@@ -148,36 +132,6 @@ class RequestBuilder(Protocol):
     def __call__(
         self, records: Sequence[AnyRecord], *, max_tokens: int, new_edits: Sequence[Block] = ()
     ) -> RequestPlan: ...
-
-
-def _merge_edits(pending: Sequence[Block], new: Sequence[Block]) -> tuple[Block, ...]:
-    """`pending` then `new`, without deletes already pending: a recovery's edits wait for the next
-    request, whose round may ask for the same ones again."""
-    seen = {e.get("cache_reference") for block in pending for e in block.get("edits") or ()}
-    out = list(pending)
-    for block in new:
-        edits = [e for e in block.get("edits") or () if e.get("cache_reference") not in seen]
-        seen.update(e.get("cache_reference") for e in edits)
-        if edits:
-            out.append(block | {"edits": edits})
-    return tuple(out)
-
-
-def _deleting(records: Sequence[AnyRecord], edits: Sequence[Block]) -> int:
-    """Padded estimate of the tool results in the next request that `edits` delete."""
-    refs = edit_references(edits)
-    if not refs:
-        return 0
-    return padded(
-        sum(
-            estimate_blocks([block])
-            for entry in api_filter(project_view(records))
-            if isinstance(entry, UserEntry) and not isinstance(entry.message.content, str)
-            for block in entry.message.content
-            if block.get("type") == "tool_result"
-            and cache_reference_for(str(block.get("tool_use_id"))) in refs
-        )
-    )
 
 
 @dataclass(frozen=True)
@@ -260,16 +214,12 @@ class QueryEngine:
     """The one write path: timeline, transcript, events."""
     runner: ToolRunner = field(init=False)
     """Runs the tools the model asks for."""
+    window: ContextWindow = field(init=False)
+    """The context arithmetic: estimate, exact count, pending cache_edits, the compaction round."""
     _turn: _Turn | None = field(default=None, init=False)
-    _edits: tuple[Block, ...] = field(default=(), init=False)
-    """`cache_edits` blocks the last round asked the next request to carry (Microcompact)."""
     _cache_watch: CacheBreakDetector = field(default_factory=CacheBreakDetector, init=False)
     """A new engine (a resume) starts without a baseline: R7.4's reset on resume."""
     _tail: set[asyncio.Task[None]] = field(default_factory=set, init=False)
-    _fixed_tokens: int = field(default=0, init=False)
-    """Estimate of the system prompt and tools: what a count needs when no usage anchors it."""
-    _count_exactly: bool = field(default=False, init=False)
-    """The last round's estimate was too close to the blocking limit to trust (see `query`)."""
 
     def __post_init__(self) -> None:
         self.log = SessionLog(self.timeline, self.transcript, self.events, self.clock)
@@ -284,7 +234,16 @@ class QueryEngine:
             ask=self.ask,
             results_dir=results_dir,
         )
-        self._fixed_tokens = estimate_fixed(self.system, tool_specs(list(self.tools)))
+        self.window = ContextWindow(
+            self.config,
+            self.provider,
+            self.log,
+            stages=lambda: self.stages,
+            pre_compact=lambda: self.pre_compact_hooks,
+            clock=self.clock,
+            fixed_tokens=estimate_fixed(self.system, tool_specs(list(self.tools))),
+            on_change=lambda: self._cache_watch.reset_baseline(),
+        )
         if self.build_request is None:
             self.build_request = request_builder(
                 self.config, self.system, self.tools, self.provider.capabilities
@@ -328,7 +287,7 @@ class QueryEngine:
     async def step(self) -> Decision:
         """One round: compaction, one model call, then whatever `decide` says about its outcome."""
         turn = self._require_turn()
-        await self._compact()
+        await self.window.round()
         outcome = await self.query(turn)
         decision = decide(turn.state, outcome, self.config)
         turn.state = advance(turn.state, decision)
@@ -385,7 +344,7 @@ class QueryEngine:
             )
         else:
             error = outcome.error if isinstance(outcome, Failure) else None
-            await self._recover_prompt_too_long(error, decision.gap)
+            await self.window.recover(error, decision.gap)
 
     # --- query: one model reply, streamed, with the one retry layer ------------------------------
 
@@ -396,7 +355,7 @@ class QueryEngine:
         """
         plan = self._plan(turn)
         self.log.sync()  # R2 fsync policy: everything the request is built from is durable first
-        if refused := await self._over_blocking_limit(plan):
+        if refused := await self.window.refuse_over_limit(plan):
             return Failure(refused)  # recovered from exactly as the API's own refusal would be
 
         async def attempt() -> Reply:
@@ -427,26 +386,11 @@ class QueryEngine:
         self._watch_cache(turn.accumulator.usage)
         return reply
 
-    async def _over_blocking_limit(self, plan: RequestPlan) -> PromptTooLongAPIError | None:
-        """R3.4.1 exactly: when the estimate was too close to call, count the request before sending.
-
-        The estimate pads by 4/3, which dense logs and numbers can still beat; a request sent over the
-        blocking limit is one the API may refuse with no room left to compact. The count is free and
-        asked only near the limit; a provider that cannot count leaves the estimate's verdict.
-        """
-        if not self._count_exactly:
-            return None
-        exact = await count_tokens(self.provider, plan.body, plan.betas)
-        limit = self.config.blocking_limit
-        self.events.telemetry("exact_count", tokens=exact, limit=limit)
-        if exact is None or exact <= limit:
-            return None
-        return too_long_before_sending(self.config.model, exact, limit)
-
     def _plan(self, turn: _Turn) -> RequestPlan:
         assert self.build_request is not None
-        edits, self._edits = self._edits, ()
-        plan = self.build_request(self.timeline.snapshot(), max_tokens=turn.state.max_tokens, new_edits=edits)
+        plan = self.build_request(
+            self.timeline.snapshot(), max_tokens=turn.state.max_tokens, new_edits=self.window.take_edits()
+        )
         for record in plan.new_records:
             self.log.append(record)
         self._cache_watch.before_request(plan.prompt_state, plan.body)
@@ -509,108 +453,13 @@ class QueryEngine:
             if aclose is not None:
                 await aclose()
 
-    # --- compaction and limits ------------------------------------------------------------------
-
-    def _compaction_context(self) -> CompactionContext:
-        records = self.timeline.snapshot()
-        return CompactionContext(
-            records,
-            self.config,
-            self.provider.capabilities,
-            context_count_of(records, unanchored_base=self._fixed_tokens).total,
-            self.clock(),
-            tuple(self.pre_compact_hooks),
-        )
-
-    async def _compact(self) -> None:
-        """The compaction round before every API call (R0.1), then the blocking limit (R3.4.1)."""
-        result = await run_round(self.stages, self._compaction_context())
-        for record in result.records:
-            self.log.append(record)
-        for receipt in result.receipts:
-            self._receipt(receipt)
-        self._edits = _merge_edits(self._edits, result.cache_edits)
-        if result.records or result.cache_edits:
-            self._cache_watch.reset_baseline()  # R7.4: a compaction's drop is expected
-        self._repin()
-        tokens = self._estimate()
-        if tokens > self.config.blocking_limit:
-            await self._recover_prompt_too_long(None, gap=tokens - self.config.blocking_limit)
-            self._repin()
-            over = self._estimate() - self.config.blocking_limit
-            if over > 0:  # nothing is ever sent over the blocking limit
-                raise PromptTooLongError(
-                    f"the conversation is still {over:,} tokens over the blocking limit "
-                    f"({self.config.blocking_limit:,}) after compaction: run /compact"
-                )
-
-    def _repin(self) -> None:
-        """Results deleted by pins that a later fold or compaction moved are cleared client-side now,
-        so they do not come back in full in the next request (`MicrocompactStage.repin`)."""
-        for stage in self.stages:
-            if isinstance(stage, MicrocompactStage):
-                result = stage.repin(self._compaction_context())
-                for record in result.records:
-                    self.log.append(record)
-                for receipt in result.receipts:
-                    self._receipt(receipt)
-
-    def _estimate(self) -> int:
-        """The next request's estimated tokens; notes whether it is too close to the limit to trust.
-
-        An estimate made from the records misses only what the pending cache_edits will delete
-        (R3.0.2), and only results still in the request: a compaction after the deletion was asked
-        for may have removed them already, and they must not be subtracted twice.
-        """
-        records = self.timeline.snapshot()
-        count = context_count_of(records, unanchored_base=self._fixed_tokens)
-        freed = _deleting(records, self._edits)
-        settings = self.config.autocompact
-        worst = count.pessimistic(settings.estimate_error_factor) - freed / settings.freed_error_factor
-        self._count_exactly = worst > self.config.blocking_limit
-        return max(0, count.total - freed)
-
     async def compact(self, instructions: str = "") -> list[AnyRecord]:
-        """Compact now (`/compact [instructions]`), through the installed level's own code path.
-
-        Returns the records the compaction appended (empty when it failed; its receipt says why).
+        """Compact now (`/compact [instructions]`): `ContextWindow.compact`.
 
         Raises:
             UserError: no level that compacts on request is installed.
         """
-        compactor = next((s for s in self.stages if isinstance(s, ManualCompactor)), None)
-        if compactor is None:
-            raise UserError("no compaction level is installed on this engine")
-        result = await compactor.compact(self._compaction_context(), instructions)
-        for record in result.records:
-            self.log.append(record)
-        if result.records:
-            self._cache_watch.reset_baseline()  # R7.4
-        self.log.sync()
-        return list(result.records)
-
-    def _receipt(self, receipt: Receipt) -> None:
-        """R3.0.1: a level's action as a visible `system` entry, a UI event and a telemetry event."""
-        data = {"level": receipt.level, "tokens_freed": receipt.tokens_freed, **receipt.data}
-        self.log.append(self.log.entry(SystemEntry, subtype="compaction", content=receipt.text, data=data))
-        self.events.emit(
-            CompactionEvent(receipt.level, receipt.text, receipt.tokens_freed, dict(receipt.data))
-        )
-        self.events.telemetry("compaction", text=receipt.text, **data)
-
-    async def _recover_prompt_too_long(self, error: ModelHTTPError | None, gap: int | None) -> RoundResult:
-        """R5.4: ask the levels (drain collapse, reactive compact); else tell the user to compact."""
-        result = await run_recovery(self.stages, self._compaction_context(), gap)
-        if not result.records and not result.cache_edits:
-            detail = error.message if error else f"the conversation is {gap} tokens over the blocking limit"
-            raise PromptTooLongError(f"{detail}; nothing more could be compacted automatically: run /compact")
-        for record in result.records:
-            self.log.append(record)
-        for receipt in result.receipts:
-            self._receipt(receipt)
-        self._edits = _merge_edits(self._edits, result.cache_edits)
-        self._cache_watch.reset_baseline()
-        return result
+        return await self.window.compact(instructions)
 
     # --- interruption and resume ------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
+import re
 import uuid as _uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -49,8 +51,36 @@ __all__ = [
     "is_api_visible",
     "new_uuid",
     "now_iso",
+    "short_id",
     "ui_view",
 ]
+
+
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+_BASE36_PAIRS = [a + b for a in _BASE36 for b in _BASE36]
+"""Every number below 36**2 as exactly two base-36 digits."""
+_HEX_HEAD = re.compile(r"[0-9a-fA-F]{10}")
+
+
+def short_id(uuid: str) -> str:
+    """The first 10 hex digits of a uuid read as an integer, written in base 36 (R3.1.1).
+
+    Any other string (imported ids such as `request_<hex>`, or an empty one) is tagged by the first
+    10 hex digits of its SHA-256 instead, so the tag is total and stable; real uuids keep their tags,
+    which snip requests already in transcripts refer to.
+    """
+    head = uuid.replace("-", "")[:10]
+    if not _HEX_HEAD.fullmatch(head):
+        head = hashlib.sha256(uuid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    value = int(head, 16)
+    # Two base-36 digits per step from a table: half the divisions (every user message is tagged
+    # on each request, every one of them on a resumed session's first).
+    pairs: list[str] = []
+    while value >= 36 * 36:
+        value, rem = divmod(value, 36 * 36)
+        pairs.append(_BASE36_PAIRS[rem])
+    pairs.append(_BASE36[value] if value < 36 else _BASE36_PAIRS[value])
+    return "".join(reversed(pairs))
 
 
 def new_uuid() -> str:

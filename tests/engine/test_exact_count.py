@@ -17,8 +17,8 @@ from foldline.compact.autocompact import install_autocompact
 from foldline.compact.microcompact import MicrocompactStage
 from foldline.compact.pipeline import CompactionContext
 from foldline.compact.prompts import SUMMARY_SECTIONS
+from foldline.compact.window import deleting
 from foldline.config import AutoCompactConfig, Config, SessionMemoryConfig
-from foldline.engine import _deleting
 from foldline.errors import PromptTooLongError
 from foldline.providers.base import Capabilities
 from foldline.server.backend import BackendRequest
@@ -130,10 +130,10 @@ def test_pending_deletions_of_results_a_compaction_removed_free_nothing() -> Non
         result,
     ]
     edits = [{"type": "cache_edits", "edits": [{"type": "delete", "cache_reference": "ref_toolu_1"}]}]
-    assert _deleting(records, edits) == padded(750)
+    assert deleting(records, edits) == padded(750)
     summary = UserEntry(uuid="s", timestamp="t", is_compact_summary=True, message=UserMessage(content="S"))
     compacted = [*records, CompactBoundary(uuid="cb", timestamp="t", logical_parent_uuid="u2"), summary]
-    assert _deleting(compacted, edits) == 0
+    assert deleting(compacted, edits) == 0
 
 
 def test_results_deleted_by_pins_a_later_fold_moved_are_cleared_not_sent_in_full() -> None:

@@ -17,11 +17,7 @@ from foldline.api.normalize._base import (
     NormalizeOptions,
     _Msg,
 )
-from foldline.compact.snip import short_id
-from foldline.timeline import (
-    AssistantEntry,
-    is_api_visible,
-)
+from foldline.timeline import AssistantEntry, is_api_visible, short_id
 
 _USERS = frozenset({"user"})
 
