@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from foldline.config import Config
@@ -191,3 +193,15 @@ def test_a_turn_that_keeps_hitting_max_tokens_ends() -> None:
         *[Continue("continue_message")] * 3,
         Final("max_tokens"),
     ]
+
+
+def test_escalation_is_capped_by_the_models_output_limit() -> None:
+    """R5.5: on an 8K model the escalated retry asks for 8K, not 64K (a 400 that loses the reply)."""
+    haiku = replace(CONFIG, model="claude-3-5-haiku-20241022", max_output_tokens=4_096)
+    assert decide(TurnState(max_tokens=4_096), Reply("max_tokens"), haiku) == Recover(
+        "escalate_output", max_tokens=8_192
+    )
+    at_limit = decide(
+        TurnState(max_tokens=8_192), Reply("max_tokens"), replace(haiku, max_output_tokens=8_192)
+    )
+    assert at_limit == Continue("continue_message")  # nothing to escalate to: continue in a new reply

@@ -23,6 +23,8 @@ __all__ = [
     "ToolsConfig",
     "TranscriptConfig",
     "default_sessions_dir",
+    "model_limits",
+    "output_limits",
 ]
 
 FsyncPolicy = Literal["always", "boundaries", "never"]
@@ -140,12 +142,29 @@ class ModelLimits:
 
 MODEL_LIMITS: tuple[tuple[str, ModelLimits], ...] = (
     ("claude-sonnet-4", ModelLimits(long_context_window=1_000_000)),
+    # Opus 4.5 and later allow 64K output; Opus 4 and 4.1 32K (the API's A40 error names both).
+    ("claude-opus-4-5", ModelLimits()),
+    ("claude-opus-4-6", ModelLimits()),
+    ("claude-opus-4-7", ModelLimits()),
     ("claude-opus-4", ModelLimits(max_output=32_000)),
     ("claude-haiku-4", ModelLimits()),
     ("claude-3-5-haiku", ModelLimits(max_output=8_192)),
     ("claude-3-7-sonnet", ModelLimits()),
 )
-"""Model-name prefix -> limits; the first prefix that matches wins, others get `ModelLimits()`."""
+"""Model-name prefix -> limits; the first prefix that matches wins, others get `ModelLimits()`.
+The one table of model limits: the engine reads it through `Config.limits`, `foldline serve`
+through `output_limits` (a more specific prefix comes before a shorter one it starts with)."""
+
+
+def model_limits(model: str, table: tuple[tuple[str, ModelLimits], ...] = MODEL_LIMITS) -> ModelLimits:
+    """`model`'s limits: the first prefix of `table` that matches, else `ModelLimits()`."""
+    return next((lim for prefix, lim in table if model.startswith(prefix)), ModelLimits())
+
+
+def output_limits(table: tuple[tuple[str, ModelLimits], ...] = MODEL_LIMITS) -> dict[str, int]:
+    """Model-name prefix -> largest `max_tokens`, for the validator (longest prefix wins there, which
+    picks what `model_limits` picks because specific prefixes come first); "" is the default."""
+    return {"": ModelLimits().max_output} | {prefix: lim.max_output for prefix, lim in table}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,9 +261,12 @@ class Config:
     @property
     def limits(self) -> ModelLimits:
         """The configured model's limits (`ModelLimits()` for a model not in the table)."""
-        return next(
-            (lim for prefix, lim in self.model_limits if self.model.startswith(prefix)), ModelLimits()
-        )
+        return model_limits(self.model, self.model_limits)
+
+    @property
+    def output_cap(self) -> int:
+        """The most `max_tokens` a request may ask for: the escalated limit, within the model's."""
+        return min(self.escalated_max_output_tokens, self.limits.max_output)
 
     @property
     def window(self) -> int:

@@ -46,6 +46,7 @@ from foldline.api.validate import (
     output_too_long_message,
     prompt_too_long_message,
 )
+from foldline.config import output_limits
 from foldline.errors import ModelConnectionError, RequestValidationError, UserError
 from foldline.providers.anthropic import map_event
 from foldline.providers.base import Capabilities
@@ -276,7 +277,8 @@ class _FakeProvider:
         raise NotImplementedError
 
     def _check(self, call: Call) -> None:
-        errors = find_errors(call.body, ValidationLimits())
+        # Each model's output limit as the API (and `foldline serve`) enforces it (rule A40).
+        errors = find_errors(call.body, ValidationLimits(max_output_tokens=output_limits()))
         errors += self._cache_edits_errors(call)
         if errors:
             listed = "\n".join(f"- {e.path or '<body>'}: {e}" for e in errors)

@@ -109,7 +109,7 @@ class Harness:
 
 def _config(**config: Any) -> Config:
     retry = RetryConfig(base_backoff_s=0.01, max_backoff_s=0.05, **config.pop("retry", {}))
-    return Config(model=MODEL, retry=retry, **config)
+    return Config(retry=retry, **{"model": MODEL, **config})
 
 
 def _workspace(tmp_path: Path) -> Path:

@@ -130,3 +130,20 @@ async def test_ten_rounds_each_with_one_transient_failure_complete(scripted: Cal
     h = scripted([http_error(500), bash] * 9 + [http_error(500), {"text": "ok"}])
     result = await (await h.engine()).submit_message("hi")
     assert (result.text, result.attempts, h.statuses()) == ("ok", 20, [500, 200] * 10)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("model_name", "limit"), [("claude-3-5-haiku-20241022", 8_192), ("claude-opus-4-1", 32_000)]
+)
+async def test_max_tokens_escalation_stops_at_the_models_output_limit(
+    model: Callable[..., Harness], model_name: str, limit: int
+) -> None:
+    """R5.5: the 64K retry on a model whose output limit is lower asks for that limit, not 64K (which
+    the API refuses with a 400, losing the reply); the server and the in-process fake both enforce it."""
+    text = " ".join(f"w{i}" for i in range(60))
+    h = model([{"text": text}] * 2, model=model_name, max_output_tokens=20)
+    engine = await h.engine()
+    result = await engine.submit_message("write")
+    assert (result.stop_reason, [r.max_tokens for r in h.requests()]) == ("end_turn", [20, limit])
+    assert h.statuses() == [200, 200]

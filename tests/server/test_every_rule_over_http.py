@@ -29,7 +29,7 @@ HTTP_CASES = [case for case in CASES if case.limits == ValidationLimits()]
 def _server_limits(body: object) -> ValidationLimits:
     blocks = flatten(body) if isinstance(body, dict) else []
     return ValidationLimits(
-        max_output_tokens={"": SERVER.max_output_tokens},
+        max_output_tokens={"": SERVER.max_output_tokens, **SERVER.max_output_by_model},
         context_window=SERVER.context_window,
         input_tokens=total_tokens(blocks),
         max_request_bytes=SERVER.max_request_bytes,

@@ -157,3 +157,24 @@ def test_strict_scenario_exhaustion_is_a_clear_500(serve: Callable[..., Served])
     with pytest.raises(anthropic.InternalServerError) as caught:
         served.client.messages.create(**_body())
     assert "scenario has 1 replies" in caught.value.body["error"]["message"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("model", "limit"),
+    [
+        ("claude-3-5-haiku-20241022", 8_192),
+        ("claude-opus-4-1-20250805", 32_000),
+        ("claude-sonnet-4-5", 64_000),
+    ],
+)
+def test_max_tokens_over_the_models_own_limit_is_refused(
+    serve: Callable[..., Served], model: str, limit: int
+) -> None:
+    """Rule A40 per model, in the API's words: `foldline serve` no longer allows 64K to every model."""
+    served = serve()
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        served.client.messages.create(model=model, max_tokens=limit + 1, messages=[USER], timeout=30)
+    assert caught.value.body["error"]["message"] == (  # type: ignore[index]
+        f"max_tokens: {limit + 1} > {limit}, which is the maximum allowed number of output tokens for {model}"
+    )
+    assert served.client.messages.create(model=model, max_tokens=limit, messages=[USER], timeout=30).content

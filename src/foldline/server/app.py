@@ -132,7 +132,7 @@ async def _read_json(request: Request) -> tuple[dict[str, Any], int]:
 def _limits(state: ServerState, input_tokens: int | None) -> ValidationLimits:
     config = state.config
     return ValidationLimits(
-        max_output_tokens={"": config.max_output_tokens},
+        max_output_tokens={"": config.max_output_tokens, **config.max_output_by_model},
         context_window=config.context_window,
         input_tokens=input_tokens,
         max_request_bytes=config.max_request_bytes,

@@ -1,7 +1,8 @@
 """Every tunable number of the local server (design.md §8), in one frozen dataclass.
 
 Kept beside the server rather than in `foldline.config` because only the server reads it; the
-defaults are the real API's where the API documents them (design.md §A, §P).
+defaults are the real API's where the API documents them (design.md §A, §P). The per-model output
+limits are the one table in `foldline.config`, which the engine reads too.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from foldline.config import output_limits
 
 __all__ = ["DEFAULT_MIN_CACHEABLE", "ServerConfig"]
 
@@ -30,6 +33,10 @@ class ServerConfig:
 
     context_window: int = 200_000
     max_output_tokens: int = 64_000
+    """The `max_tokens` ceiling of a model that `max_output_by_model` does not name."""
+    max_output_by_model: Mapping[str, int] = field(default_factory=lambda: MappingProxyType(output_limits()))
+    """Model-name prefix -> its output limit (rule A40; longest prefix wins): the same table the
+    engine caps its `max_tokens` escalation with (`foldline.config.MODEL_LIMITS`)."""
     max_request_bytes: int = 32 * 1024 * 1024
     """A larger body is a 413 `request_too_large`, refused while it streams in (`guard`)."""
     max_media: int = 100
