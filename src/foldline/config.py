@@ -125,6 +125,10 @@ class AutoCompactConfig:
     reattach_tokens_total: int = 50_000
     ptl_drop_fraction: float = 0.2
     """Share of API rounds dropped from a too-long summary request when the gap is unknown (R3.4.5)."""
+    summary_block_max_chars: int = 40_000
+    """A too-long summary request first cuts each tool result or text block past this many characters
+    to its head (R3.4.5): dropping the oldest rounds can never remove the newest one, so one huge
+    result there would otherwise leave `/compact` no way out."""
     keep_prompt_max_tokens: int = 10_000
     """A full compaction keeps the pending user prompt verbatim after the summary up to this size."""
     memory: SessionMemoryConfig = field(default_factory=SessionMemoryConfig)
@@ -203,6 +207,11 @@ class ToolsConfig:
     read_max_line_chars: int = 2_000
     read_max_bytes: int = 10 * 1024 * 1024
     """Text files above this must be read with `offset`/`limit`; images above it are refused."""
+    read_max_output_chars: int = 100_000
+    """The most characters one Read returns (about 25,000 tokens, Claude Code's Read cap): lines past
+    it are left for a Read with `offset`. Without it, 2,000 long lines (4 MB) are a million tokens,
+    more than any window, and no compaction can take a result back. The level-0 budget moves any
+    result past this (Read included) to a file."""
     search_max_results: int = 100
     """Glob paths / Grep files or lines returned before the list is cut."""
     search_max_file_bytes: int = 5 * 1024 * 1024

@@ -46,3 +46,14 @@ def test_the_same_result_maps_to_the_same_file(tmp_path: Path) -> None:
     _, second = apply_result_budget([_result("t", big)], {}, limit=50_000, directory=tmp_path)
     assert first[0].path == second[0].path
     assert list(tmp_path.iterdir()) == [first[0].path]  # no temp file left behind
+
+
+def test_a_read_result_past_reads_own_cap_is_moved_too(tmp_path: Path) -> None:
+    """Read is exempt only up to its own cap: no tool's result reaches the context uncapped."""
+    results = [_result("r1", "r" * 90_000), _result("r2", "s" * 100_001)]
+    kept, moved = apply_result_budget(
+        results, {"r1": "Read", "r2": "Read"}, limit=50_000, directory=tmp_path, exempt_limit=100_000
+    )
+    assert kept[0] == results[0]
+    assert [m.tool_use_id for m in moved] == ["r2"]
+    assert moved[0].path.read_text() == "s" * 100_001

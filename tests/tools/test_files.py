@@ -114,6 +114,27 @@ async def test_read_refuses_a_huge_file_without_a_window(workspace: Path) -> Non
     assert (await read(ctx, "big.txt", offset=1, limit=3)).count("\n") == 3
 
 
+async def test_read_caps_its_total_output_and_says_where_to_go_on(ctx: ToolContext, workspace: Path) -> None:
+    """2,000 lines of 2,000 characters (4 MB) are about a million tokens: Read stops at its cap."""
+    cap = ctx.limits.read_max_output_chars
+    (workspace / "wide.txt").write_text(("z" * 1_999 + "\n") * 2_000)
+    text = await read(ctx, "wide.txt")
+    assert len(text) <= cap
+    shown = text.count("\t")  # one tab per numbered line
+    assert 0 < shown < 2_000
+    assert f"output capped at {cap:,} characters" in text
+    assert text.endswith(f"{2_000 - shown} more lines; continue with offset={shown + 1}]")
+    following = await read(ctx, "wide.txt", offset=shown + 1)
+    assert following.startswith(f"{shown + 1:6}\t")
+
+
+async def test_read_of_a_single_4mb_line_stays_small(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "one.json").write_text("[" + "1," * 2_000_000 + "1]")
+    text = await read(ctx, "one.json")
+    assert len(text) < ctx.limits.read_max_line_chars + 100
+    assert text.endswith("… [line truncated]")
+
+
 @pytest.mark.parametrize(
     ("data", "media_type"),
     [

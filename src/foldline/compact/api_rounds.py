@@ -5,10 +5,12 @@ that follows it: the reply's tool results, and any prompt typed after them. Entr
 reply form round 0. A tool result always follows its call inside one round, so any cut between rounds
 keeps every pair whole (design.md F9).
 
-Two cuts are made here, both pure functions of the entries:
+Three cuts are made here, all pure functions of the entries:
 - `drop_oldest_rounds`: the prompt-too-long retry of a summary request (R3.4.5) drops the oldest
   rounds covering the gap the API named, else a share of them (at least one, never all). Earlier
   summaries in the dropped rounds are kept: they hold what older compactions saved.
+- `shrink_oversized`: the same retry first cuts any single tool result or text block too large to
+  summarize to its head, so an oversized newest round (which no round drop removes) still fits.
 - `recent_tail_start`: the session-memory compaction (R3.4.10) keeps the latest rounds verbatim,
   between a minimum and a maximum of tokens and with at least a few text messages.
 """
@@ -18,6 +20,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import msgspec
+
+from foldline._types import Block
 from foldline.projection import is_summary
 from foldline.timeline import AssistantEntry, Entry, UserEntry, UserMessage, new_uuid, now_iso
 from foldline.tokens import estimate_entry
@@ -29,6 +34,7 @@ __all__ = [
     "recent_tail_start",
     "round_starts",
     "rounds_to_drop",
+    "shrink_oversized",
 ]
 
 PTL_MARKER = "[Earlier messages were left out so that this summary request fits the context window]"
@@ -101,6 +107,56 @@ def drop_oldest_rounds(entries: Sequence[Entry], gap: int | None, fraction: floa
         )
         kept.insert(0, marker)
     return [*summaries, *kept], count
+
+
+def _cut(text: str, max_chars: int) -> str:
+    return (
+        f"{text[:max_chars]}\n… [{len(text) - max_chars:,} more characters left out of this summary request]"
+    )
+
+
+def _shrunk_block(block: Block, max_chars: int) -> Block | None:
+    """`block` with its oversized text cut to `max_chars`, or None when nothing in it is oversized."""
+    if block.get("type") == "text" and len(str(block.get("text", ""))) > max_chars:
+        return {**block, "text": _cut(str(block["text"]), max_chars)}
+    if block.get("type") != "tool_result":
+        return None
+    content = block.get("content")
+    if isinstance(content, str):
+        return {**block, "content": _cut(content, max_chars)} if len(content) > max_chars else None
+    if not isinstance(content, list):
+        return None
+    inner = [_shrunk_block(b, max_chars) if isinstance(b, dict) else None for b in content]
+    if all(b is None for b in inner):
+        return None
+    return {**block, "content": [new or old for new, old in zip(inner, content, strict=True)]}
+
+
+def shrink_oversized(entries: Sequence[Entry], max_chars: int) -> tuple[list[Entry], int]:
+    """`entries` with every text block and tool result over `max_chars` cut to its head (R3.4.5).
+
+    Returns the entries and how many blocks were cut (0: the entries are returned unchanged). Only
+    the summary request sees the cut copies; the timeline keeps every byte.
+    """
+    out: list[Entry] = []
+    cut = 0
+    for entry in entries:
+        if isinstance(entry, UserEntry | AssistantEntry) and isinstance(entry.message.content, list):
+            blocks = [_shrunk_block(b, max_chars) for b in entry.message.content]
+            if any(b is not None for b in blocks):
+                cut += sum(b is not None for b in blocks)
+                content = [new or old for new, old in zip(blocks, entry.message.content, strict=True)]
+                message = msgspec.structs.replace(entry.message, content=content)
+                entry = msgspec.structs.replace(entry, message=message)
+        elif isinstance(entry, UserEntry) and isinstance(entry.message.content, str):
+            if len(entry.message.content) > max_chars:
+                cut += 1
+                message = msgspec.structs.replace(
+                    entry.message, content=_cut(entry.message.content, max_chars)
+                )
+                entry = msgspec.structs.replace(entry, message=message)
+        out.append(entry)
+    return out, cut
 
 
 def _is_text_message(entry: Entry) -> bool:

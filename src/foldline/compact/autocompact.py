@@ -39,7 +39,7 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from foldline._types import Block, JSONObject
-from foldline.compact.api_rounds import drop_oldest_rounds, recent_tail_start
+from foldline.compact.api_rounds import drop_oldest_rounds, recent_tail_start, shrink_oversized
 from foldline.compact.fork import ask_forked
 from foldline.compact.pipeline import CompactionContext, Stage, StageResult
 from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_prompt
@@ -92,6 +92,8 @@ class _Summary:
     usage: Usage | None
     preserved: tuple[str, ...]
     source: Literal["summary request", "session memory"]
+    shrunk: int = 0
+    """Oversized blocks the summary request saw cut to their heads (R3.4.5)."""
 
 
 @dataclass
@@ -222,7 +224,7 @@ class AutoCompactStage:
         """The forked summary request, retried with the oldest rounds dropped while too long (R3.4.5)."""
         cfg = ctx.config.autocompact
         records: Sequence[AnyRecord] = ctx.records
-        entries, dropped = view, 0
+        entries, dropped, shrunk = view, 0, 0
         for attempt in range(cfg.ptl_max_retries + 1):
             self.requests += 1
             try:
@@ -242,8 +244,13 @@ class AutoCompactStage:
                 if attempt == cfg.ptl_max_retries:
                     raise CompactionFailed(
                         f"the summary request was still too long after {cfg.ptl_max_retries} retries "
-                        f"({dropped} oldest rounds dropped): {e.message}"
+                        f"({dropped} oldest rounds dropped, {shrunk} oversized blocks cut): {e.message}"
                     ) from e
+                if not shrunk:  # one huge result first: no round drop can remove the newest round
+                    entries, shrunk = shrink_oversized(entries, cfg.summary_block_max_chars)
+                    if shrunk:
+                        records = entries
+                        continue
                 entries, count = drop_oldest_rounds(entries, gap, cfg.ptl_drop_fraction)
                 if count == 0:
                     raise CompactionFailed(f"the summary request is too long: {e.message}") from e
@@ -254,7 +261,7 @@ class AutoCompactStage:
                 raise CompactionFailed(f"the summary was {what}; nothing was committed")
             preserved = _pending_prompt(view, cfg.keep_prompt_max_tokens)
             return _Summary(
-                reply.text.strip(), attempt + 1, dropped, reply.usage, preserved, "summary request"
+                reply.text.strip(), attempt + 1, dropped, reply.usage, preserved, "summary request", shrunk
             )
         raise AssertionError("unreachable: the loop returns or raises")
 
@@ -302,6 +309,7 @@ class AutoCompactStage:
             "post_tokens": post,
             "requests": summary.requests,
             "dropped_rounds": summary.dropped_rounds,
+            "shrunk_blocks": summary.shrunk,
             "kept_entries": len(summary.preserved),
             "reattached_files": len(files),
             "cache_read": summary.usage.cache_read_input_tokens if summary.usage else 0,
@@ -312,6 +320,7 @@ class AutoCompactStage:
             if summary.source == "session memory"
             else f"{summary.requests} summary request(s)"
             + (f", {summary.dropped_rounds} oldest rounds left out" if summary.dropped_rounds else "")
+            + (f", {summary.shrunk} oversized blocks cut to their heads" if summary.shrunk else "")
         )
         text = (
             f"compacted the conversation ({trigger}, {how}): {ctx.tokens:,} -> {post:,} tokens; "

@@ -4,8 +4,10 @@ A tool result over `Config.tool_result_budget_chars` (50,000) is written to a fi
 directory and replaced, when it is first recorded, by a preview and the file's path; the model can
 Read the file back. Nothing later rewrites the result, so the prompt cache is never disturbed.
 
-Read's own results are exempt: Read already pages large files, and sending a Read result to a file
-the model must Read again would loop.
+Read's own results are exempt up to Read's cap (`ToolsConfig.read_max_output_chars`): Read pages
+large files itself, and sending an ordinary Read result to a file the model must Read again would
+loop. A Read result past that cap (which Read itself never makes) is moved like any other, so no
+result of any tool reaches the context uncapped.
 """
 
 from __future__ import annotations
@@ -61,7 +63,12 @@ def _replacement(text: str, path: Path) -> str:
 
 
 def apply_result_budget(
-    results: Sequence[Block], tool_names: dict[str, str], *, limit: int, directory: Path
+    results: Sequence[Block],
+    tool_names: dict[str, str],
+    *,
+    limit: int,
+    directory: Path,
+    exempt_limit: int | None = None,
 ) -> tuple[list[Block], list[MovedResult]]:
     """Results with every oversized, text-only, non-exempt one moved to a file under `directory`.
 
@@ -70,6 +77,7 @@ def apply_result_budget(
         tool_names: tool_use id -> tool name, to honour `EXEMPT_TOOLS`.
         limit: the budget in characters.
         directory: where the full outputs are written (the session's directory).
+        exempt_limit: the budget of `EXEMPT_TOOLS` (Read's own cap); None: they are never moved.
 
     Returns:
         The blocks to record, and what was moved (for the visible notice, R3.0.1).
@@ -79,7 +87,8 @@ def apply_result_budget(
     for block in results:
         text = _text_of(block.get("content"))
         tool_use_id = str(block.get("tool_use_id", ""))
-        if text is None or len(text) <= limit or tool_names.get(tool_use_id) in EXEMPT_TOOLS:
+        budget = exempt_limit if tool_names.get(tool_use_id) in EXEMPT_TOOLS else limit
+        if text is None or budget is None or len(text) <= budget:
             out.append(block)
             continue
         path = _store(text, directory, tool_use_id)

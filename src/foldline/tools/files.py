@@ -32,6 +32,10 @@ __all__ = ["EditTool", "ReadTool", "WriteTool", "is_binary", "split_lines"]
 _BINARY_SNIFF_BYTES = 8192
 
 
+_NOTE_ROOM = 200
+"""Characters kept free under Read's cap for the note that says where to continue."""
+
+
 def _existing_file(ctx: ToolContext, file_path: str) -> Path:
     path = ctx.resolve(file_path)
     if not path.exists():
@@ -64,16 +68,27 @@ def split_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def number_lines(text: str, offset: int, limit: int, max_line_chars: int) -> tuple[str, int]:
-    """`cat -n` style listing of lines `offset`..`offset+limit-1` (1-based); also the total line count."""
+def number_lines(
+    text: str, offset: int, limit: int, max_line_chars: int, max_chars: int | None = None
+) -> tuple[str, int]:
+    """`cat -n` style listing of lines `offset`..`offset+limit-1` (1-based); also the total line count.
+
+    With `max_chars`, the listing stops before the line that would take it past that many characters
+    (at least one line is shown).
+    """
     lines = split_lines(text)
     total = len(lines)
-    out = []
+    out: list[str] = []
+    size = 0
     for number in range(offset, min(offset + limit - 1, total) + 1):
         line = lines[number - 1]
         if len(line) > max_line_chars:
             line = line[:max_line_chars] + "… [line truncated]"
-        out.append(f"{number:6}\t{line}")
+        numbered = f"{number:6}\t{line}"
+        size += len(numbered) + 1
+        if max_chars is not None and out and size > max_chars:
+            break
+        out.append(numbered)
     return "\n".join(out), total
 
 
@@ -141,13 +156,19 @@ class ReadTool(BaseTool):
             return self._image(path, data, media_type)
         text = _decode_text(data, file_path)
         ctx.read_files.record(path, data)
-        listing, total = number_lines(text, offset, limit, ctx.limits.read_max_line_chars)
+        room = ctx.limits.read_max_output_chars - _NOTE_ROOM  # the continuation note fits in the cap
+        listing, total = number_lines(text, offset, limit, ctx.limits.read_max_line_chars, room)
         if total == 0:
             return ToolResult(f"<system-reminder>{file_path} exists but is empty</system-reminder>")
         if offset > total:
             return ToolResult(f"{file_path} has only {total} lines; offset {offset} is past the end")
-        shown_to = min(offset + limit - 1, total)
-        if shown_to < total:
+        shown_to = offset + listing.count("\n")
+        if shown_to < min(offset + limit - 1, total):
+            listing += (
+                f"\n… [output capped at {ctx.limits.read_max_output_chars:,} characters: "
+                f"{total - shown_to} more lines; continue with offset={shown_to + 1}]"
+            )
+        elif shown_to < total:
             listing += f"\n… [{total - shown_to} more lines; continue with offset={shown_to + 1}]"
         structured: JSONObject = {"file_path": str(path), "total_lines": total, "offset": offset}
         return ToolResult(listing, structured=structured)

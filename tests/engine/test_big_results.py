@@ -1,0 +1,131 @@
+"""No tool result makes a session unrecoverable (R3.0, R3.4.5, R5.4).
+
+A 4 MB Read used to come back whole (about a million tokens): every later turn failed with "run
+/compact", and `/compact` failed too, because the summary fork can drop old rounds but never the
+newest one. Read now stops at its cap, the level-0 budget covers what passes it, and the summary fork
+cuts an oversized block to its head before it gives up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foldline.compact.autocompact import install_autocompact
+from foldline.compact.prompts import SUMMARY_SECTIONS
+from foldline.config import Config
+from foldline.engine import QueryEngine
+from foldline.testing import FunctionProvider
+from foldline.timeline import (
+    AssistantEntry,
+    AssistantMessage,
+    CompactBoundary,
+    Timeline,
+    UserEntry,
+    UserMessage,
+    new_uuid,
+    now_iso,
+)
+from foldline.tools import default_tools
+
+pytestmark = pytest.mark.anyio
+
+MODEL = "claude-sonnet-4-5"
+SUMMARY_ASK = "Your task is to write a detailed summary"
+
+
+def _summary() -> str:
+    return "\n\n".join(
+        f"## {title}\nThe user looked at a wide file ({title.lower()})." for title in SUMMARY_SECTIONS
+    )
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    content = body["messages"][-1]["content"]
+    if isinstance(content, str):
+        return content
+    texts = (str(b.get("text", "")) for b in content if b.get("type") == "text")
+    return " ".join(t for t in texts if not t.startswith("[id:"))  # Snip's tags are not the prompt
+
+
+def _model(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+    """Reads when asked to, summarizes when asked to, otherwise answers briefly."""
+    text = _last_user_text(body)
+    if SUMMARY_ASK in text:
+        return {"text": _summary()}
+    if not text.strip():  # only tool results
+        return {"text": "I read it."}
+    if "read wide.txt" in text:
+        return {"tool_calls": [{"name": "Read", "input": {"file_path": "wide.txt"}}]}
+    return {"text": "ok"}
+
+
+def _engine(tmp_path: Path, provider: FunctionProvider, timeline: Timeline | None = None) -> QueryEngine:
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    engine = QueryEngine(
+        provider=provider,
+        config=Config(model=MODEL),
+        tools=default_tools(),
+        workspace=workspace,
+        timeline=timeline or Timeline(session_id="s1"),
+        permission_mode="bypassPermissions",
+        session_dir=tmp_path / "session",
+    )
+    install_autocompact(engine)
+    return engine
+
+
+async def test_a_4mb_read_mid_session_then_five_turns_and_compact_all_succeed(tmp_path: Path) -> None:
+    provider = FunctionProvider(_model, context_window=200_000)  # the API's own 400 past the window
+    engine = _engine(tmp_path, provider)
+    (engine.workspace / "wide.txt").write_text(("w" * 1_999 + "\n") * 2_000)  # 4 MB of long lines
+    await engine.submit_message("hello")
+    assert (await engine.submit_message("read wide.txt")).text == "I read it."
+    for i in range(5):
+        assert (await engine.submit_message(f"turn {i}")).text == "ok"
+    assert any(isinstance(r, CompactBoundary) for r in await engine.compact())
+    assert (await engine.submit_message("after compact")).text == "ok"
+    assert all(c.status in (None, 200) for c in provider.calls)
+    await engine.aclose()
+
+
+async def test_compact_succeeds_when_the_newest_round_alone_is_too_big(tmp_path: Path) -> None:
+    """A session already holding a huge result (an older foldline, an imported transcript): the
+    summary fork cuts the block to its head instead of failing, and the session goes on."""
+    timeline = Timeline(session_id="s1")
+    parent: str | None = None
+
+    def add(entry: UserEntry | AssistantEntry) -> None:
+        nonlocal parent
+        timeline.append(entry)
+        parent = entry.uuid
+
+    def common() -> dict[str, Any]:
+        return {"uuid": new_uuid(), "parent_uuid": parent, "timestamp": now_iso(), "session_id": "s1"}
+
+    add(UserEntry(**common(), message=UserMessage(content="read wide.txt")))
+    call = {"type": "tool_use", "id": "toolu_big", "name": "Read", "input": {"file_path": "wide.txt"}}
+    add(
+        AssistantEntry(
+            **common(), message=AssistantMessage(id="msg_1", content=[call], stop_reason="tool_use")
+        )
+    )
+    huge = {"type": "tool_result", "tool_use_id": "toolu_big", "content": "x" * 4_000_000}
+    add(UserEntry(**common(), message=UserMessage(content=[huge])))
+    forks: list[str] = []
+
+    def model(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+        if SUMMARY_ASK in _last_user_text(body):
+            forks.append(str(body["messages"]))
+        return _model(body, betas)
+
+    engine = _engine(tmp_path, FunctionProvider(model, context_window=200_000), timeline)
+    added = await engine.compact()
+    assert any(isinstance(r, CompactBoundary) for r in added), added
+    assert len(forks) == 1
+    assert "more characters left out of this summary request" in forks[0]
+    assert (await engine.submit_message("go on")).text == "ok"
+    await engine.aclose()
