@@ -186,6 +186,12 @@ class RetryConfig:
     base_backoff_s: float = 0.5
     max_backoff_s: float = 30.0
     stream_idle_timeout_s: float = 300.0
+    fork_max_attempts: int = 3
+    """HTTP attempts per forked request (AutoCompact's summary, the emergency fold, session memory,
+    the ctx-agent). A fork has its own retry budget, never the user's turn's, and fewer attempts: a
+    failed fork only means compacting later, while the user waits on it."""
+    fork_stream_idle_timeout_s: float = 120.0
+    """R5.7 for forks: a forked stream silent this long is aborted (and retried within its budget)."""
 
 
 @dataclass(frozen=True, kw_only=True)

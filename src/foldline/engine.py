@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, assert_never
@@ -41,7 +41,6 @@ from foldline.compact.window import ContextWindow
 from foldline.config import Config
 from foldline.errors import (
     ModelAPIError,
-    ModelConnectionError,
     ModelHTTPError,
     PromptTooLongAPIError,
     PromptTooLongError,
@@ -57,7 +56,7 @@ from foldline.events import (
 from foldline.executor import ToolExecutor
 from foldline.projection import project_view
 from foldline.providers.base import Capabilities, Provider
-from foldline.retry import AttemptBudget, retrying
+from foldline.retry import AttemptBudget, idle_watchdog, retrying
 from foldline.session_log import SessionLog, TranscriptSink
 from foldline.stream import (
     BlockStop,
@@ -363,7 +362,9 @@ class QueryEngine:
             accumulator, executor = MessageAccumulator(), self.runner.executor()
             turn.accumulator, turn.executor = accumulator, executor
             try:
-                async for event in self._watch(self.provider.stream(plan.body, betas=plan.betas)):
+                stream = self.provider.stream(plan.body, betas=plan.betas)
+                idle = self.config.retry.stream_idle_timeout_s
+                async for event in idle_watchdog(stream, idle, self.config.model):
                     self._on_stream_event(event, accumulator, executor)
             except asyncio.CancelledError:
                 raise  # the interruption handler still needs what this attempt started
@@ -433,26 +434,6 @@ class QueryEngine:
             block = accumulator.blocks[event.index]
             if block.get("type") == "tool_use" and event.index not in accumulator.incomplete:
                 executor.submit(block)
-
-    async def _watch(self, stream: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
-        """R5.7: a stream that produces no event for `stream_idle_timeout_s` is aborted (and retried)."""
-        idle = self.config.retry.stream_idle_timeout_s
-        try:
-            while True:
-                try:
-                    async with asyncio.timeout(idle):
-                        event = await anext(stream)
-                except StopAsyncIteration:
-                    return
-                except TimeoutError as e:
-                    raise ModelConnectionError(
-                        self.config.model, f"stream idle for {idle:g} s; aborted"
-                    ) from e
-                yield event
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
     async def compact(self, instructions: str = "") -> list[AnyRecord]:
         """Compact now (`/compact [instructions]`): `ContextWindow.compact`.

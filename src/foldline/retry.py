@@ -1,5 +1,8 @@
 """The one retry layer (R5.6): retries bounded per request and per turn, `retry-after` honoured up to a cap.
 
+Also the stream idle watchdog (R5.7, `idle_watchdog`) that the main loop and every forked request
+wrap their streams in: a stream that goes silent becomes a retryable connection error.
+
 Only retries are bounded, never progress: a turn may make as many successful requests as its tool
 loop needs, but each request gets at most `RetryConfig.max_attempts` attempts and the whole turn at
 most `RetryConfig.max_retries_per_turn` retries, so no combination of layers can multiply attempts
@@ -12,16 +15,35 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 from foldline.config import RetryConfig
 from foldline.errors import ModelAPIError, ModelConnectionError, ModelHTTPError, RetriesExhaustedError
 
-__all__ = ["AttemptBudget", "backoff_delay", "retrying"]
+__all__ = ["AttemptBudget", "backoff_delay", "idle_watchdog", "retrying"]
 
 T = TypeVar("T")
+
+
+async def idle_watchdog(stream: AsyncIterator[T], idle_s: float, model: str) -> AsyncIterator[T]:
+    """R5.7: `stream`'s events, aborted with a (retryable) `ModelConnectionError` after `idle_s`
+    seconds without one; the stream is closed either way."""
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(idle_s):
+                    event = await anext(stream)
+            except StopAsyncIteration:
+                return
+            except TimeoutError as e:
+                raise ModelConnectionError(model, f"stream idle for {idle_s:g} s; aborted") from e
+            yield event
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 @dataclass

@@ -8,6 +8,7 @@ the fork enters the timeline; the caller decides what to record from the answer.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from foldline.api.params import build_request
 from foldline.config import Config
 from foldline.projection import context_count_of
 from foldline.providers.base import Provider, count_tokens, too_long_before_sending
-from foldline.retry import AttemptBudget, retrying
+from foldline.retry import AttemptBudget, idle_watchdog, retrying
 from foldline.stream import MessageAccumulator
 from foldline.timeline import AnyRecord, Usage, UserEntry, UserMessage, new_uuid, now_iso
 from foldline.tokens import estimate_fixed
@@ -92,7 +93,8 @@ async def ask_forked(
     max_tokens: int,
     limit: int | None = None,
 ) -> ForkedReply:
-    """Send the fork (transient failures retried as the main loop retries them) and return its text.
+    """Send the fork and return its text: streamed under the idle watchdog (R5.7), transient failures
+    retried within the fork's own budget (`RetryConfig.fork_max_attempts`, R5.6).
 
     `limit` (normally the blocking limit) holds forks to the main loop's rule: nothing is sent over
     it. A fork is the main request plus an instruction, so it is larger than anything the main loop
@@ -107,15 +109,18 @@ async def ask_forked(
     if limit is not None:
         await _check_fits(provider, forked, body, betas, config, estimate_fixed(system, tools), limit)
 
+    retry = config.retry
+    policy = dataclasses.replace(retry, max_attempts=retry.fork_max_attempts)
+
     async def attempt() -> MessageAccumulator:
         accumulator = MessageAccumulator()
-        async for event in provider.stream(body, betas=betas):
+        stream = provider.stream(body, betas=betas)
+        async for event in idle_watchdog(stream, retry.fork_stream_idle_timeout_s, config.model):
             accumulator.feed(event)
         return accumulator
 
-    done = await retrying(
-        attempt, policy=config.retry, budget=AttemptBudget(config.retry.max_retries_per_turn)
-    )
+    # Its own budget: a fork's retries never spend the user's turn's (R5.6), and are fewer.
+    done = await retrying(attempt, policy=policy, budget=AttemptBudget(retry.fork_max_attempts - 1))
     message = done.message()
     text = "".join(str(b.get("text", "")) for b in message.content if b.get("type") == "text")
     return ForkedReply(text=text, usage=message.usage or Usage(), stop_reason=message.stop_reason)
