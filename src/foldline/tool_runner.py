@@ -70,6 +70,7 @@ class ToolRunner:
             read_files=self._read_files,
             limits=self.config.tools,
             read_denied=denied,
+            own_output_dirs=(self._results_dir(),),  # its previews tell the model to Read them (R3.0)
         )
         context = dataclasses.replace(context, run_tool=self._run_virtual(context))
         return ToolExecutor({t.name: t for t in self.tools}, context, self._permit, self._on_progress)
@@ -101,9 +102,7 @@ class ToolRunner:
     def _budget(self, results: list[Block], executor: ToolExecutor) -> list[Block]:
         """R3.0: oversized results go to a file in the session directory before they are recorded."""
         names = {call.id: call.block.get("name", "") for call in executor.calls}
-        directory = self.results_dir or (
-            self.config.transcript.sessions_dir / (self.log.timeline.session_id or "session") / "tool-results"
-        )
+        directory = self._results_dir()
         kept, moved = apply_result_budget(
             results,
             names,
@@ -122,6 +121,11 @@ class ToolRunner:
             self.log.events.emit(CompactionEvent("budget", text, 0, {"results": len(moved), "chars": chars}))
             self.log.events.telemetry("compaction", text=text, **data)
         return kept
+
+    def _results_dir(self) -> Path:
+        return self.results_dir or (
+            self.config.transcript.sessions_dir / (self.log.timeline.session_id or "session") / "tool-results"
+        )
 
     def _on_progress(self, tool_use_id: str, text: str) -> None:
         self.log.append(self.log.entry(ProgressEntry, text=text, tool_use_id=tool_use_id))

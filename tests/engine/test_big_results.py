@@ -8,6 +8,7 @@ cuts an oversized block to its head before it gives up.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from foldline.timeline import (
     new_uuid,
     now_iso,
 )
-from foldline.tools import default_tools
+from foldline.tools import PermissionRules, Rule, default_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -128,4 +129,39 @@ async def test_compact_succeeds_when_the_newest_round_alone_is_too_big(tmp_path:
     assert len(forks) == 1
     assert "more characters left out of this summary request" in forks[0]
     assert (await engine.submit_message("go on")).text == "ok"
+    await engine.aclose()
+
+
+async def test_a_saved_oversized_result_is_read_back_without_asking(tmp_path: Path) -> None:
+    """R3.0: the preview says "Read it"; with nobody to approve (-p), the Read must still run."""
+    saved = re.compile(r"The full output is saved to (\S+);")
+    reads: list[dict[str, Any]] = []
+
+    def model(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+        last = body["messages"][-1]["content"]
+        results = [b for b in last if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if not results:
+            return {"tool_calls": [{"name": "Bash", "input": {"command": "seq 1 20000"}}]}
+        if match := saved.search(str(results[0]["content"])):
+            return {"tool_calls": [{"name": "Read", "input": {"file_path": match[1], "limit": 3}}]}
+        reads.append(results[0])
+        return {"text": "done"}
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    engine = QueryEngine(
+        provider=FunctionProvider(model),
+        config=Config(model=MODEL, tool_result_budget_chars=10_000),  # Bash keeps 30K: moved
+        tools=default_tools(),
+        workspace=workspace,
+        timeline=Timeline(session_id="s1"),
+        permission_mode="default",
+        rules=PermissionRules(allow=(Rule.parse("Bash(seq:*)"),)),
+        ask=None,  # -p: nobody can approve, so an "ask" is a refusal
+        session_dir=tmp_path / "session",
+    )
+    assert (await engine.submit_message("count")).text == "done"
+    [read] = reads
+    assert not read.get("is_error"), read
+    assert read["content"].startswith("     1\t1\n     2\t2\n     3\t3")
     await engine.aclose()

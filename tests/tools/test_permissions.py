@@ -465,3 +465,25 @@ async def test_permission_gate_returns_none_or_the_reason(layout: dict[str, str]
     reason = await gate(BashTool(), {"command": "ls; curl evil"}, ctx)
     assert reason is not None
     assert "curl evil" in reason
+
+
+def test_foldline_own_saved_output_is_readable_without_asking(tmp_path: Path) -> None:
+    """R3.0: a saved oversized result lies outside the workspace, but its preview tells the model to
+    Read it; that read is allowed (not asked, not refused in -p). Writing there, reading beside it,
+    and a deny rule are unchanged."""
+    workspace, saved = tmp_path / "ws", tmp_path / "sessions" / "s1" / "tool-results"
+    workspace.mkdir()
+    saved.mkdir(parents=True)
+    (saved / "toolu_1-abc.txt").write_text("big\n")
+    (tmp_path / "sessions" / "other.txt").write_text("no\n")
+    ctx = ToolContext(workspace=workspace, own_output_dirs=(saved,))
+    read = {"file_path": str(saved / "toolu_1-abc.txt")}
+    assert check_permission("Read", read, ctx, PermissionRules(), "default").behavior == "allow"
+    beside = {"file_path": str(tmp_path / "sessions" / "other.txt")}
+    assert check_permission("Read", beside, ctx, PermissionRules(), "default").behavior == "ask"
+    write = {"file_path": str(saved / "x.txt"), "content": "x"}
+    assert check_permission("Write", write, ctx, PermissionRules(), "acceptEdits").behavior == "ask"
+    denied = PermissionRules(deny=(Rule.parse(f"Read(/{saved}/**)"),))
+    assert check_permission("Read", read, ctx, denied, "default").behavior == "deny"
+    plain = ToolContext(workspace=workspace)
+    assert check_permission("Read", read, plain, PermissionRules(), "default").behavior == "ask"

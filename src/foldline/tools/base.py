@@ -125,10 +125,16 @@ class ToolContext:
     run_tool: Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]] | None = None
     """Runs another tool by name under the same permissions, recording it as a virtual pair
     (R1.6); set by the engine, used by composite tools such as Batch."""
+    own_output_dirs: tuple[Path, ...] = ()
+    """Folders foldline itself writes for the model to read back (the session's saved oversized
+    results, R3.0): reading there is allowed without asking, even outside the workspace (deny and ask
+    rules still apply). Canonicalised on construction."""
 
     def __post_init__(self) -> None:
         workspace = Path(os.path.realpath(self.workspace))
         object.__setattr__(self, "workspace", workspace)
+        own = tuple(Path(os.path.realpath(d)) for d in self.own_output_dirs)
+        object.__setattr__(self, "own_output_dirs", own)
         cwd = workspace if self.cwd is None else Path(os.path.realpath(workspace / self.cwd))
         object.__setattr__(self, "cwd", cwd)
 

@@ -10,7 +10,8 @@ one path a file tool touches. Each check is decided on its own, in this order, f
 3. an **ask** rule matches, or the check writes a protected path (`.git`, `.foldline`, `.claude`,
    `.ssh`, shell rc files), or the command cannot be verified -> ask;
 4. an **allow** rule matches -> allow;
-5. the mode decides: `bypassPermissions` allows; reads inside the workspace are allowed; in
+5. the mode decides: `bypassPermissions` allows; reads inside the workspace, and of output foldline
+   saved for the model to read back (`ToolContext.own_output_dirs`), are allowed; in
    `acceptEdits` writes inside the workspace are allowed; everything else asks (fail closed).
 
 The call's decision is the strictest of its checks (any deny -> deny, else any ask -> ask). A Bash
@@ -249,6 +250,8 @@ def _mode_default(access: _Access, ctx: ToolContext, mode: PermissionMode) -> De
     if not access.write:
         if inside:
             return Decision("allow", "reading inside the workspace")
+        if any(access.path.is_relative_to(d) for d in ctx.own_output_dirs):
+            return Decision("allow", "reading output foldline saved for this session")
         return Decision("ask", f"{access.path} is outside the workspace {ctx.workspace}")
     if not inside:
         return Decision("ask", f"writing {access.path}, outside the workspace {ctx.workspace}")
