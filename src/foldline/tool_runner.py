@@ -20,6 +20,7 @@ import anyio
 
 from foldline._types import Block
 from foldline.compact.budget import apply_result_budget
+from foldline.compact.snipping import resolve_snip
 from foldline.config import Config
 from foldline.events import CompactionEvent, NoticeEvent
 from foldline.executor import ToolExecutor, run_call
@@ -71,6 +72,7 @@ class ToolRunner:
             limits=self.config.tools,
             read_denied=denied,
             own_output_dirs=(self._results_dir(),),  # its previews tell the model to Read them (R3.0)
+            snip_ids=self._snip_ids,
         )
         context = dataclasses.replace(context, run_tool=self._run_virtual(context))
         return ToolExecutor({t.name: t for t in self.tools}, context, self._permit, self._on_progress)
@@ -121,6 +123,10 @@ class ToolRunner:
             self.log.events.emit(CompactionEvent("budget", text, 0, {"results": len(moved), "chars": chars}))
             self.log.events.telemetry("compaction", text=text, **data)
         return kept
+
+    def _snip_ids(self, ids: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+        resolution = resolve_snip(self.log.timeline.snapshot(), ids)
+        return resolution.named, resolution.unknown, resolution.partners
 
     def _results_dir(self) -> Path:
         return self.results_dir or (

@@ -124,7 +124,15 @@ async def test_snip_frees_tokens_that_microcompact_then_does_not_see() -> None:
     result = await run_round([SnipStage(), MicrocompactStage()], _ctx(records + snip_call))
     boundary = next(r for r in result.records if isinstance(r, SnipBoundary))
     assert boundary.tool_use_id == "toolu_snip"
-    assert set(boundary.removed_uuids) == {r.uuid for r in results[:3]}
+    answered = {b["tool_use_id"] for r in results[:3] for b in r.message.content}
+    calls = [
+        r
+        for r in records
+        if isinstance(r, AssistantEntry) and any(b.get("id") in answered for b in r.message.content)
+    ]
+    assert len(calls) == 3
+    # each result's call goes with it: no call is left without its result ("interrupted")
+    assert set(boundary.removed_uuids) == {r.uuid for r in results[:3]} | {c.uuid for c in calls}
     snip_freed = result.receipts[0].tokens_freed
     assert snip_freed > 6_000
     assert result.receipts[0].level == "snip"

@@ -181,10 +181,10 @@ async def test_snip_nudged_called_carried_out_and_rebuilt_on_resume(tmp_path: Pa
         if b["name"] == "Snip"
     )
     assert boundary.tool_use_id == snip_call
-    assert len(boundary.removed_uuids) == 2
+    assert len(boundary.removed_uuids) == 4  # the two results and the two calls that made them
     snip_receipts = [r for r in _receipts(run.records) if (r.data or {}).get("level") == "snip"]
     assert len(snip_receipts) == 1
-    assert snip_receipts[0].content.startswith("snipped 2 messages")
+    assert snip_receipts[0].content.startswith("snipped 4 messages (2 to keep tool pairs whole)")
     assert [e.text for e in run.events if isinstance(e, CompactionEvent) and e.level == "snip"] == [
         snip_receipts[0].content
     ]

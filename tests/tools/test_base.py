@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -97,8 +98,27 @@ async def test_snip_returns_ids_for_the_engine(ctx: ToolContext) -> None:
     ids = [short_id("0f0e0d0c-0b0a-4000-8000-000000000000"), short_id("ffffffff-ffff-4fff-8fff-ffffffffffff")]
     result = await SnipTool().run({"ids": [*ids, ids[0]]}, ctx)
     assert not result.is_error
-    assert result.structured == {"snip_ids": ids}
+    assert result.structured == {"snip_ids": ids, "unknown_ids": []}
     assert result.content == f"Snipped 2 entries: {ids[0]}, {ids[1]}"
+
+
+async def test_snip_names_unknown_ids_and_counts_only_real_ones(workspace: Path) -> None:
+    """R3.1.2: "Snipped N" counts what is really removed; ids that name nothing are reported."""
+
+    def resolve(ids: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+        return tuple(i for i in ids if i == "abc1"), tuple(i for i in ids if i != "abc1"), 1
+
+    ctx = ToolContext(workspace=workspace, snip_ids=resolve)
+    result = await SnipTool().run({"ids": ["abc1", "zzz9"]}, ctx)
+    assert not result.is_error
+    assert result.structured == {"snip_ids": ["abc1"], "unknown_ids": ["zzz9"]}
+    assert result.content == (
+        "Snipped 1 entry: abc1; 1 more message(s) holding their tool calls or results went with them. "
+        "Unknown ids, not snipped: zzz9"
+    )
+    nothing = await SnipTool().run({"ids": ["zzz9"]}, ctx)
+    assert nothing.is_error  # an error result: the stage carries nothing out
+    assert "no message in the conversation has the id(s) zzz9" in str(nothing.content)
 
 
 @pytest.mark.parametrize(

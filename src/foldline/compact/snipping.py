@@ -10,6 +10,11 @@ the model is reminded (`prompts.snip_nudge`) that it can snip by the `[id:...]` 
 again after a snip or a compaction, or, when `Config.snip_renudge_turns` is set, once that many
 prompts went by without one.
 
+Ids are resolved in one place, `resolve_snip`, for both the Snip tool's answer and the boundary:
+unknown ids (or ids already snipped) are named, never silently dropped, and a message that holds one
+side of a tool call is removed together with the other side, so the model never sees a call whose
+result is gone (which the request path would answer "[Tool call interrupted…]", inviting a re-run).
+
 Invariants:
 - A call is carried out once: its boundary records its `tool_use_id`, so a resumed session (or a
   crash between the result and the next round) neither loses nor repeats a snip.
@@ -18,7 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from foldline._types import Block
@@ -42,7 +47,7 @@ from foldline.timeline import (
 )
 from foldline.tokens import estimate_entry, padded
 
-__all__ = ["NUDGE_ATTACHMENT", "SnipStage", "pending_snip_calls"]
+__all__ = ["NUDGE_ATTACHMENT", "SnipResolution", "SnipStage", "pending_snip_calls", "resolve_snip"]
 
 NUDGE_ATTACHMENT = "snip_nudge"
 """The `attachment_type` of the reminder that Snip may be used."""
@@ -52,6 +57,61 @@ def _blocks(entry: Entry) -> Sequence[Block]:
     if isinstance(entry, UserEntry | AssistantEntry) and isinstance(entry.message.content, list):
         return entry.message.content
     return ()
+
+
+@dataclass(frozen=True)
+class SnipResolution:
+    """What a Snip call's short ids come to on the current records."""
+
+    removed: tuple[str, ...]
+    """Uuids to remove, in order: those the ids named, then their tool-pair partners."""
+    named: tuple[str, ...]
+    """The short ids that named an entry still in the conversation."""
+    unknown: tuple[str, ...]
+    """The short ids that named nothing there (mistyped, or already snipped)."""
+    partners: int
+    """How many of `removed` were added to keep a tool call and its result together."""
+
+
+def _tool_ids(entry: Entry, kind: str, key: str) -> set[str]:
+    return {str(b.get(key)) for b in _blocks(entry) if b.get("type") == kind}
+
+
+def _pair_closure(entries: Iterable[Entry], chosen: set[str]) -> list[str]:
+    """Uuids of entries outside `chosen` that hold the other side of a tool pair with one inside it,
+    repeated until nothing changes (a reply's calls and every message answering them go together)."""
+    entries = list(entries)
+    removed, added = set(chosen), []
+    changed = True
+    while changed:
+        changed = False
+        calls = set().union(*(_tool_ids(e, "tool_use", "id") for e in entries if e.uuid in removed))
+        answered = set().union(
+            *(_tool_ids(e, "tool_result", "tool_use_id") for e in entries if e.uuid in removed)
+        )
+        for entry in entries:
+            if entry.uuid in removed:
+                continue
+            if (
+                _tool_ids(entry, "tool_result", "tool_use_id") & calls
+                or _tool_ids(entry, "tool_use", "id") & answered
+            ):
+                removed.add(entry.uuid)
+                added.append(entry.uuid)
+                changed = True
+    return added
+
+
+def resolve_snip(records: Sequence[AnyRecord], ids: Sequence[str]) -> SnipResolution:
+    """The entries `ids` remove from `records` now, and the ids that name nothing there."""
+    state = rebuild_state(records)
+    visible = api_filter(project_view(records, state))
+    by_short = {short_id(r.uuid): r.uuid for r in records if isinstance(r, ENTRY_TYPES)}
+    named = [i for i in dict.fromkeys(ids) if i in by_short and by_short[i] not in state.removed]
+    unknown = tuple(i for i in dict.fromkeys(ids) if i not in named)
+    chosen = tuple(dict.fromkeys(by_short[i] for i in named))
+    partners = _pair_closure(visible, set(chosen))
+    return SnipResolution((*chosen, *partners), tuple(named), unknown, len(partners))
 
 
 def pending_snip_calls(records: Sequence[AnyRecord]) -> list[tuple[str, list[str]]]:
@@ -101,16 +161,13 @@ class SnipStage:
         freed = 0
         calls = pending_snip_calls(ctx.records)
         if calls:
-            state = rebuild_state(ctx.records)
-            removed = set(state.removed)
-            by_short = {short_id(r.uuid): r.uuid for r in ctx.records if isinstance(r, ENTRY_TYPES)}
-            visible = {e.uuid: e for e in api_filter(project_view(ctx.records, state))}
+            visible = {e.uuid: e for e in api_filter(project_view(ctx.records))}
             for tool_use_id, ids in calls:
-                new = tuple(dict.fromkeys(by_short[i] for i in ids if i in by_short))
-                new = tuple(u for u in new if u not in removed)
+                # Each call sees the boundaries of the calls before it in this round.
+                resolution = resolve_snip([*ctx.records, *records], ids)
+                new = resolution.removed
                 if not new:
-                    continue  # every id unknown or already gone: nothing to carry out
-                removed.update(new)
+                    continue  # every id unknown or already gone: the tool's answer said so
                 tokens = padded(sum(estimate_entry(visible[u]) for u in new if u in visible))
                 freed += tokens
                 records.append(
@@ -119,12 +176,20 @@ class SnipStage:
                     )
                 )
                 count = f"{len(new)} message{'s' if len(new) != 1 else ''}"
+                paired = f" ({resolution.partners} to keep tool pairs whole)" if resolution.partners else ""
+                unknown = f"; unknown ids: {', '.join(resolution.unknown)}" if resolution.unknown else ""
                 receipts.append(
                     Receipt(
                         self.name,
-                        f"snipped {count}, {tokens:,} tokens",
+                        f"snipped {count}{paired}, {tokens:,} tokens{unknown}",
                         tokens,
-                        {"messages": len(new), "tokens": tokens, "tool_use_id": tool_use_id},
+                        {
+                            "messages": len(new),
+                            "tokens": tokens,
+                            "tool_use_id": tool_use_id,
+                            "partners": resolution.partners,
+                            "unknown": list(resolution.unknown),
+                        },
                     )
                 )
         nudge = self._nudge(ctx, [*ctx.records, *records], ctx.tokens - freed)

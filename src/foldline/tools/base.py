@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -125,6 +125,10 @@ class ToolContext:
     run_tool: Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]] | None = None
     """Runs another tool by name under the same permissions, recording it as a virtual pair
     (R1.6); set by the engine, used by composite tools such as Batch."""
+    snip_ids: Callable[[Sequence[str]], tuple[tuple[str, ...], tuple[str, ...], int]] | None = None
+    """Resolves Snip's short ids on the session's records: (ids naming an entry still in the
+    conversation, ids naming nothing there, tool-pair partners removed with them); set by the engine
+    (`compact.snipping.resolve_snip`), so Snip's answer counts only what it really removes."""
     own_output_dirs: tuple[Path, ...] = ()
     """Folders foldline itself writes for the model to read back (the session's saved oversized
     results, R3.0): reading there is allowed without asking, even outside the workspace (deny and ask

@@ -1,10 +1,12 @@
 """The Snip tool: the model asks for timeline entries to be removed by short id (R3.1.2).
 
-The tool itself changes nothing. It validates the ids and returns them in
-`ToolResult.structured["snip_ids"]`; the engine, which owns the timeline, resolves each short id
-(`foldline.compact.snip.short_id`) to an entry uuid, appends a `snip_boundary` record with
-`removed_uuids`, and reports unknown ids back to the model on its next turn. Keeping the effect in
-the engine means the timeline has one writer (R1.2) and a refused or interrupted call snips nothing.
+The tool itself changes nothing. It validates the ids, resolves them through `ToolContext.snip_ids`
+(the engine's view of the records) and answers with what will really go: the ids that name a message
+still in the conversation, the ones that name nothing (named, never dropped silently), and the tool
+calls or results removed with them to keep each pair whole. An answer where no id names anything is
+an error, so nothing is carried out. The ids go back in `ToolResult.structured["snip_ids"]`; the
+compaction round's Snip stage appends the `snip_boundary` record. Keeping the effect in the engine
+means the timeline has one writer (R1.2) and a refused or interrupted call snips nothing.
 """
 
 from __future__ import annotations
@@ -49,5 +51,15 @@ class SnipTool(BaseTool):
         if bad:
             raise ToolError(f"Invalid short ids (expected lowercase base-36 like 'k3x9a1b2'): {bad}")
         unique = list(dict.fromkeys(ids))
-        text = f"Snipped {len(unique)} entr{'y' if len(unique) == 1 else 'ies'}: {', '.join(unique)}"
-        return ToolResult(text, structured={"snip_ids": unique})
+        named, unknown, partners = ctx.snip_ids(unique) if ctx.snip_ids else (tuple(unique), (), 0)
+        if not named:
+            raise ToolError(
+                f"Nothing snipped: no message in the conversation has the id(s) {', '.join(unknown)} "
+                "(mistyped, or already snipped); use the ids of the `[id:...]` tags you see"
+            )
+        text = f"Snipped {len(named)} entr{'y' if len(named) == 1 else 'ies'}: {', '.join(named)}"
+        if partners:
+            text += f"; {partners} more message(s) holding their tool calls or results went with them"
+        if unknown:
+            text += f". Unknown ids, not snipped: {', '.join(unknown)}"
+        return ToolResult(text, structured={"snip_ids": list(named), "unknown_ids": list(unknown)})
