@@ -303,3 +303,41 @@ async def test_edit_missing_file(ctx: ToolContext) -> None:
     result = await EditTool().run({"file_path": "nope.txt", "old_string": "a", "new_string": "b"}, ctx)
     assert result.is_error
     assert "File does not exist" in str(result.content)
+
+
+# --- files that are not UTF-8 ----------------------------------------------------------------------
+
+
+LATIN1 = "café\nnaïve\nüber\n".encode("latin-1")
+
+
+async def test_edit_of_a_latin1_file_keeps_the_bytes_of_untouched_lines(
+    ctx: ToolContext, workspace: Path
+) -> None:
+    """Edit used to rewrite é, ï, ü as U+FFFD (EF BF BD) on every line, silently."""
+    (workspace / "legacy.txt").write_bytes(LATIN1)
+    listing = await read(ctx, "legacy.txt")
+    assert "naïve" in listing  # Read shows the characters Edit will match
+    result = await EditTool().run(
+        {"file_path": "legacy.txt", "old_string": "über", "new_string": "over"}, ctx
+    )
+    assert not result.is_error, result.content
+    assert (workspace / "legacy.txt").read_bytes() == "café\nnaïve\nover\n".encode("latin-1")
+
+
+async def test_edit_refuses_text_a_latin1_file_cannot_hold(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "legacy.txt").write_bytes(LATIN1)
+    await read(ctx, "legacy.txt")
+    result = await EditTool().run({"file_path": "legacy.txt", "old_string": "café", "new_string": "☕"}, ctx)
+    assert result.is_error
+    assert "is not UTF-8" in str(result.content)
+    assert "Nothing was written" in str(result.content)
+    assert (workspace / "legacy.txt").read_bytes() == LATIN1
+
+
+async def test_write_over_a_latin1_file_keeps_its_encoding(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "legacy.txt").write_bytes(LATIN1)
+    await read(ctx, "legacy.txt")
+    result = await WriteTool().run({"file_path": "legacy.txt", "content": "déjà vu\n"}, ctx)
+    assert not result.is_error, result.content
+    assert (workspace / "legacy.txt").read_bytes() == "déjà vu\n".encode("latin-1")

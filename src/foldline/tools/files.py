@@ -50,10 +50,37 @@ def is_binary(data: bytes) -> bool:
     return b"\x00" in data[:_BINARY_SNIFF_BYTES]
 
 
+LEGACY_ENCODING = "latin-1"
+"""How a text file that is not valid UTF-8 is read and written back. Latin-1 maps every byte to one
+character and back, so an Edit keeps the bytes of every line it does not touch (é stays 0xE9; it is
+never rewritten as U+FFFD), and Read shows the model the same characters Edit matches against."""
+
+
 def _decode_text(data: bytes, file_path: str) -> str:
+    return _decode(data, file_path)[0]
+
+
+def _decode(data: bytes, file_path: str) -> tuple[str, str]:
+    """The file's text and the encoding to write it back in: UTF-8, else `LEGACY_ENCODING`."""
     if is_binary(data):
         raise ToolError(f"{file_path} is a binary file; Read shows text files and images only")
-    return data.decode("utf-8", errors="replace")
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return data.decode(LEGACY_ENCODING), LEGACY_ENCODING
+
+
+def _encode(text: str, encoding: str, file_path: str) -> bytes:
+    """`text` in the file's own encoding; refused (the file untouched) when it cannot hold it."""
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as e:
+        bad = "".join(dict.fromkeys(text[e.start : e.end]))
+        raise ToolError(
+            f"{file_path} is not UTF-8 (read as {encoding}, so its other bytes are kept exactly); the new "
+            f"text has characters it cannot hold ({bad!r}). Use characters {encoding} has, or convert the "
+            "file to UTF-8 first (e.g. `iconv -f latin1 -t utf-8`) and Read it again. Nothing was written."
+        ) from e
 
 
 def split_lines(text: str) -> list[str]:
@@ -92,9 +119,9 @@ def number_lines(
     return "\n".join(out), total
 
 
-def _atomic_write(path: Path, text: str) -> bytes:
-    """Write `text` as UTF-8 through a temporary sibling and `os.replace`; return the bytes written."""
-    data = text.encode("utf-8")
+def _atomic_write(path: Path, text: str, encoding: str = "utf-8") -> bytes:
+    """Write `text` (in `encoding`) through a temporary sibling and `os.replace`; return the bytes."""
+    data = _encode(text, encoding, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o7777 if path.exists() else None
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -207,9 +234,13 @@ class WriteTool(BaseTool):
         if path.is_dir():
             raise ToolError(f"{file_path} is a directory; give a file path")
         existed = path.exists()
+        encoding = "utf-8"
         if existed:
             ctx.read_files.check_fresh(path)
-        data = _atomic_write(path, str(tool_input["content"]))
+            old_data = path.read_bytes()
+            if not is_binary(old_data):  # an overwrite keeps a text file's encoding
+                encoding = _decode(old_data, file_path)[1]
+        data = _atomic_write(path, str(tool_input["content"]), encoding)
         ctx.read_files.record(path, data)
         verb = "updated" if existed else "created"
         text = f"File {verb} successfully at: {path}"
@@ -249,9 +280,9 @@ class EditTool(BaseTool):
             return ToolResult(f"File created successfully at: {path}", structured={"file_path": str(path)})
         path = _existing_file(ctx, file_path)
         ctx.read_files.check_fresh(path)
-        text = _decode_text(path.read_bytes(), file_path)
+        text, encoding = _decode(path.read_bytes(), file_path)
         updated, count = self._replace(text, old, new, bool(tool_input.get("replace_all", False)))
-        data = _atomic_write(path, updated)
+        data = _atomic_write(path, updated, encoding)
         ctx.read_files.record(path, data)
         snippet = self._snippet(updated, new, ctx.limits.read_max_line_chars)
         structured: JSONObject = {"file_path": str(path), "replacements": count}
