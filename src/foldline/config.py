@@ -130,6 +130,10 @@ class AutoCompactConfig:
     to its head (R3.4.5): dropping the oldest rounds can never remove the newest one, so one huge
     result there would otherwise leave `/compact` no way out."""
     keep_prompt_max_tokens: int = 10_000
+    prompt_max_chars_per_token: float = 6.0
+    """A prompt is refused before it is recorded when even at this many characters per token (plain
+    prose; code, logs and numbers have fewer) it cannot fit one request beside the system prompt and
+    tools: no compaction can shrink the prompt being sent, so saving it would only brick the session."""
     """A full compaction keeps the pending user prompt verbatim after the summary up to this size."""
     memory: SessionMemoryConfig = field(default_factory=SessionMemoryConfig)
 

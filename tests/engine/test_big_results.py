@@ -18,6 +18,7 @@ from foldline.compact.autocompact import install_autocompact
 from foldline.compact.prompts import SUMMARY_SECTIONS
 from foldline.config import Config
 from foldline.engine import QueryEngine
+from foldline.errors import PromptTooLongError
 from foldline.testing import FunctionProvider
 from foldline.timeline import (
     AssistantEntry,
@@ -30,6 +31,7 @@ from foldline.timeline import (
     now_iso,
 )
 from foldline.tools import PermissionRules, Rule, default_tools
+from foldline.transcript import open_session
 
 pytestmark = pytest.mark.anyio
 
@@ -164,4 +166,47 @@ async def test_a_saved_oversized_result_is_read_back_without_asking(tmp_path: Pa
     [read] = reads
     assert not read.get("is_error"), read
     assert read["content"].startswith("     1\t1\n     2\t2\n     3\t3")
+    await engine.aclose()
+
+
+async def test_a_prompt_that_can_never_fit_is_refused_before_it_is_saved(tmp_path: Path) -> None:
+    """A 5 MB prompt used to be saved, then fail every later turn; now nothing is recorded."""
+    transcript = tmp_path / "s1.jsonl"
+    writer, timeline = open_session(transcript, session_id="s1", fsync="never")
+    provider = FunctionProvider(_model, context_window=200_000)
+    engine = _engine(tmp_path, provider, timeline)
+    engine.transcript = writer
+    engine.log.transcript = writer
+    await engine.submit_message("hello")
+    before, size = len(engine.timeline), transcript.stat().st_size
+    huge = "data " * 1_000_000  # 5 MB
+    with pytest.raises(PromptTooLongError) as caught:
+        await engine.submit_message(huge)
+    message = str(caught.value)
+    assert "5,000,000 characters, at least 833,334 tokens" in message
+    assert f"over the blocking limit ({engine.config.blocking_limit:,} tokens" in message
+    assert "not sent or saved" in message
+    assert (len(engine.timeline), transcript.stat().st_size) == (before, size)
+    assert len(provider.calls) == 1
+    assert (await engine.submit_message("a normal one")).text == "ok"
+    await engine.aclose()
+    writer.close()
+
+
+async def test_rewind_gets_a_session_stuck_over_the_limit_going_again(tmp_path: Path) -> None:
+    """A turn that overfilled the context (saved by an older foldline) fails every prompt after it,
+    `/compact` included; `/rewind` drops it from the model's view and the next prompt works."""
+    provider = FunctionProvider(_model, context_window=200_000)
+    engine = _engine(tmp_path, provider)
+    engine.stages = [s for s in engine.stages if s.name != "autocompact"]  # as if the summary failed
+    await engine.submit_message("hello")
+    stuck = engine.log.entry(UserEntry, message=UserMessage(content="x" * 800_000))  # 200K+ tokens
+    engine.log.append(stuck)
+    with pytest.raises(PromptTooLongError, match=r"run /compact, or /rewind to drop the last turn"):
+        await engine.submit_message("anything")
+    assert engine.rewind() == 2  # the prompt that failed and the error entry it left
+    assert engine.rewind() == 1  # the turn that overfilled the context
+    assert (await engine.submit_message("after rewind")).text == "ok"
+    assert "x" * 1_000 not in str(provider.calls[-1].body)
+    assert "hello" in str(provider.calls[-1].body)  # earlier turns are kept
     await engine.aclose()

@@ -263,9 +263,18 @@ class Command:
     run: Callable[[Chat, str], Awaitable[bool]]
 
 
-def _sync(action: Callable[[Chat], None]) -> Callable[[Chat, str], Awaitable[bool]]:
+def _sync(action: Callable[[Chat], None], name: str) -> Callable[[Chat, str], Awaitable[bool]]:
+    """A command that only shows something: shown as before, and recorded as a `local_command`
+    entry (R1.3), so the transcript has it and the model sees what the user saw."""
+
     async def run(chat: Chat, arg: str) -> bool:
-        action(chat)
+        chat.console.begin_capture()
+        try:
+            action(chat)
+        finally:
+            shown = Text.from_ansi(chat.console.end_capture())
+        chat.console.print(shown, end="", soft_wrap=True)
+        chat.session.engine.record_local_command(name, arg, shown.plain.rstrip("\n"))
         return True
 
     return run
@@ -284,6 +293,12 @@ async def compact_command(session: Session, instructions: str, console: Console)
 
 async def _compact_cmd(chat: Chat, arg: str) -> bool:
     await chat.run_cancellable(compact_command(chat.session, arg, chat.console))
+    return True
+
+
+async def _rewind_cmd(chat: Chat, arg: str) -> bool:
+    removed = chat.session.engine.rewind()  # a UserError (nothing to rewind) is explained by run_slash
+    chat.console.print(Text(f"rewound: the last turn ({removed} messages) is no longer sent to the model"))
     return True
 
 
@@ -323,9 +338,14 @@ async def _exit_cmd(chat: Chat, arg: str) -> bool:
 
 COMMANDS: dict[str, Command] = {
     "/compact": Command("/compact [instructions]", "summarize the conversation now", _compact_cmd),
-    "/context": Command("/context", "what fills the context window, by category", _sync(_context)),
-    "/cost": Command("/cost", "tokens and dollars so far", _sync(_cost)),
-    "/cache": Command("/cache", "cache hit share, writes and reads, breaks and their causes", _sync(_cache)),
+    "/context": Command(
+        "/context", "what fills the context window, by category", _sync(_context, "/context")
+    ),
+    "/cost": Command("/cost", "tokens and dollars so far", _sync(_cost, "/cost")),
+    "/cache": Command(
+        "/cache", "cache hit share, writes and reads, breaks and their causes", _sync(_cache, "/cache")
+    ),
+    "/rewind": Command("/rewind", "drop the last turn from what the model sees", _rewind_cmd),
     "/clear": Command("/clear", "start a new session", _clear_cmd),
     "/resume": Command("/resume [N|ID]", "list this workspace's sessions, or switch to one", _resume_cmd),
     "/model": Command("/model [name]", "show the model, or switch to another", _model_cmd),

@@ -14,6 +14,7 @@ system entry, an event and a telemetry event (R3.0.4).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -114,12 +115,33 @@ class ContextWindow:
         if tokens > limit:
             await self.recover(None, gap=tokens - limit)
             self._repin()
-            over = self.estimate() - limit
-            if over > 0:  # nothing is ever sent over the blocking limit
+            tokens = self.estimate()
+            if tokens > limit:  # nothing is ever sent over the blocking limit
                 raise PromptTooLongError(
-                    f"the conversation is still {over:,} tokens over the blocking limit "
-                    f"({limit:,}) after compaction: run /compact"
+                    f"the conversation is still about {tokens:,} tokens after compaction, "
+                    f"{tokens - limit:,} over the blocking limit ({limit:,}): run /compact, "
+                    "or /rewind to drop the last turn"
                 )
+
+    def refuse_prompt(self, text: str) -> None:
+        """Refuse, before it is recorded, a prompt no request could ever hold (R5.4).
+
+        Compaction shrinks history, never the prompt being sent: a prompt that cannot fit beside the
+        system prompt and tools would be saved, fail, and fail every later turn until `/clear`.
+
+        Raises:
+            PromptTooLongError: the prompt alone is over the blocking limit, even counted low.
+        """
+        limit = self.config.blocking_limit
+        least = math.ceil(len(text) / self.config.autocompact.prompt_max_chars_per_token)
+        if self.fixed_tokens + least > limit:
+            raise PromptTooLongError(
+                f"this prompt is {len(text):,} characters, at least {least:,} tokens; with the system "
+                f"prompt and tools (about {self.fixed_tokens:,} tokens) that is over the blocking limit "
+                f"({limit:,} tokens: the {self.config.window:,}-token window less the output reserve and "
+                "margin), so no compaction could make it fit. It was not sent or saved: send a shorter "
+                "prompt, or save the text to a file and ask for it to be read in parts"
+            )
 
     def take_edits(self) -> tuple[Block, ...]:
         """The pending `cache_edits` for the request being built; they are its to pin now."""
@@ -181,8 +203,13 @@ class ContextWindow:
         """
         result = await run_recovery(self.stages(), self.context(), gap)
         if not result.records and not result.cache_edits:
-            detail = error.message if error else f"the conversation is {gap} tokens over the blocking limit"
-            raise PromptTooLongError(f"{detail}; nothing more could be compacted automatically: run /compact")
+            limit = self.config.blocking_limit
+            over = f"the conversation is {gap or 0:,} tokens over the blocking limit ({limit:,})"
+            detail = error.message if error else over
+            raise PromptTooLongError(
+                f"{detail}; nothing more could be compacted automatically: run /compact, "
+                "or /rewind to drop the last turn"
+            )
         self._take(result)
         self.on_change()
         return result
