@@ -35,7 +35,6 @@ import msgspec
 from foldline._types import Block
 from foldline.api.params import RequestAssembler, RequestPlan
 from foldline.cachebreak import CacheBreakDetector
-from foldline.compact.ctx_agent import is_typed_prompt
 from foldline.compact.pipeline import PreCompactHook, Stage
 from foldline.compact.rounds import default_stages
 from foldline.compact.window import ContextWindow
@@ -45,7 +44,6 @@ from foldline.errors import (
     ModelHTTPError,
     PromptTooLongAPIError,
     PromptTooLongError,
-    UserError,
 )
 from foldline.events import (
     EventBus,
@@ -74,7 +72,6 @@ from foldline.timeline import (
     AssistantEntry,
     AssistantMessage,
     AttachmentEntry,
-    SnipBoundary,
     SystemEntry,
     Timeline,
     Usage,
@@ -82,7 +79,6 @@ from foldline.timeline import (
     UserMessage,
     api_filter,
     new_uuid,
-    now_iso,
 )
 from foldline.tokens import estimate_fixed
 from foldline.tool_runner import ToolRunner
@@ -453,28 +449,12 @@ class QueryEngine:
         return await self.window.compact(instructions)
 
     def rewind(self) -> int:
-        """Drop the last user turn from what the model sees (`/rewind`); returns the messages removed.
-
-        The way out for a session stuck over the limit by its last turn. Like every change, it is
-        appended, never edited: a `snip_boundary` removes the turn's messages from the API view, and
-        the transcript keeps them (R1.2, R3.1.3).
+        """Drop the last user turn from what the model sees (`/rewind`): `ContextWindow.rewind`.
 
         Raises:
             UserError: there is no user turn to drop.
         """
-        view = api_filter(project_view(self.timeline.snapshot()))
-        start = next((i for i in range(len(view) - 1, -1, -1) if is_typed_prompt(view[i])), None)
-        if start is None:
-            raise UserError("there is no turn to rewind")
-        removed = tuple(e.uuid for e in view[start:])
-        self.log.append(SnipBoundary(uuid=new_uuid(), timestamp=now_iso(self.clock()), removed_uuids=removed))
-        text = f"rewound the last turn: {len(removed)} message(s) no longer sent to the model"
-        self.log.append(
-            self.log.entry(SystemEntry, subtype="rewind", content=text, data={"removed": len(removed)})
-        )
-        self.events.emit(NoticeEvent(text))
-        self.log.sync()
-        return len(removed)
+        return self.window.rewind()
 
     def record_local_command(self, command: str, args: str, output: str) -> None:
         """Record what a slash command showed as a `local_command` entry (R1.3): in the transcript,

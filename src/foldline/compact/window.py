@@ -4,9 +4,9 @@ Owns what the engine needs to know about the size of the next request and what i
 the estimate (anchored on the last usage, minus what pending `cache_edits` will delete), the exact
 count asked for when the estimate is too close to the blocking limit to trust, the `cache_edits`
 waiting for the next request, re-pinning after a fold, the compaction round before every call, the
-prompt-too-long recovery chain and `/compact`. The engine calls `round` once per model call,
-`take_edits` when it builds the request and `refuse_over_limit` before it sends it; it keeps the
-loop and its decisions.
+prompt-too-long recovery chain, `/compact`, refusing a prompt that can never fit, and `/rewind`.
+The engine calls `round` once per model call, `take_edits` when it builds the request and
+`refuse_over_limit` before it sends it; it keeps the loop and its decisions.
 
 Every record goes through the session's `SessionLog`; a receipt becomes a visible `compaction`
 system entry, an event and a telemetry event (R3.0.4).
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from foldline._types import Block
 from foldline.api.cache import cache_reference_for
 from foldline.api.params import RequestPlan
+from foldline.compact.ctx_agent import is_typed_prompt
 from foldline.compact.microcompact import MicrocompactStage, edit_references
 from foldline.compact.pipeline import (
     CompactionContext,
@@ -38,7 +39,15 @@ from foldline.events import CompactionEvent
 from foldline.projection import context_count_of, project_view
 from foldline.providers.base import Provider, count_tokens, too_long_before_sending
 from foldline.session_log import SessionLog
-from foldline.timeline import AnyRecord, SystemEntry, UserEntry, api_filter
+from foldline.timeline import (
+    AnyRecord,
+    SnipBoundary,
+    SystemEntry,
+    UserEntry,
+    api_filter,
+    new_uuid,
+    now_iso,
+)
 from foldline.tokens import estimate_blocks, padded
 
 __all__ = ["ContextWindow", "deleting", "merge_edits"]
@@ -232,6 +241,30 @@ class ContextWindow:
             self.on_change()  # R7.4
         self.log.sync()
         return list(result.records)
+
+    def rewind(self) -> int:
+        """Drop the last user turn from what the model sees; returns the messages removed.
+
+        The way out for a session stuck over the limit by its last turn (repeat it to drop more).
+        Like every change it is appended, never edited: a `snip_boundary` removes the turn's messages
+        from the API view, and the transcript keeps them (R1.2, R3.1.3).
+
+        Raises:
+            UserError: there is no user turn to drop.
+        """
+        view = api_filter(project_view(self.log.timeline.snapshot()))
+        start = next((i for i in range(len(view) - 1, -1, -1) if is_typed_prompt(view[i])), None)
+        if start is None:
+            raise UserError("there is no turn to rewind")
+        removed = tuple(e.uuid for e in view[start:])
+        self.log.append(SnipBoundary(uuid=new_uuid(), timestamp=now_iso(self.clock()), removed_uuids=removed))
+        text = f"rewound the last turn: {len(removed)} message(s) no longer sent to the model"
+        self.log.append(
+            self.log.entry(SystemEntry, subtype="rewind", content=text, data={"removed": len(removed)})
+        )
+        self.on_change()  # a smaller request: the cache drop that follows is expected (R7.4)
+        self.log.sync()
+        return len(removed)
 
     # --- plumbing ----------------------------------------------------------------------------------------
 
