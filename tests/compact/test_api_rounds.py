@@ -16,6 +16,7 @@ from foldline.compact.api_rounds import (
     drop_oldest_rounds,
     recent_tail_start,
     rounds_to_drop,
+    shrink_oversized,
 )
 from foldline.config import Config
 from foldline.providers.base import Capabilities
@@ -188,3 +189,26 @@ def test_dropping_rounds_keeps_the_summaries_they_held() -> None:
         [*kept, _user(10_000, "Summarize.")], Config(), "sys", [], Capabilities(name="t"), max_tokens=100
     )
     assert find_errors(request.body, ValidationLimits()) == []
+
+
+def test_shrink_oversized_cuts_big_blocks_to_their_heads_and_keeps_the_rest() -> None:
+    """R3.4.5: the summary request's way past one huge newest result (no round drop removes it)."""
+    call = AssistantEntry(
+        uuid="a1",
+        timestamp="t",
+        message=AssistantMessage(
+            id="m1", content=[{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]
+        ),
+    )
+    big = {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "x" * 5_000}]}
+    result = UserEntry(uuid="u1", timestamp="t", message=UserMessage(content=[big]))
+    small = UserEntry(uuid="u2", timestamp="t", message=UserMessage(content="short"))
+    shrunk, cut = shrink_oversized([call, result, small], 1_000)
+    assert cut == 1
+    assert shrunk[0] is call
+    assert shrunk[2] is small
+    assert isinstance(shrunk[1], UserEntry)
+    assert isinstance(shrunk[1].message.content, list)
+    text = shrunk[1].message.content[0]["content"][0]["text"]
+    assert text.startswith("x" * 1_000 + "\n… [4,000 more characters left out of this summary request]")
+    assert shrink_oversized([call, small], 1_000) == ([call, small], 0)

@@ -81,14 +81,23 @@ def _engine(tmp_path: Path, provider: FunctionProvider, timeline: Timeline | Non
     return engine
 
 
-async def test_a_4mb_read_mid_session_then_five_turns_and_compact_all_succeed(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(("w" * 1_999 + "\n") * 2_000, id="2000-lines-of-2000-chars"),
+        pytest.param("[" + "1," * 2_000_000 + "1]", id="one-4mb-line"),
+    ],
+)
+async def test_a_4mb_read_mid_session_then_five_turns_and_compact_all_succeed(
+    tmp_path: Path, content: str
+) -> None:
     provider = FunctionProvider(_model, context_window=200_000)  # the API's own 400 past the window
     engine = _engine(tmp_path, provider)
-    (engine.workspace / "wide.txt").write_text(("w" * 1_999 + "\n") * 2_000)  # 4 MB of long lines
+    (engine.workspace / "wide.txt").write_text(content)  # 4 MB
     await engine.submit_message("hello")
     assert (await engine.submit_message("read wide.txt")).text == "I read it."
-    for i in range(5):
-        assert (await engine.submit_message(f"turn {i}")).text == "ok"
+    for i in range(5):  # enough to compact even when the Read result was small
+        assert (await engine.submit_message(f"turn {i}: " + "word " * 2_000)).text == "ok"
     assert any(isinstance(r, CompactBoundary) for r in await engine.compact())
     assert (await engine.submit_message("after compact")).text == "ok"
     assert all(c.status in (None, 200) for c in provider.calls)
