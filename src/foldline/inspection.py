@@ -36,7 +36,7 @@ from foldline.timeline import (
     SystemEntry,
     UserEntry,
 )
-from foldline.usage import SONNET_PRICES, UsageTotals
+from foldline.usage import UsageTotals
 
 __all__ = [
     "CallPoint",
@@ -191,18 +191,15 @@ def _marker(record: AnyRecord, after: int) -> Marker | None:
     return None
 
 
-def session_view(
-    session: LoadedSession, config: Config | None = None, prices: Mapping[str, float] = SONNET_PRICES
-) -> SessionView:
+def session_view(session: LoadedSession, config: Config | None = None) -> SessionView:
     """The calls and events of a loaded session, ready to chart.
 
     Args:
         session: a session of either format (`foldline.sessions.load_session`).
         config: where the thresholds come from (default `Config()`: a 200K window).
-        prices: $ per million tokens, keyed like `usage.SONNET_PRICES`.
     """
     records = session.records
-    stats = cache_stats(records, prices)
+    stats = cache_stats(records)
     calls: list[CallPoint] = []
     markers: list[Marker] = []
     spent = UsageTotals()
@@ -216,7 +213,7 @@ def session_view(
         if usage is None:
             continue
         one = UsageTotals()
-        one.add(usage)
+        one.add(usage, record.message.model)
         spent += one
         if record.is_sidechain:
             continue
@@ -230,9 +227,9 @@ def session_view(
                 cache_write=usage.cache_creation_input_tokens,
                 cache_read=usage.cache_read_input_tokens,
                 output=usage.output_tokens,
-                cost=one.cost(prices),
-                cumulative_cost=spent.cost(prices),
-                cumulative_uncached_cost=spent.cost(prices, cached=False),
+                cost=one.cost(),
+                cumulative_cost=spent.cost(),
+                cumulative_uncached_cost=spent.cost(cached=False),
             )
         )
     for brk in stats.breaks:
