@@ -100,13 +100,14 @@ def _continuation(width: int, line_number: int, wrap_count: int) -> str:
 
 
 def answer_reader(read: LineReader, on_interrupt: Callable[[], None]) -> Callable[[str], Awaitable[str]]:
-    """The permission prompt's reader: Ctrl-C there cancels the turn (`on_interrupt`) and answers no."""
+    """The permission prompt's reader: Ctrl-C (or end of input) there cancels the turn (`on_interrupt`)
+    and answers `CLEARED`, which the asker takes as no without asking again."""
 
     async def answer(prompt: str) -> str:
         line = await read(prompt)
         if line is None or line == CLEARED:
             on_interrupt()
-            return ""
+            return CLEARED
         return line
 
     return answer

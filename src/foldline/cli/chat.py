@@ -153,11 +153,23 @@ class ChatApp:
         self.sessions_dir = sessions_dir
         self._opener = opener
         self._task: asyncio.Future[Any] | None = None
+        self._refused = False
 
     def cancel_turn(self) -> None:
         """Cancel the running turn (Ctrl-C at the permission prompt)."""
         if self._task is not None:
             self._task.cancel()
+
+    def refuse(self) -> None:
+        """The person answered no: stop the turn as Claude Code does, once the refusal is recorded.
+
+        The cancellation is scheduled, not done here: the asker returns first, so the refused call
+        finishes with its refusal as its result, and the engine's interruption keeps it (the other
+        calls of the round are marked interrupted) and adds the marker the model reads.
+        """
+        if self._task is not None and not self._refused:
+            self._refused = True
+            asyncio.get_running_loop().call_soon(self.cancel_turn)
 
     async def switch(self, path: Path | None, *, model: str | None = None) -> None:
         """Open `path` (None: a new session) and close this one; another session is recapped.
@@ -205,12 +217,15 @@ class ChatApp:
             if not task.cancelled():
                 raise
             self.renderer.end_turn()
-            self.console.print(
-                Text("⎿ interrupted: the turn stopped; the transcript records it", style="red")
-            )
+            if self._refused:
+                text = "⎿ declined: the turn stopped; tell the model what to do instead"
+            else:
+                text = "⎿ interrupted: the turn stopped; the transcript records it"
+            self.console.print(Text(text, style="red"))
             return None
         finally:
             self._task = None
+            self._refused = False
             self.renderer.end_turn()
 
     def status(self) -> None:
@@ -314,6 +329,10 @@ def chat(**options: Any) -> None:
         renderer.pause()
         console.print(Text(text))
 
+    def refuse() -> None:
+        if chat_ref:
+            chat_ref[0].refuse()
+
     def notice(text: str) -> None:
         renderer.print(Text(f"warning: {text}", style="yellow"))
 
@@ -325,7 +344,11 @@ def chat(**options: Any) -> None:
         "tools": default_tools(),
         "rules": settings.rules,
         "permission_mode": mode,
-        "ask": make_asker(settings, workspace, mode, echo=echo, aread=answer) if interactive else None,
+        "ask": make_asker(
+            settings, workspace, mode, echo=echo, aread=answer, on_refuse=refuse, cancelled=CLEARED
+        )
+        if interactive
+        else None,
     }
 
     def opener(path: Path | None, new_model: str | None) -> Session:
