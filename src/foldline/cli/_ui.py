@@ -25,6 +25,7 @@ from rich.markdown import Markdown
 from rich.spinner import Spinner
 from rich.text import Text
 
+from foldline.cli._errors import web_page_summary
 from foldline.cli._prompt import escape_controls
 from foldline.config import Config
 from foldline.engine import INTERRUPT_MARKER, INTERRUPT_MARKER_TOOLS, RESUME_MARKER
@@ -218,7 +219,8 @@ class Renderer:
             self._record(event.record)
         elif isinstance(event, RetryEvent):
             self.pending = ""  # what streamed belongs to the failed attempt
-            self.print(Text(f"retrying in {event.delay:.1f}s: {event.reason}", style="yellow"))
+            reason = web_page_summary(event.reason) or clip_words(" ".join(event.reason.split()), 200)
+            self.print(Text(f"retrying in {event.delay:.1f}s: {escape_controls(reason)}", style="yellow"))
             self._set_phase(f"retrying (attempt {event.attempt + 1})")
         elif isinstance(event, NoticeEvent):
             style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")

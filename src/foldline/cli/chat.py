@@ -75,6 +75,7 @@ def _open(workspace: Path, sessions_dir: Path, resume: str | None, latest: bool)
                 f"no session {resume!r} for {workspace} (looked for {where}); "
                 "`foldline sessions` lists them, or pass a transcript path"
             )
+        _refuse_empty(found)
         return _imported(found, workspace, sessions_dir) if detect_format(found) == "claude-code" else found
     if latest:
         newest = list_session_files(sessions_dir, cwd=str(workspace))
@@ -82,6 +83,33 @@ def _open(workspace: Path, sessions_dir: Path, resume: str | None, latest: bool)
             raise click.ClickException(f"no earlier session for {workspace} under {sessions_dir}")
         return newest[0]
     return session_path(sessions_dir, str(workspace), str(uuid.uuid4()))
+
+
+def _workspace(given: Path | None) -> Path:
+    """`--workspace`, else the current directory, which may have been deleted under the shell."""
+    if given is not None:
+        return given.resolve()
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise click.ClickException(
+            "the current directory no longer exists (it was deleted or moved after this shell entered "
+            "it): cd to an existing directory, or pass --workspace DIR"
+        ) from None
+
+
+def _refuse_empty(path: Path) -> None:
+    """A transcript to resume must hold something: an empty file is no session (a typo, a truncated
+    copy), and importing it would start an empty one that only looks resumed."""
+    try:
+        with path.open("rb") as f:
+            empty = not f.read(64 * 1024).strip()
+    except OSError as e:
+        raise click.ClickException(f"cannot read {path}: {e.strerror}") from e
+    if empty:
+        raise click.ClickException(
+            f"{path} is empty: it is not a session transcript, so there is nothing to resume"
+        )
 
 
 def _imported(source: Path, workspace: Path, sessions_dir: Path) -> Path:
@@ -146,8 +174,10 @@ class ChatApp:
         renderer: Renderer,
         sessions_dir: Path,
         opener: Callable[[Path | None, str | None], Session],
+        base_url: str | None = None,
     ) -> None:
         self.session = session
+        self.base_url = base_url
         self.console = console
         self.renderer = renderer
         self.sessions_dir = sessions_dir
@@ -263,7 +293,7 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
         try:
             await chat.turn(text)
         except FoldlineError as e:  # the chat outlives a failed turn; the transcript records it
-            console.print(Text(explain(e), style="red"))
+            console.print(Text(explain(e, chat.base_url), style="red"))
         chat.status()
     await chat.session.aclose()
 
@@ -285,7 +315,12 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
 @click.option(
     "--permission-mode", type=click.Choice(MODES), help="Default: the settings' defaultMode, else default."
 )
-@click.option("--workspace", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path.cwd)
+@click.option(
+    "--workspace",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="The project the agent works in (default: the current directory).",
+)
 @click.option(
     "--max-turns",
     type=click.IntRange(min=1),
@@ -305,7 +340,7 @@ def chat(**options: Any) -> None:
     """Talk to the agent: one turn with -p (or stdin), otherwise a REPL."""
     fmt: str = options["output_format"]
     console = Console(highlight=False, stderr=fmt != "text")  # JSON owns stdout
-    workspace = Path(options["workspace"]).resolve()
+    workspace = _workspace(options["workspace"])
     sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
     model = {"model": options["model"]} if options["model"] else {}
     config = Config(max_turns=options["max_turns"], **model)
@@ -362,7 +397,7 @@ def chat(**options: Any) -> None:
         path = _open(workspace, sessions_dir, options["resume"], options["latest"])
         if interactive:
             session = _start(path, workspace, kwargs, renderer, notice)
-            chat_ref.append(ChatApp(session, console, renderer, sessions_dir, opener))
+            chat_ref.append(ChatApp(session, console, renderer, sessions_dir, opener, options["base_url"]))
             read = terminal_reader(sessions_dir / "prompt-history") if terminal else plain_reader()
             asyncio.run(_repl(chat_ref[0], read, recap_first=resumed))
             return
@@ -371,11 +406,12 @@ def chat(**options: Any) -> None:
             raise click.ClickException("nothing to send: give -p PROMPT or text on stdin")
         if fmt == "text":
             session = _start(path, workspace, kwargs, renderer, notice)
-            asyncio.run(_one_shot(ChatApp(session, console, renderer, sessions_dir, opener), prompt))
+            chat_app = ChatApp(session, console, renderer, sessions_dir, opener, options["base_url"])
+            asyncio.run(_one_shot(chat_app, prompt))
         else:
             asyncio.run(_one_shot_json(path, workspace, kwargs, prompt, stream=fmt == "stream-json"))
     except FoldlineError as e:
-        raise click.ClickException(explain(e)) from e
+        raise click.ClickException(explain(e, options["base_url"])) from e
     except KeyboardInterrupt:  # Ctrl-C outside a turn (opening, closing): leave quietly, no "Aborted!"
         console.print(Text("interrupted", style="red"))
         sys.exit(130)
@@ -405,7 +441,7 @@ async def _one_shot_json(
         result = await session.submit_message(prompt)
         text, stop = result.text, result.stop_reason
     except FoldlineError as e:
-        error = explain(e)
+        error = explain(e, kwargs["base_url"])
     finally:
         await session.aclose()
     records = session.engine.timeline.snapshot()[before:]
