@@ -150,7 +150,7 @@ class _Activity:
         if r.pending.strip():
             parts.append(Markdown(r.pending))
         elapsed = time.monotonic() - r.phase_since
-        label = Text(f" {r.phase}… {elapsed:.0f}s", style="dim")
+        label = Text(f" {r.phase}… {elapsed:.0f}s · esc to interrupt", style="dim")
         if r.progress:
             label.append(f"  {r.progress}", style="dim italic")
         self.spinner.update(text=label)

@@ -15,7 +15,7 @@ import signal
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from foldline.cli._input import (
     CLEARED,
     LineReader,
     answer_reader,
+    interrupt_keys,
     plain_reader,
     terminal_reader,
     use_terminal,
@@ -175,9 +176,12 @@ class ChatApp:
         sessions_dir: Path,
         opener: Callable[[Path | None, str | None], Session],
         base_url: str | None = None,
+        *,
+        keys: bool = False,
     ) -> None:
         self.session = session
         self.base_url = base_url
+        self.keys = keys  # read Esc and Ctrl-C from the terminal during a turn (`interrupt_keys`)
         self.console = console
         self.renderer = renderer
         self.sessions_dir = sessions_dir
@@ -241,7 +245,7 @@ class ChatApp:
         self.renderer.begin_turn()
         self._task = task = asyncio.ensure_future(self.session.submit_message(prompt))
         try:
-            with _sigint_cancels(task):
+            with _sigint_cancels(task), interrupt_keys(self.cancel_turn) if self.keys else nullcontext():
                 return await task
         except asyncio.CancelledError:
             if not task.cancelled():
@@ -397,7 +401,9 @@ def chat(**options: Any) -> None:
         path = _open(workspace, sessions_dir, options["resume"], options["latest"])
         if interactive:
             session = _start(path, workspace, kwargs, renderer, notice)
-            chat_ref.append(ChatApp(session, console, renderer, sessions_dir, opener, options["base_url"]))
+            chat_ref.append(
+                ChatApp(session, console, renderer, sessions_dir, opener, options["base_url"], keys=terminal)
+            )
             read = terminal_reader(sessions_dir / "prompt-history") if terminal else plain_reader()
             asyncio.run(_repl(chat_ref[0], read, recap_first=resumed))
             return
