@@ -43,7 +43,12 @@ from foldline.config import Config, TranscriptConfig
 from foldline.engine import TurnResult
 from foldline.errors import FoldlineError
 from foldline.events import NoticeEvent, UIEvent
-from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
+from foldline.providers.anthropic import (
+    FOLDLINE_SERVE_CAPABILITIES,
+    AnthropicProvider,
+    discover_capabilities,
+)
+from foldline.providers.base import Capabilities
 from foldline.session import Session
 from foldline.sessions import (
     claude_code_projects_dir,
@@ -104,7 +109,7 @@ def _refuse_empty(path: Path) -> None:
     copy), and importing it would start an empty one that only looks resumed."""
     try:
         with path.open("rb") as f:
-            empty = not f.read(64 * 1024).strip()
+            empty = not any(line.strip() for line in f)  # stops at the first line with something
     except OSError as e:
         raise click.ClickException(f"cannot read {path}: {e.strerror}") from e
     if empty:
@@ -137,15 +142,49 @@ def _start(
     return Session.open(
         path,
         provider=AnthropicProvider(
-            base_url=options["base_url"],
-            api_key=options["api_key"],
-            capabilities=FOLDLINE_SERVE_CAPABILITIES if options["cache_edits"] else None,
+            base_url=options["base_url"], api_key=options["api_key"], capabilities=options["capabilities"]
         ),
         workspace=workspace,
         on_event=on_event,
         on_notice=on_notice,
-        **{k: v for k, v in options.items() if k not in ("base_url", "api_key", "cache_edits")},
+        **{k: v for k, v in options.items() if k not in ("base_url", "api_key", "capabilities")},
     )
+
+
+def _capabilities(options: dict[str, Any], config: Config) -> Capabilities | None:
+    """What the server takes: `--cache-edits` / `--no-cache-edits` when given, else what it says.
+
+    `foldline serve` advertises its cache_edits beta on every answer, so the cache-preserving
+    Microcompact path is on against it without a flag; the public API advertises nothing.
+    """
+    if options["cache_edits"] is not None:
+        return FOLDLINE_SERVE_CAPABILITIES if options["cache_edits"] else None
+    return discover_capabilities(
+        options["base_url"], options["api_key"], config.model, timeout=config.capability_probe_timeout_s
+    )
+
+
+def _config(options: dict[str, Any]) -> Config:
+    """The pipeline's configuration from the flags: model, turn limit, thinking, the 1M window."""
+    defaults = Config()
+    fields: dict[str, Any] = {"max_turns": options["max_turns"]}
+    if options["model"]:
+        fields["model"] = options["model"]
+    budget = options["thinking_budget"]
+    if options["thinking"] is not False and (options["thinking"] or budget is not None):
+        budget = budget or defaults.default_thinking_budget_tokens
+        fields["thinking_budget_tokens"] = budget
+        # the budget is part of max_tokens (A26): keep the usual room for the answer on top of it
+        if budget >= defaults.max_output_tokens:
+            fields["max_output_tokens"] = budget + defaults.max_output_tokens
+    if options["long_context"]:
+        fields["long_context"] = True
+    config = Config(**fields)
+    if config.long_context and config.limits.long_context_window is None:
+        raise click.ClickException(
+            f"{config.model} has no 1M-token window; --1m works with Sonnet 4 and later"
+        )
+    return config
 
 
 @contextmanager
@@ -309,11 +348,29 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
 @click.option("--model", help="Model name (default: the configured one).")
 @click.option("--base-url", envvar="ANTHROPIC_BASE_URL", help="Another server that speaks the API.")
 @click.option(
-    "--cache-edits",
-    is_flag=True,
+    "--cache-edits/--no-cache-edits",
+    default=None,
     envvar="FOLDLINE_CACHE_EDITS",
-    help="The server takes cache_edits (foldline serve does): Microcompact then clears old tool "
-    "results without breaking the prompt cache. Off by default: the public API does not.",
+    help="Whether the server takes cache_edits (Microcompact then clears old tool results without "
+    "breaking the prompt cache). Default: ask the server; foldline serve says yes, the public API no.",
+)
+@click.option(
+    "--thinking/--no-thinking",
+    default=None,
+    help="Extended thinking on every request (default: off; on when --thinking-budget is given).",
+)
+@click.option(
+    "--thinking-budget",
+    type=click.IntRange(min=1024),
+    default=None,
+    metavar="TOKENS",
+    help="Thinking tokens per request (default with --thinking: Config.default_thinking_budget_tokens).",
+)
+@click.option(
+    "--1m",
+    "long_context",
+    is_flag=True,
+    help="Use the model's 1M-token window (Sonnet 4 and later) and send its beta header.",
 )
 @click.option("--api-key", envvar="ANTHROPIC_API_KEY", help="API key (default: $ANTHROPIC_API_KEY).")
 @click.option(
@@ -346,8 +403,7 @@ def chat(**options: Any) -> None:
     console = Console(highlight=False, stderr=fmt != "text")  # JSON owns stdout
     workspace = _workspace(options["workspace"])
     sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
-    model = {"model": options["model"]} if options["model"] else {}
-    config = Config(max_turns=options["max_turns"], **model)
+    config = _config(options)
     try:
         settings = load_settings(workspace)
     except FoldlineError as e:
@@ -377,7 +433,7 @@ def chat(**options: Any) -> None:
 
     kwargs: dict[str, Any] = {
         "base_url": options["base_url"],
-        "cache_edits": options["cache_edits"],
+        "capabilities": _capabilities(options, config),
         "api_key": options["api_key"],
         "config": config,
         "tools": default_tools(),
