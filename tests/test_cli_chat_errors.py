@@ -91,6 +91,7 @@ def test_a_retried_web_page_is_explained_by_its_text() -> None:
     assert web_page_summary("plain text, not a page") is None
 
 
+@pytest.mark.slow  # a fresh interpreter that imports the chat: several seconds on a busy machine
 def test_chat_from_a_deleted_directory_says_so(tmp_path: Path) -> None:
     gone = tmp_path / "gone"
     gone.mkdir()
@@ -120,3 +121,16 @@ def test_an_empty_file_is_not_resumed(tmp_path: Path, content: str) -> None:
     assert f"{empty} is empty" in out.replace("\n", "")
     assert "Imported" not in out
     assert not (tmp_path / "s").exists()  # no session was started
+
+
+def test_a_retry_after_a_web_page_prints_one_line_not_the_page() -> None:
+    from rich.console import Console
+
+    from foldline.cli._ui import Renderer
+    from foldline.events import RetryEvent
+
+    console = Console(width=300, record=True, color_system=None)
+    Renderer(console, live=False)(RetryEvent(1, 2.0, PAGE))
+    shown = console.export_text()
+    assert shown.count("\n") == 1
+    assert "retrying in 2.0s: Error response Error response Message: Unsupported method ('POST')." in shown
