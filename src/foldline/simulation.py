@@ -65,6 +65,8 @@ class MeteredRequest:
     input: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    cache_write_1h: int = 0
+    """The part of `cache_write` written with a 1-hour TTL (billed at 2x the input price, not 1.25x)."""
     output: int = 0
     status: int | None = None
     """The HTTP status of a refused request (its usage is then empty); None when answered."""
@@ -74,8 +76,6 @@ class MeteredRequest:
     """A refused request's error message, as the API gave it."""
     model: str = ""
     """The model the request named: what it is priced at."""
-    cache_write_1h: int = 0
-    """Of `cache_write`: tokens written with the 1-hour TTL (billed at 2x, not 1.25x)."""
 
     @property
     def prompt(self) -> int:
@@ -104,7 +104,6 @@ class _Meter:
             async for event in self.inner.stream(body, betas=betas):
                 if isinstance(event, MessageStart):
                     usage = event.usage
-                    request.model = event.model or request.model
                     request.input = usage.input_tokens
                     request.cache_read = usage.cache_read_input_tokens
                     request.cache_write = usage.cache_creation_input_tokens
