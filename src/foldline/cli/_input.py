@@ -130,7 +130,7 @@ def answer_reader(read: LineReader, on_interrupt: Callable[[], None]) -> Callabl
 
 
 @contextmanager
-def interrupt_keys(on_interrupt: Callable[[], None]) -> Iterator[None]:
+def interrupt_keys(on_interrupt: Callable[[], object]) -> Iterator[None]:
     """While the block runs, Esc or Ctrl-C at the terminal calls `on_interrupt` (raw mode: Ctrl-C is
     a key here, not a signal). Must be entered inside the running event loop."""
     from prompt_toolkit.input import create_input

@@ -269,9 +269,12 @@ class ChatApp:
                 self.console.print(line)
 
     async def run_cancellable(self, work: Awaitable[object]) -> None:
-        """Run `work`; Ctrl-C cancels it and returns to the prompt."""
+        """Run `work` (`/compact`); Esc or Ctrl-C cancels it and returns to the prompt."""
         task = asyncio.ensure_future(work)
-        with _sigint_cancels(task):
+        with (
+            _sigint_cancels(task),
+            interrupt_keys(task.cancel) if self.keys else nullcontext(),
+        ):
             try:
                 await task
             except asyncio.CancelledError:
