@@ -298,3 +298,16 @@ def test_long_lines_are_cut_at_a_word_boundary() -> None:
     assert line.endswith("word…")
     assert len(line) <= 40
     assert not any("wor…" in r.plain or "wo…" in r.plain for r in recap([_user("u", "prompt " * 200)]))
+
+
+def test_the_status_line_prices_each_call_at_its_model() -> None:
+    usage = Usage(input_tokens=10_000, output_tokens=1_000)
+
+    def session(model: str) -> list[AssistantEntry]:
+        message = AssistantMessage(id="m", model=model, content=[{"type": "text", "text": "x"}], usage=usage)
+        return [AssistantEntry(uuid="a", timestamp=STAMP, message=message)]
+
+    opus = status_line(session("claude-opus-4-1-20250805"), Config()).plain
+    haiku = status_line(session("claude-haiku-4-5"), Config()).plain
+    assert opus.endswith(f"${(10_000 * 15 + 1_000 * 75) / 1e6:.4f}")
+    assert haiku.endswith(f"${(10_000 * 1 + 1_000 * 5) / 1e6:.4f}")
