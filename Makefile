@@ -2,26 +2,40 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Three stamps, so each target installs only what it runs: the demo needs the package and its
+# server extra (a few tens of MB); the real-model path adds torch and transformers (over a GB);
+# lint, typecheck, the tests and the benchmarks add the dev tools on top of both, so CI's
+# `make test` still runs the transformers tests and type-checks the model backend.
 STAMP := $(VENV)/.installed
+MODEL_STAMP := $(VENV)/.installed-model
+DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: demo test lint typecheck bench clean
 
-# torch is pinned and installed first: unpinned, the `model` extra would resolve to a multi-GB CUDA build.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,model]'
+	$(BIN)/python -m pip install -q -e '.[server]'
 	touch $(STAMP)
+
+# torch is pinned and installed first: unpinned, the `model` extra would resolve to a multi-GB CUDA build.
+$(MODEL_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[server,model]'
+	touch $(MODEL_STAMP)
+
+$(DEV_STAMP): $(MODEL_STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,model]'
+	touch $(DEV_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m foldline.demo
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck
@@ -35,7 +49,7 @@ test: lint typecheck
 BENCH_TURNS ?= 300
 BENCH_JOBS ?= 2
 BENCH_ARGS ?=
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	PYTHONPATH="$(CURDIR)/src" $(BIN)/python benchmarks/report.py --turns $(BENCH_TURNS) --jobs $(BENCH_JOBS) $(BENCH_ARGS)
 
 clean:

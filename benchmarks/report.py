@@ -26,9 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from economics import STRATEGIES, user_facts  # beside this file: on the path when run as a script
-from foldline.usage import SONNET_PRICES
+from foldline.config import Config
+from foldline.pricing import prices_for
 
 ROOT = Path(__file__).resolve().parents[1]
+RATES = prices_for(Config().model).base
+"""The list prices of the model the benchmarks run (the configured default)."""
 HERE = ROOT / "benchmarks"
 OTHERS: tuple[tuple[str, list[str], str], ...] = (
     (
@@ -235,15 +238,17 @@ def checks_met(checks: Sequence[tuple[str, bool, str]], prefix: str) -> bool:
 def tokens_of(row: dict[str, Any]) -> tuple[float, float]:
     """(input, output) tokens in millions, solved from the row's cost with and without the cache.
 
-    cost_uncached = 3 I + 15 O and cost = (0.30 r + 3.75 w + 3 (1 - r - w)) I + 15 O at Sonnet list
-    prices ($/M), r and w the cache-read and cache-write shares: two equations, two unknowns.
+    cost_uncached = 3 I + 15 O and cost = (0.30 r + 3.75 w + 3 (1 - r - w)) I + 15 O at the runs'
+    model's list prices ($/M; Sonnet's shown), r and w the cache-read and cache-write shares: two
+    equations, two unknowns. The runs write with the 5-minute TTL and stay under the long-context
+    threshold, so one set of rates holds for every request.
     """
+    rates = RATES
     read, write = row["cache_read_share"], row.get("cache_write_share", 0.0)
-    per_input = SONNET_PRICES["cache_read"] * read + SONNET_PRICES["cache_write"] * write
-    per_input += SONNET_PRICES["input"] * max(0.0, 1.0 - read - write)
-    gap = SONNET_PRICES["input"] - per_input
+    per_input = rates.read * read + rates.write_5m * write + rates.input * max(0.0, 1.0 - read - write)
+    gap = rates.input - per_input
     inputs = (row["cost_uncached_usd"] - row["cost_usd"]) / gap if gap > 0 else 0.0
-    outputs = (row["cost_uncached_usd"] - SONNET_PRICES["input"] * inputs) / SONNET_PRICES["output"]
+    outputs = (row["cost_uncached_usd"] - rates.input * inputs) / rates.output
     return inputs, outputs
 
 
@@ -251,13 +256,13 @@ def _against_why(fold: dict[str, Any], best: dict[str, Any]) -> str:
     """Where the cost went, foldline against the cheapest other strategy, from the two rows alone."""
     (fold_in, fold_out), (best_in, best_out) = tokens_of(fold), tokens_of(best)
     name = best["strategy"]
-    extra = (fold_out - best_out) * SONNET_PRICES["output"]
+    extra = (fold_out - best_out) * RATES.output
     return (
         f"foldline's requests carried {fold_in:.1f}M input tokens against `{name}`'s {best_in:.1f}M "
         f"({1 - fold_in / best_in:.0%} fewer), at a {fold['cache_read_share']:.1%} cache-read share "
         f"against {best['cache_read_share']:.1%}; but its replies came to {fold_out:.2f}M output tokens "
-        f"against {best_out:.2f}M, ${extra:,.2f} more at $15/M. The rows do not split output by "
-        f"request, but both main loops answer the same prompts, so the extra is most likely its "
+        f"against {best_out:.2f}M, ${extra:,.2f} more at ${RATES.output:g}/M. The rows do not split "
+        f"output by request, but both main loops answer the same prompts, so the extra is most likely its "
         f"{fold['summary_calls']} forks' replies (ctx-agent span summaries, session-memory updates; "
         f"`{name}` made {best['summary_calls']} summary requests): they cost about what the smaller "
         f"requests save. What it buys: {fold['facts_retained']}/{fold['facts_asked']} "

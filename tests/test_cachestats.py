@@ -19,7 +19,6 @@ from foldline.timeline import (
     Usage,
     new_uuid,
 )
-from foldline.usage import SONNET_PRICES
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -164,7 +163,15 @@ def test_a_notice_for_other_numbers_does_not_explain_this_break() -> None:
 
 def test_break_cost_prices_lost_reads_as_writes_first_then_uncached_input() -> None:
     usage = Usage(input_tokens=60_000, cache_creation_input_tokens=50_000, cache_read_input_tokens=10_000)
-    p = SONNET_PRICES
-    expected = (50_000 * (p["cache_write"] - p["cache_read"]) + 40_000 * (p["input"] - p["cache_read"])) / 1e6
+    # Sonnet list prices ($/M): 3.75 per 5-minute write, 3 per uncached input, 0.30 per read.
+    expected = (50_000 * (3.75 - 0.30) + 40_000 * (3.00 - 0.30)) / 1e6
     assert break_cost(100_000, usage) == pytest.approx(expected)
+    # At Opus 4.1 prices (5x Sonnet's) the same break costs 5x as much.
+    assert break_cost(100_000, usage, "claude-opus-4-1") == pytest.approx(5 * expected)
     assert break_cost(5_000, usage) == 0.0  # reads grew: nothing lost
+
+
+def test_break_cost_prices_one_hour_writes_at_twice_the_base_rate() -> None:
+    split = {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 50_000}
+    usage = Usage(cache_creation_input_tokens=50_000, cache_creation=split, cache_read_input_tokens=10_000)
+    assert break_cost(60_000, usage) == pytest.approx(50_000 * (6.00 - 0.30) / 1e6)

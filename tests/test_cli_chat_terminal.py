@@ -1,7 +1,7 @@
 """`foldline chat` in a real pseudo-terminal (pexpect), against the real local server (scripted backend).
 
 What a person does at the keyboard: the up arrow recalls the last prompt, Esc-Enter adds a line,
-a permission question is answered by typing, Ctrl-C cancels a streaming turn without leaving,
+a permission question is answered by typing, Ctrl-C or Esc cancels a streaming turn without leaving,
 Ctrl-C at the prompt clears the line and a second one leaves cleanly, `/context` works on an empty
 session, `/resume ID` switches to that session.
 """
@@ -201,6 +201,29 @@ def test_ctrl_c_mid_stream_cancels_the_turn_and_the_chat_goes_on(
     texts = [str(getattr(r, "message", None) and r.message.content) for r in load_transcript(path).records]
     assert any("[Request interrupted by user" in t for t in texts)  # the transcript records it
     assert "word399" not in " ".join(texts)  # the story never finished
+
+
+def test_esc_mid_stream_interrupts_and_the_spinner_says_so(
+    server: str, backend: ScriptedBackend, tmp_path: Path
+) -> None:
+    child = _spawn(server, tmp_path)
+    try:
+        child.sendline("tell a story")
+        child.expect("esc to interrupt")  # the spinner says how
+        child.expect("word1")  # streaming has begun; the server now stalls the rest
+        child.send("\x1b")  # a lone Esc: not the start of an arrow key
+        child.expect("interrupted")
+        child.expect(PROMPT)
+        child.sendline("are you still there")
+        child.expect("You said: .*are you still there")
+        child.expect(PROMPT)
+        _leave(child)
+    finally:
+        child.close(force=True)
+    [path] = list_session_files(tmp_path / "sessions")
+    texts = [str(getattr(r, "message", None) and r.message.content) for r in load_transcript(path).records]
+    assert any("[Request interrupted by user" in t for t in texts)
+    assert "word399" not in " ".join(texts)
 
 
 def test_context_on_an_empty_session_then_resume_by_id(server: str, tmp_path: Path) -> None:

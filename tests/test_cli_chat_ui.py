@@ -13,7 +13,7 @@ from rich.console import Console
 
 from foldline.cli import cli
 from foldline.cli._slash import CATEGORIES, context_breakdown, context_grid
-from foldline.cli._ui import Renderer, recap, split_markdown, status_line
+from foldline.cli._ui import Renderer, clip_words, recap, result_preview, split_markdown, status_line
 from foldline.config import Config
 from foldline.events import CompactionEvent, RecordEvent, TextDeltaEvent, ThinkingDeltaEvent
 from foldline.executor import INTERRUPTED_WHILE_RUNNING
@@ -221,7 +221,7 @@ def test_the_renderer_collapses_thinking_and_shows_calls_results_and_receipts() 
     assert "Let me look." in text
     assert "⏺ Bash(ls -la /tmp)" in text  # the input on one line
     assert "⎿ a.txt" in text
-    assert "b.txt" not in text
+    assert "    b.txt" in text  # the next line under it
     assert "⎯ microcompact: cleared 3 old tool results" in text
 
 
@@ -243,3 +243,71 @@ def test_the_status_line_turns_yellow_past_the_warning_line() -> None:
     assert "past the warning line" not in quiet.plain
     assert "$0.0000" in quiet.plain
     assert "$0.0000" not in loud.plain
+
+
+def _result(content: object, **kw: object) -> dict[str, object]:
+    return {"type": "tool_result", "tool_use_id": "t", "content": content, **kw}
+
+
+def test_a_read_result_shows_its_first_lines_as_code_not_one_escaped_line() -> None:
+    read = "".join(f"{n:>6}\tline {n} of the file\n" for n in range(1, 41))
+    assert result_preview(_result(read)) == [
+        "     1  line 1 of the file",
+        "     2  line 2 of the file",
+        "     3  line 3 of the file",
+        "     4  line 4 of the file",
+        "… +36 lines",
+    ]
+
+
+def test_a_command_with_only_stderr_shows_the_error_not_just_the_marker() -> None:
+    grep = "[stderr]\ngrep: src/: Is a directory\nExit code: 2"
+    assert result_preview(_result(grep, is_error=True)) == [
+        "[stderr]",
+        "grep: src/: Is a directory",
+        "Exit code: 2",
+    ]
+
+
+def test_an_image_result_shows_its_type_dimensions_and_size() -> None:
+    import base64
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 640, 480, 8, 2, 0, 0, 0))
+    png += chunk(b"IDAT", zlib.compress(b"\0" * 2000)) + chunk(b"IEND", b"")
+    block = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": base64.b64encode(png).decode()},
+    }
+    [line] = result_preview(_result([block]))
+    assert line.startswith("[image: image/png, 640x480, ")
+    assert line.endswith(" KB]")
+    assert result_preview(_result([])) == ["(no output)"]
+
+
+def test_long_lines_are_cut_at_a_word_boundary() -> None:
+    text = "alpha beta gamma delta epsilon"
+    assert clip_words(text, 17) == "alpha beta gamma…"
+    assert clip_words(text, 100) == text
+    assert clip_words("x" * 50, 10) == "x" * 9 + "…"  # one long word: cut inside it
+    [line] = result_preview(_result("word " * 100), width=40)
+    assert line.endswith("word…")
+    assert len(line) <= 40
+    assert not any("wor…" in r.plain or "wo…" in r.plain for r in recap([_user("u", "prompt " * 200)]))
+
+
+def test_the_status_line_prices_each_call_at_its_model() -> None:
+    usage = Usage(input_tokens=10_000, output_tokens=1_000)
+
+    def session(model: str) -> list[AssistantEntry]:
+        message = AssistantMessage(id="m", model=model, content=[{"type": "text", "text": "x"}], usage=usage)
+        return [AssistantEntry(uuid="a", timestamp=STAMP, message=message)]
+
+    opus = status_line(session("claude-opus-4-1-20250805"), Config()).plain
+    haiku = status_line(session("claude-haiku-4-5"), Config()).plain
+    assert opus.endswith(f"${(10_000 * 15 + 1_000 * 75) / 1e6:.4f}")
+    assert haiku.endswith(f"${(10_000 * 1 + 1_000 * 5) / 1e6:.4f}")

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from foldline.cli._prompt import escape_controls, make_asker, parse_choice, render_question
+from foldline.cli._prompt import (
+    answer_options,
+    escape_controls,
+    make_asker,
+    parse_choice,
+    prefix_rules,
+    render_question,
+)
 from foldline.settings import Settings, load_settings, local_settings_path
 from foldline.tools import Decision, PermissionRules
 
@@ -90,23 +97,65 @@ def test_always_is_offered_only_with_a_rule() -> None:
     assert "2. no" in without
 
 
+def test_the_prompt_says_how_to_answer_and_that_enter_alone_chooses_nothing() -> None:
+    text = render_question("Bash", {"command": "make"}, ASK, Path("/"), ("Bash(make)",))
+    assert text.splitlines()[-1] == "  Type 1-3 (or y/a/n) and Enter; there is no default."
+
+
+FULL = answer_options(
+    "Bash", always=("Bash(git status --short)",), prefix=("Bash(git status:*)",), session_edits=True
+)
+
+
 @pytest.mark.parametrize(
-    ("answer", "offered", "choice"),
+    ("answer", "choice"),
     [
-        ("y", True, "yes"),
-        ("1", False, "yes"),
-        (" YES ", True, "yes"),
-        ("2", True, "always"),
-        ("a", True, "always"),
-        ("2", False, "no"),
-        ("always", False, "no"),
-        ("", True, "no"),
-        ("sure", True, "no"),
-        ("n", True, "no"),
+        ("y", "yes"),
+        ("1", "yes"),
+        (" YES ", "yes"),
+        ("2", "session"),
+        ("s", "session"),
+        ("3", "always"),
+        ("a", "always"),
+        ("4", "prefix"),
+        ("p", "prefix"),
+        ("5", "no"),
+        ("n", "no"),
+        ("No", "no"),
+        ("", None),
+        ("   ", None),
+        ("sure", None),
+        ("6", None),
+        ("yes please", None),
     ],
 )
-def test_anything_not_clearly_yes_is_no(answer: str, offered: bool, choice: str) -> None:
-    assert parse_choice(answer, always_offered=offered) == choice
+def test_a_typo_or_a_bare_enter_is_no_answer(answer: str, choice: str | None) -> None:
+    option = parse_choice(answer, FULL)
+    assert (option.choice if option else None) == choice
+
+
+def test_an_answer_not_offered_is_not_accepted() -> None:
+    plain = answer_options("Bash")
+    assert [o.choice for o in plain] == ["yes", "no"]
+    assert parse_choice("a", plain) is None
+    assert parse_choice("2", plain).choice == "no"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("rules", "prefixes"),
+    [
+        (("Bash(git status --short)",), ("Bash(git status:*)",)),
+        (("Bash(npm run build)",), ("Bash(npm run:*)",)),
+        (("Bash(pytest -x tests/a.py)",), ("Bash(pytest:*)",)),
+        (("Bash(cat src/a.py)",), ("Bash(cat:*)",)),
+        (("Bash(make)",), ()),  # the prefix is the whole command: the exact rule says it
+        (("Bash(git status)",), ()),
+    ],
+)
+def test_prefix_rules_keep_the_command_and_its_subcommand(
+    rules: tuple[str, ...], prefixes: tuple[str, ...]
+) -> None:
+    assert prefix_rules("Bash", rules) == prefixes
 
 
 class Terminal:
@@ -145,6 +194,70 @@ async def test_no_and_once_save_nothing(tmp_path: Path) -> None:
     assert await ask("Bash", {"command": "make deploy"}, ASK)  # once means once: asked again
     assert len(term.shown) == 3
     assert not local_settings_path(tmp_path).exists()
+
+
+@pytest.mark.anyio
+async def test_a_typo_and_a_bare_enter_ask_again(tmp_path: Path) -> None:
+    term = Terminal("yse", "", "y")
+    ask = make_asker(Settings(), tmp_path, "default", echo=term.echo, read=term.read)
+    assert await ask("Bash", {"command": "make deploy"}, ASK)
+    assert term.answers == []  # all three were read
+    assert "'yse' is not an answer" in term.shown[1]
+    assert "'' is not an answer" in term.shown[2]
+    assert "there is no default" in term.shown[2]
+
+
+@pytest.mark.anyio
+async def test_no_calls_on_refuse_and_a_cancelled_prompt_does_not(tmp_path: Path) -> None:
+    refused: list[str] = []
+    term = Terminal("n", "<cancelled>")
+    ask = make_asker(
+        Settings(),
+        tmp_path,
+        "default",
+        echo=term.echo,
+        read=term.read,
+        on_refuse=lambda: refused.append("no"),
+        cancelled="<cancelled>",
+    )
+    assert not await ask("Bash", {"command": "make deploy"}, ASK)
+    assert refused == ["no"]
+    assert not await ask("Bash", {"command": "make deploy"}, ASK)  # Ctrl-C: no, not asked again
+    assert refused == ["no"]
+    assert len(term.shown) == 2
+
+
+@pytest.mark.anyio
+async def test_allow_edits_for_the_session_approves_later_edits_but_not_commands(tmp_path: Path) -> None:
+    term = Terminal("2", "1")
+    ask = make_asker(Settings(), tmp_path, "default", echo=term.echo, read=term.read)
+    assert await ask("Write", {"file_path": "a.py", "content": "x"}, ASK)
+    assert "2. yes, and allow all edits in the workspace for this session" in term.shown[0]
+    assert await ask("Edit", {"file_path": "b.py", "old_string": "a", "new_string": "b"}, ASK)
+    assert len(term.shown) == 1  # the edit was not asked
+    assert await ask("Bash", {"command": "make deploy"}, ASK)
+    assert len(term.shown) == 2  # a command still asks
+    assert "for this session" not in term.shown[1]
+    assert not local_settings_path(tmp_path).exists()  # a session answer is not saved
+    # outside the workspace an edit is not covered (acceptEdits would not allow it either)
+    outside = make_asker(Settings(), tmp_path, "default", echo=term.echo, read=lambda _: "n")
+    assert not await outside("Write", {"file_path": "/etc/x", "content": "x"}, ASK)
+    assert "for this session" not in term.shown[-1]
+
+
+@pytest.mark.anyio
+async def test_a_prefix_rule_is_saved_and_allows_the_same_command_with_other_arguments(
+    tmp_path: Path,
+) -> None:
+    term = Terminal("3")
+    ask = make_asker(Settings(), tmp_path, "default", echo=term.echo, read=term.read)
+    assert await ask("Bash", {"command": "make deploy --env staging"}, ASK)
+    assert "3. yes, always for commands starting so (saves Bash(make deploy:*))" in term.shown[0]
+    assert json.loads(local_settings_path(tmp_path).read_text()) == {
+        "permissions": {"allow": ["Bash(make deploy:*)"]}
+    }
+    assert await ask("Bash", {"command": "make deploy --env prod"}, ASK)
+    assert len(term.shown) == 1  # not asked again
 
 
 @pytest.mark.anyio

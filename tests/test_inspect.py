@@ -267,3 +267,74 @@ def test_claude_code_sessions_have_calls_and_the_breaks_their_usage_shows() -> N
             before, after = v.calls[brk.call - 2], v.calls[brk.call - 1]
             assert (brk.detail.before, brk.detail.after) == (before.cache_read, after.cache_read)
             assert brk.cost > 0
+
+
+def _entry(uuid: str, stamp: str, usage: Usage, *, sidechain: bool = False) -> AssistantEntry:
+    from foldline.timeline import AssistantMessage
+
+    message = AssistantMessage(
+        id=f"m-{uuid}", model="claude-sonnet-4-5", content=[{"type": "text", "text": "x"}], usage=usage
+    )
+    return AssistantEntry(uuid=uuid, timestamp=stamp, message=message, is_sidechain=sidechain)
+
+
+def test_the_cost_card_and_the_cost_chart_end_at_the_same_number() -> None:
+    # As an imported Claude Code session lists them: the main chain, then a subagent's calls at the
+    # end of the records although they ran between main calls 1 and 2.
+    main = Usage(input_tokens=10_000, output_tokens=1_000)
+    sub = Usage(input_tokens=100_000, output_tokens=20_000)
+    records = [
+        _entry("a1", "2026-01-01T00:00:01.000Z", main),
+        _entry("a2", "2026-01-01T00:00:05.000Z", main),
+        _entry("a3", "2026-01-01T00:00:09.000Z", main),
+        _entry("s1", "2026-01-01T00:00:02.000Z", sub, sidechain=True),
+        _entry("s2", "2026-01-01T00:00:03.000Z", sub, sidechain=True),
+    ]
+    view = session_view(LoadedSession(Path("s.jsonl"), "claude-code", "s", records, []))
+    one_main, one_sub = usage_of(records[:1]).cost(), usage_of(records[3:4]).cost()
+    costs = [c.cumulative_cost for c in view.calls]
+    assert costs == pytest.approx([one_main, 2 * one_main + 2 * one_sub, 3 * one_main + 2 * one_sub])
+    assert view.cost == pytest.approx(view.stats.totals.cost())  # one number: card, chart, summary
+    page = render_html(view)
+    assert page.count(f"${view.cost:.4f}") >= 2  # the card and the chart's last point
+    assert f"${view.stats.totals.cost():.4f}" in page
+
+
+def test_a_compact_boundary_that_starts_the_file_is_not_damage(tmp_path: Path) -> None:
+    from foldline._json import dumps
+
+    def line(kind: str, uuid: str, parent: str | None, second: int, **extra: object) -> str:
+        obj = {"type": kind, "uuid": uuid, "parentUuid": parent, "isSidechain": False, "sessionId": "s"}
+        obj |= {"timestamp": f"2026-01-01T00:00:{second:02d}.000Z", **extra}
+        return dumps(obj).decode()
+
+    reply = {"id": "m2", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5"}
+    reply |= {"content": [{"type": "text", "text": "ok"}], "usage": {"input_tokens": 5, "output_tokens": 1}}
+    # A session continued after compaction: the boundary's pre-compaction parent is in another file.
+    lines = [
+        line("system", "cb", None, 1, subtype="compact_boundary", content="Conversation compacted",
+             logicalParentUuid="in-the-previous-file", compactMetadata={"trigger": "auto", "preTokens": 1}),
+        line("user", "sum", "cb", 2, isCompactSummary=True,
+             message={"role": "user", "content": "This session is being continued from a previous one."}),
+        line("user", "u2", "sum", 3, message={"role": "user", "content": "go on"}),
+        line("assistant", "a2", "u2", 4, message=reply),
+    ]  # fmt: skip
+    path = tmp_path / "continued.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    loaded = load_session(path)
+    assert loaded.warnings == []
+    view = session_view(loaded)
+    assert view.count("compact") == 1  # the boundary is an event on the chart
+    assert "damaged" not in render_html(view)
+
+
+@pytest.mark.parametrize(
+    ("top", "money"),
+    [(0.005, True), (0.05, True), (2_500, False), (7_500, False), (1.5e6, False), (5, False)],
+)
+def test_y_axis_labels_never_repeat(top: float, money: bool) -> None:
+    from foldline.inspection import tick_labels
+
+    labels = tick_labels(top, money)
+    assert len(set(labels)) == len(labels) == 6
+    assert float(labels[0].strip("$")) == 0

@@ -140,3 +140,23 @@ async def test_close_leaves_the_normalized_head_and_the_resume_builds_from_it(tm
     head_file.write_bytes(b"{damaged")  # a damaged cache is ignored, never an error
     async with Session.open(path, provider=FunctionProvider(echo), workspace=tmp_path) as session:
         await session.submit_message("once more")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("with_snip", [False, True], ids=["no-tools", "default-tools"])
+async def test_ids_are_tagged_only_when_the_model_has_the_snip_tool(
+    server: tuple[str, ScriptedBackend], tmp_path: Path, with_snip: bool
+) -> None:
+    from foldline.config import Config
+    from foldline.tools import default_tools
+
+    url, backend = server
+    tools = default_tools() if with_snip else ()
+    # A nudge at 0% of the window: it would fire on the first prompt, if it fired at all.
+    config = Config(snip_nudge_share=0.0)
+    provider = AnthropicProvider(base_url=url, api_key="k")
+    async with Session.open(tmp_path / "s.jsonl", provider=provider, tools=tools, config=config) as session:
+        await session.submit_message("hello")
+    sent = str(backend.calls[-1].messages)
+    assert ("[id:" in sent) is with_snip
+    assert ("Snip" in sent) is with_snip  # the nudge names the tool

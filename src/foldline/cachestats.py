@@ -21,12 +21,13 @@ Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from foldline.cachebreak import CACHE_TTL_S, CacheBreak
+from foldline.pricing import prices_for
 from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
@@ -36,7 +37,7 @@ from foldline.timeline import (
     SystemEntry,
     Usage,
 )
-from foldline.usage import SONNET_PRICES, UsageTotals, is_cache_break
+from foldline.usage import UsageTotals, is_cache_break
 
 __all__ = [
     "COMPACTION_SUBTYPE_WORDS",
@@ -69,17 +70,20 @@ def parse_time(stamp: str) -> float | None:
         return None
 
 
-def break_cost(before: int, usage: Usage, prices: Mapping[str, float] = SONNET_PRICES) -> float:
+def break_cost(before: int, usage: Usage, model: str = "") -> float:
     """Dollars a break added: the tokens no longer read were paid as cache writes (first) or uncached input.
 
     Each lost token would have cost the cache-read price; it cost the write price if the call wrote
-    that many tokens, and the base input price for the rest.
+    that many tokens (the 1-hour price for the part the usage says was written for an hour), and
+    the base input price for the rest. Prices are `model`'s (`foldline.pricing`).
     """
+    rates = prices_for(model).rates(usage.prompt_tokens)
     lost = max(0, before - usage.cache_read_input_tokens)
     written = min(lost, usage.cache_creation_input_tokens)
+    hour = min(written, (usage.cache_creation or {}).get("ephemeral_1h_input_tokens", 0))
     uncached = min(lost - written, usage.input_tokens)
-    extra = written * (prices["cache_write"] - prices["cache_read"])
-    extra += uncached * (prices["input"] - prices["cache_read"])
+    extra = (written - hour) * (rates.write_5m - rates.read) + hour * (rates.write_1h - rates.read)
+    extra += uncached * (rates.input - rates.read)
     return extra / 1e6
 
 
@@ -159,12 +163,12 @@ def _writes_by_ttl(usage: Usage) -> tuple[int, int]:
     return split.get("ephemeral_5m_input_tokens", 0), split.get("ephemeral_1h_input_tokens", 0)
 
 
-def cache_stats(records: Iterable[AnyRecord], prices: Mapping[str, float] = SONNET_PRICES) -> CacheStats:
+def cache_stats(records: Iterable[AnyRecord]) -> CacheStats:
     """The cache statistics of a session's records, in one pass (pure: reads nothing else).
 
     Args:
-        records: a session's records in file order (`LoadedSession.records`, a timeline snapshot).
-        prices: $ per million tokens, keyed like `usage.SONNET_PRICES`.
+        records: a session's records in file order (`LoadedSession.records`, a timeline snapshot);
+            each call is priced at its own model's list prices (`foldline.pricing`).
     """
     totals = UsageTotals()
     writes_5m = writes_1h = main_calls = expected = 0
@@ -186,7 +190,7 @@ def cache_stats(records: Iterable[AnyRecord], prices: Mapping[str, float] = SONN
         usage = record.message.usage
         if usage is None:
             continue
-        totals.add(usage)
+        totals.add(usage, record.message.model)
         five, hour = _writes_by_ttl(usage)
         writes_5m, writes_1h = writes_5m + five, writes_1h + hour
         if record.is_sidechain:
@@ -205,7 +209,7 @@ def cache_stats(records: Iterable[AnyRecord], prices: Mapping[str, float] = SONN
                 detail = notice if notice is not None and recorded else None
                 if detail is None:
                     detail = _inferred(before, usage, _model_change(previous, record), _gap(previous, record))
-                cost = break_cost(before, usage, prices)
+                cost = break_cost(before, usage, record.message.model)
                 breaks.append(SessionBreak(main_calls, record.timestamp, detail, cost, recorded))
         previous, reset, notice = record, False, None
     return CacheStats(totals, main_calls, writes_5m, writes_1h, breaks, expected, diagnostics)

@@ -269,6 +269,10 @@ class Config:
     """Model rounds per user turn before it stops with `stop_reason="max_turns"`; `None`: no limit."""
     thinking_budget_tokens: int | None = None
     """Extended thinking budget per request; `None` sends no thinking configuration."""
+    default_thinking_budget_tokens: int = 8_000
+    """The budget `foldline chat --thinking` turns on when no `--thinking-budget` is given."""
+    capability_probe_timeout_s: float = 5.0
+    """How long `foldline chat` waits for a server to say what it supports (`GET /v1/models/{id}`)."""
     transcript: TranscriptConfig = field(default_factory=TranscriptConfig)
     microcompact: MicrocompactConfig = field(default_factory=MicrocompactConfig)
     collapse: CollapseConfig = field(default_factory=CollapseConfig)

@@ -134,7 +134,9 @@ class ModelHTTPError(ModelAPIError):
         """Whether retrying the same request may succeed (R5.6)."""
         if self.in_stream:
             return self.error_type in {"overloaded_error", "api_error", "rate_limit_error"}
-        return self.status in {408, 409, 429, 529} or self.status >= 500
+        # 501 Not Implemented and 505 are what the server is, not how it is doing: a plain web
+        # server answers every POST with 501, and asking again only prints its page again.
+        return self.status in {408, 409, 429, 529} or (self.status >= 500 and self.status not in {501, 505})
 
     @property
     def prompt_too_long(self) -> bool:

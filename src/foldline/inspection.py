@@ -36,7 +36,7 @@ from foldline.timeline import (
     SystemEntry,
     UserEntry,
 )
-from foldline.usage import SONNET_PRICES, UsageTotals
+from foldline.usage import UsageTotals
 
 __all__ = [
     "CallPoint",
@@ -77,7 +77,8 @@ class CallPoint:
     cost: float
     """This call at list prices."""
     cumulative_cost: float
-    """Every call so far, subagent calls made before it included."""
+    """Every call so far, subagent calls made before it (by timestamp) included; the last point
+    includes every call of the session, so it is the session's cost (`SessionView.cost`)."""
     cumulative_uncached_cost: float
     """The same calls priced as if nothing had been cached."""
 
@@ -137,6 +138,16 @@ class SessionView:
     """Damaged lines skipped while loading."""
 
     @property
+    def cost(self) -> float:
+        """The session's cost at list prices: the cost chart's last point (one source for both)."""
+        return self.calls[-1].cumulative_cost if self.calls else self.stats.totals.cost()
+
+    @property
+    def uncached_cost(self) -> float:
+        """The same calls priced as if nothing had been cached."""
+        return self.calls[-1].cumulative_uncached_cost if self.calls else self.stats.totals.cost(cached=False)
+
+    @property
     def peak_context(self) -> int:
         """The largest context of any call (0 without calls)."""
         return max((c.context_tokens for c in self.calls), default=0)
@@ -191,38 +202,28 @@ def _marker(record: AnyRecord, after: int) -> Marker | None:
     return None
 
 
-def session_view(
-    session: LoadedSession, config: Config | None = None, prices: Mapping[str, float] = SONNET_PRICES
-) -> SessionView:
-    """The calls and events of a loaded session, ready to chart.
+def _call_points(mains: Sequence[AssistantEntry], side: Sequence[tuple[str, UsageTotals]]) -> list[CallPoint]:
+    """The chart's points: each main-chain call with the cumulative cost of every call made by then.
 
-    Args:
-        session: a session of either format (`foldline.sessions.load_session`).
-        config: where the thresholds come from (default `Config()`: a 200K window).
-        prices: $ per million tokens, keyed like `usage.SONNET_PRICES`.
+    A subagent's calls count at the first main call after them (by timestamp: an imported Claude
+    Code session lists subagent files after the main chain), and any left over at the last point,
+    so the line ends at the session's whole cost.
     """
-    records = session.records
-    stats = cache_stats(records, prices)
-    calls: list[CallPoint] = []
-    markers: list[Marker] = []
+    points: list[CallPoint] = []
     spent = UsageTotals()
-    for record in records:
-        found = _marker(record, len(calls))
-        if found is not None:
-            markers.append(found)
-        if not isinstance(record, AssistantEntry) or record.is_api_error_message or record.is_virtual:
-            continue
+    waiting = list(side)
+    for n, record in enumerate(mains, 1):
         usage = record.message.usage
-        if usage is None:
-            continue
+        assert usage is not None
         one = UsageTotals()
-        one.add(usage)
+        one.add(usage, record.message.model)
+        last = n == len(mains)
+        while waiting and (last or waiting[0][0] <= record.timestamp):
+            spent += waiting.pop(0)[1]
         spent += one
-        if record.is_sidechain:
-            continue
-        calls.append(
+        points.append(
             CallPoint(
-                call=len(calls) + 1,
+                call=n,
                 message_id=record.message.id,
                 timestamp=record.timestamp,
                 model=record.message.model,
@@ -230,11 +231,42 @@ def session_view(
                 cache_write=usage.cache_creation_input_tokens,
                 cache_read=usage.cache_read_input_tokens,
                 output=usage.output_tokens,
-                cost=one.cost(prices),
-                cumulative_cost=spent.cost(prices),
-                cumulative_uncached_cost=spent.cost(prices, cached=False),
+                cost=one.cost(),
+                cumulative_cost=spent.cost(),
+                cumulative_uncached_cost=spent.cost(cached=False),
             )
         )
+    return points
+
+
+def session_view(session: LoadedSession, config: Config | None = None) -> SessionView:
+    """The calls and events of a loaded session, ready to chart.
+
+    Args:
+        session: a session of either format (`foldline.sessions.load_session`).
+        config: where the thresholds come from (default `Config()`: a 200K window).
+    """
+    records = session.records
+    stats = cache_stats(records)
+    mains: list[AssistantEntry] = []
+    side: list[tuple[str, UsageTotals]] = []  # (timestamp, the call) of each subagent call
+    markers: list[Marker] = []
+    for record in records:
+        found = _marker(record, len(mains))
+        if found is not None:
+            markers.append(found)
+        if not isinstance(record, AssistantEntry) or record.is_api_error_message or record.is_virtual:
+            continue
+        usage = record.message.usage
+        if usage is None:
+            continue
+        if record.is_sidechain:
+            one = UsageTotals()
+            one.add(usage, record.message.model)
+            side.append((record.timestamp, one))
+        else:
+            mains.append(record)
+    calls = _call_points(mains, sorted(side, key=lambda pair: pair[0]))
     for brk in stats.breaks:
         lost = brk.detail.before - brk.detail.after
         label = f"cache break: {lost:,} tokens no longer read (${brk.cost:.4f})"
@@ -341,12 +373,33 @@ class _Frame:
         return (_W - _LEFT - _RIGHT) / max(self.calls, 1)
 
 
+def _tick_label(value: float, digits: int, money: bool) -> str:
+    if money:
+        return f"${value:.{max(digits, 2)}f}"
+    for scale, unit in ((1e6, "M"), (1e3, "K")):
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}f}{unit}"
+    return f"{value:.{digits}f}"
+
+
+def tick_labels(top: float, money: bool) -> list[str]:
+    """The y axis's labels from 0 to `top`: as short as they can be while no two are the same (a
+    small session's axis would otherwise read $0.00 five times, or 2K, 2K, 2K)."""
+    values = [top * i / _TICKS for i in range(_TICKS + 1)]
+    for digits in range(7):
+        labels = [_tick_label(v, digits, money) for v in values]
+        if len(set(labels)) == len(labels):
+            return labels
+    return labels
+
+
 def _axes(frame: _Frame, money: bool) -> list[str]:
     parts = []
+    labels = tick_labels(frame.top_value, money)
     for i in range(_TICKS + 1):
         value = frame.top_value * i / _TICKS
         y = frame.y(value)
-        text = f"${value:.2f}" if money else _short(value)
+        text = labels[i]
         parts.append(f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{_W - _RIGHT}" y2="{y:.1f}" stroke="#eef1f4"/>')
         parts.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{text}</text>')
     every = max(1, frame.calls // 10)
@@ -439,7 +492,8 @@ def _cache_chart(view: SessionView) -> str:
 
 
 def _cost_chart(view: SessionView) -> str:
-    top = max((c.cumulative_uncached_cost for c in view.calls), default=0.0)
+    # cache writes cost more than plain input: with many writes the cached line is the higher one
+    top = max((max(c.cumulative_uncached_cost, c.cumulative_cost) for c in view.calls), default=0.0)
     frame = _Frame(len(view.calls), _nice_top(top))
     parts = _axes(frame, money=True)
     parts += _markers_svg(frame, view.markers)
@@ -482,8 +536,8 @@ def _cards(view: SessionView) -> str:
         (f"{_short(view.peak_context)}", "peak context tokens"),
         (f"{s.hit_share:.0%}", "of input read from cache"),
         (f"{_short(totals.cache_read)} / {_short(totals.cache_write)}", "cache reads / writes"),
-        (f"${totals.cost():.4f}", "cost at list prices"),
-        (f"${totals.cost(cached=False):.4f}", "the same without caching"),
+        (f"${view.cost:.4f}", "cost at list prices"),
+        (f"${view.uncached_cost:.4f}", "the same without caching"),
         (f"{len(s.breaks)} (${s.break_cost:.4f})", "cache breaks (extra cost)"),
         (
             str(sum(view.count(k) for k in ("snip", "collapse", "compact", "receipt"))),
@@ -556,7 +610,7 @@ def render_html(view: SessionView) -> str:
 <h2>Input tokens per call</h2>
 {_legend([("read", "cache read"), ("write", "cache write"), ("uncached", "uncached input")])}
 {_cache_chart(view)}
-<h2>Cumulative cost (Sonnet 4.5 list prices)</h2>
+<h2>Cumulative cost (each call at its model's list prices)</h2>
 {_legend([("cost", "with prompt caching"), ("nocache", "without caching")])}
 {_cost_chart(view)}
 <h2>Cache breaks</h2>

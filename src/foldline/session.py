@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -112,7 +112,7 @@ class Session:
         try:
             engine = QueryEngine(
                 provider=provider,
-                config=config or Config(),
+                config=_snip_matches_tools(config or Config(), tools),
                 system=system,
                 tools=tools,
                 workspace=workspace,
@@ -181,3 +181,11 @@ class Session:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def _snip_matches_tools(config: Config, tools: Sequence[Tool]) -> Config:
+    """Snip's `[id:…]` tags and its nudge only where the model has the Snip tool to act on them: a
+    session opened without it (`tools=()`, a custom set) must not advertise a tool it cannot call."""
+    if config.snip_enabled and not any(tool.name == "Snip" for tool in tools):
+        return replace(config, snip_enabled=False)
+    return config

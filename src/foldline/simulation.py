@@ -46,6 +46,7 @@ from foldline.timeline import (
     ResultsCleared,
     SnipBoundary,
     SystemEntry,
+    Usage,
     UserEntry,
 )
 from foldline.tools import default_tools
@@ -64,6 +65,8 @@ class MeteredRequest:
     input: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    cache_write_1h: int = 0
+    """The part of `cache_write` written with a 1-hour TTL (billed at 2x the input price, not 1.25x)."""
     output: int = 0
     status: int | None = None
     """The HTTP status of a refused request (its usage is then empty); None when answered."""
@@ -71,6 +74,8 @@ class MeteredRequest:
     """A prompt-too-long refusal's token count, from the API's message."""
     error: str = ""
     """A refused request's error message, as the API gave it."""
+    model: str = ""
+    """The model the request named: what it is priced at."""
 
     @property
     def prompt(self) -> int:
@@ -93,7 +98,7 @@ class _Meter:
         return self._metered(body, betas)
 
     async def _metered(self, body: dict[str, Any], betas: Sequence[str]) -> AsyncIterator[StreamEvent]:
-        request = MeteredRequest()
+        request = MeteredRequest(model=str(body.get("model", "")))
         self.requests.append(request)
         try:
             async for event in self.inner.stream(body, betas=betas):
@@ -102,6 +107,7 @@ class _Meter:
                     request.input = usage.input_tokens
                     request.cache_read = usage.cache_read_input_tokens
                     request.cache_write = usage.cache_creation_input_tokens
+                    request.cache_write_1h = (usage.cache_creation or {}).get("ephemeral_1h_input_tokens", 0)
                 elif isinstance(event, MessageDelta):
                     request.output = event.usage.output_tokens
                 yield event
@@ -188,11 +194,15 @@ class SimulationReport:
         totals = UsageTotals()
         for r in self.requests:
             if r.status is None:
-                totals.requests += 1
-                totals.input += r.input
-                totals.cache_read += r.cache_read
-                totals.cache_write += r.cache_write
-                totals.output += r.output
+                split = {"ephemeral_1h_input_tokens": r.cache_write_1h} if r.cache_write_1h else None
+                usage = Usage(
+                    input_tokens=r.input,
+                    cache_read_input_tokens=r.cache_read,
+                    cache_creation_input_tokens=r.cache_write,
+                    cache_creation=split,
+                    output_tokens=r.output,
+                )
+                totals.add(usage, r.model)
         return totals
 
     @property

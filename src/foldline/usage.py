@@ -1,24 +1,21 @@
 """What a session cost: usage summed from the timeline's assistant entries, and where the cache broke.
 
 Everything here reads the records the API's own `usage` fields left behind, so `/cost`, `/cache` and
-the demo's table agree with the bill. Cache breaks follow R7.3's phase 2: a break is a drop in
+the demo's table agree with the bill. Each call is priced when it is counted, at its own model's
+list prices (`foldline.pricing`): a session that switched models, or crossed a long-context
+threshold on some calls, is priced call by call. Cache breaks follow R7.3's phase 2: a break is a drop in
 `cache_read_input_tokens` from one call to the next of more than 5% and more than 2,000 tokens.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from types import MappingProxyType
 
+from foldline.pricing import call_cost
 from foldline.timeline import AnyRecord, AssistantEntry, Usage
 
-__all__ = ["SONNET_PRICES", "CacheReadDrop", "UsageTotals", "cache_breaks", "is_cache_break", "usage_of"]
-
-SONNET_PRICES: Mapping[str, float] = MappingProxyType(
-    {"input": 3.00, "cache_write": 3.75, "cache_read": 0.30, "output": 15.00}
-)
-"""Sonnet 4.5 list prices in $ per million tokens (design.md P7)."""
+__all__ = ["CacheReadDrop", "UsageTotals", "cache_breaks", "is_cache_break", "usage_of"]
 
 BREAK_MIN_FRACTION = 0.05
 BREAK_MIN_TOKENS = 2_000
@@ -39,6 +36,10 @@ class UsageTotals:
     cache_write: int = 0
     cache_read: int = 0
     output: int = 0
+    dollars: float = 0.0
+    """What the calls cost at their models' list prices."""
+    dollars_uncached: float = 0.0
+    """What they would have cost with every input token at the base rate."""
 
     @property
     def prompt(self) -> int:
@@ -57,37 +58,41 @@ class UsageTotals:
             self.cache_write + other.cache_write,
             self.cache_read + other.cache_read,
             self.output + other.output,
+            self.dollars + other.dollars,
+            self.dollars_uncached + other.dollars_uncached,
         )
 
-    def add(self, usage: Usage) -> None:
-        """Count one API call."""
+    def add(self, usage: Usage, model: str = "") -> None:
+        """Count one API call to `model` (unknown or empty: priced as Sonnet)."""
         self.requests += 1
         self.input += usage.input_tokens
         self.cache_write += usage.cache_creation_input_tokens
         self.cache_read += usage.cache_read_input_tokens
         self.output += usage.output_tokens
+        self.dollars += call_cost(usage, model)
+        self.dollars_uncached += call_cost(usage, model, cached=False)
 
-    def cost(self, prices: Mapping[str, float] = SONNET_PRICES, *, cached: bool = True) -> float:
-        """Dollars; `cached=False` prices every input token at the base rate (no prompt caching)."""
-        if not cached:
-            return (self.prompt * prices["input"] + self.output * prices["output"]) / 1e6
-        total = self.input * prices["input"] + self.cache_write * prices["cache_write"]
-        total += self.cache_read * prices["cache_read"] + self.output * prices["output"]
-        return total / 1e6
+    def cost(self, *, cached: bool = True) -> float:
+        """Dollars at list prices; `cached=False`: with every input token at the base rate (no caching)."""
+        return self.dollars if cached else self.dollars_uncached
 
 
-def _usages(records: Iterable[AnyRecord]) -> Iterable[Usage]:
+def _billed(records: Iterable[AnyRecord]) -> Iterable[tuple[Usage, str]]:
     for record in records:
         if isinstance(record, AssistantEntry) and not record.is_api_error_message and not record.is_virtual:
             if record.message.usage is not None:
-                yield record.message.usage
+                yield record.message.usage, record.message.model
+
+
+def _usages(records: Iterable[AnyRecord]) -> Iterable[Usage]:
+    return (usage for usage, _ in _billed(records))
 
 
 def usage_of(records: Iterable[AnyRecord]) -> UsageTotals:
-    """Usage summed over every real API reply in `records`."""
+    """Usage summed over every real API reply in `records`, each priced at its own model's prices."""
     totals = UsageTotals()
-    for usage in _usages(records):
-        totals.add(usage)
+    for usage, model in _billed(records):
+        totals.add(usage, model)
     return totals
 
 

@@ -8,14 +8,42 @@ else keeps the library's message.
 
 from __future__ import annotations
 
+import html
+import re
+
 from foldline.errors import FoldlineError, ModelConnectionError, ModelHTTPError
 
-__all__ = ["explain"]
+__all__ = ["explain", "web_page_summary"]
+
+_TAG = re.compile(r"<(script|style)\b.*?</\1>|<[^>]*>", re.IGNORECASE | re.DOTALL)
+_PAGE_CHARS = 200
+"""Characters of a web page's text quoted in an error: enough for its title and first sentence."""
 
 
-def explain(error: FoldlineError) -> str:
-    """One line for the terminal; the retry layer's wrapper is looked through to the failure itself."""
+def web_page_summary(body: object) -> str | None:
+    """The text of an HTML error page on one line (tags dropped, entities decoded, clipped), or
+    None when `body` is not a web page (an API error object, JSON, plain text)."""
+    if not isinstance(body, str) or not re.search(
+        r"<(!doctype html|html|body|h1|title)\b", body, re.IGNORECASE
+    ):
+        return None
+    text = " ".join(html.unescape(_TAG.sub(" ", body)).split())
+    return text if len(text) <= _PAGE_CHARS else text[: _PAGE_CHARS - 1] + "…"
+
+
+def explain(error: FoldlineError, base_url: str | None = None) -> str:
+    """One line for the terminal; the retry layer's wrapper is looked through to the failure itself.
+
+    `base_url` names the server in the message where the error itself does not.
+    """
     cause = _root(error)
+    if isinstance(cause, ModelHTTPError) and (page := web_page_summary(cause.body)) is not None:
+        where = f"the server at {base_url}" if base_url else "the server"
+        return (
+            f"{where} answered HTTP {cause.status} with a web page, not the Messages API ({page}). "
+            "Point --base-url (or $ANTHROPIC_BASE_URL) at a server that speaks the Messages API, "
+            "e.g. one started with `foldline serve`."
+        )
     if isinstance(cause, ModelConnectionError) and cause.url:
         what = "nothing is listening there" if cause.refused else cause.message
         return (

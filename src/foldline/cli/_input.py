@@ -8,19 +8,35 @@ Invariants:
 - Ctrl-C at the prompt never leaves the REPL on its own: it clears the line and returns `CLEARED`;
   the caller exits only on a second Ctrl-C in a row. Ctrl-D on an empty line (or end of input)
   returns None.
-- While a turn runs, no prompt_toolkit application is active, so the terminal is in cooked mode
-  and Ctrl-C is a SIGINT the turn's handler turns into a cancellation.
+- While a turn runs at a terminal, `interrupt_keys` holds it in raw mode and reads the keys: Esc
+  or Ctrl-C cancels the turn (as in Claude Code), anything else typed meanwhile is dropped. The
+  approval prompt's line editor takes the keyboard over while it asks and gives it back after.
+  Elsewhere (a pipe) the terminal is not touched, and Ctrl-C is a SIGINT the turn's handler turns
+  into a cancellation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final, Protocol
 
-__all__ = ["CLEARED", "LineReader", "answer_reader", "plain_reader", "terminal_reader", "use_terminal"]
+__all__ = [
+    "CLEARED",
+    "LineReader",
+    "answer_reader",
+    "interrupt_keys",
+    "plain_reader",
+    "terminal_reader",
+    "use_terminal",
+]
+
+_ESC_WAIT_S: Final = 0.05
+"""How long a lone Esc byte waits for the rest of an escape sequence (an arrow key sends Esc [ A in
+one burst) before it counts as the Esc key."""
 
 CLEARED: Final = "\x00cleared"
 """What a reader returns when Ctrl-C cleared the line (never a line a person can type)."""
@@ -100,13 +116,39 @@ def _continuation(width: int, line_number: int, wrap_count: int) -> str:
 
 
 def answer_reader(read: LineReader, on_interrupt: Callable[[], None]) -> Callable[[str], Awaitable[str]]:
-    """The permission prompt's reader: Ctrl-C there cancels the turn (`on_interrupt`) and answers no."""
+    """The permission prompt's reader: Ctrl-C (or end of input) there cancels the turn (`on_interrupt`)
+    and answers `CLEARED`, which the asker takes as no without asking again."""
 
     async def answer(prompt: str) -> str:
         line = await read(prompt)
         if line is None or line == CLEARED:
             on_interrupt()
-            return ""
+            return CLEARED
         return line
 
     return answer
+
+
+@contextmanager
+def interrupt_keys(on_interrupt: Callable[[], object]) -> Iterator[None]:
+    """While the block runs, Esc or Ctrl-C at the terminal calls `on_interrupt` (raw mode: Ctrl-C is
+    a key here, not a signal). Must be entered inside the running event loop."""
+    from prompt_toolkit.input import create_input
+    from prompt_toolkit.keys import Keys
+
+    keyboard = create_input()
+    loop = asyncio.get_running_loop()
+
+    def handle(keys: list[Keys | str]) -> None:
+        if any(key in (Keys.Escape, Keys.ControlC) for key in keys):
+            on_interrupt()
+
+    def flush() -> None:
+        handle([press.key for press in keyboard.flush_keys()])
+
+    def ready() -> None:
+        handle([press.key for press in keyboard.read_keys()])
+        loop.call_later(_ESC_WAIT_S, flush)  # a lone Esc stays in the parser until flushed
+
+    with keyboard.raw_mode(), keyboard.attach(ready):
+        yield

@@ -6,8 +6,13 @@ shown, zero-width characters hide differences. So every character that is not pr
 shown escaped (`\\x1b`, `\\r`, `\\u202e`), the command is shown whole, one gutter-prefixed line per
 line (a line of it can never pass for a line of the prompt), and Write/Edit show a diff.
 
-The answers are yes (once), yes always (saves an allow rule to the local settings file, offered
-only when such a rule would really allow this call) and no. Anything else is no.
+The answers (`answer_options`): yes (once); for Write/Edit, yes and allow every edit inside the
+workspace for the rest of the session (acceptEdits, not saved); yes always (saves the exact allow
+rule to the local settings file); for Bash, yes always for commands with the same prefix
+(`Bash(git status:*)`); no. The rule-saving answers are offered only where the rule would really
+allow this call. A typo or a bare Enter asks again, listing the valid answers: an approval is never
+guessed. "no" refuses the call and, like Claude Code, stops the turn: the model gets the refusal
+and waits for the person (`make_asker(on_refuse=...)`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import asyncio
 import difflib
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,11 +30,19 @@ import click
 from foldline._json import dumps
 from foldline.settings import Settings, save_rule
 from foldline.tools import Decision, PermissionRules, ToolContext, check_permission
-from foldline.tools.permissions import PermissionMode, Rule, suggest_rules
+from foldline.tools.permissions import EDIT_TOOLS, PermissionMode, Rule, suggest_rules
 
-__all__ = ["Choice", "escape_controls", "make_asker", "parse_choice", "render_question"]
+__all__ = [
+    "Choice",
+    "Option",
+    "answer_options",
+    "escape_controls",
+    "make_asker",
+    "parse_choice",
+    "render_question",
+]
 
-Choice = Literal["yes", "always", "no"]
+Choice = Literal["yes", "session", "always", "prefix", "no"]
 _GUTTER = "  │ "
 _DIFF_LIMIT = 200_000
 """Bytes of an existing file read to show a diff; a larger file is described, not diffed."""
@@ -103,29 +117,103 @@ def render_question(
     decision: Decision,
     workspace: Path,
     always: tuple[str, ...] = (),
+    options: tuple[Option, ...] | None = None,
 ) -> str:
-    """The whole prompt text, ready to print as plain text (no markup is interpreted)."""
+    """The whole prompt text, ready to print as plain text (no markup is interpreted).
+
+    `options` defaults to yes, yes always (with `always`'s rules, when given) and no.
+    """
+    if options is None:
+        options = answer_options(tool_name, always=always)
     lines = [
         f"{tool_name} wants to run:" if tool_name == "Bash" else f"{tool_name}:",
         describe(tool_name, tool_input, workspace),
         f"Why this asks: {escape_controls(decision.reason)}",
-        "  1. yes",
+        *option_lines(options),
     ]
-    if always:
-        rules = ", ".join(escape_controls(r) for r in always)
-        lines.append(f"  2. yes, always (saves {rules} to .foldline/settings.local.json)")
-    lines.append(f"  {3 if always else 2}. no")
     return "\n".join(lines)
 
 
-def parse_choice(answer: str, *, always_offered: bool) -> Choice:
-    """The answer typed at the prompt; anything not clearly yes is no."""
+# --- the answers -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Option:
+    """One numbered answer of the approval prompt."""
+
+    choice: Choice
+    label: str
+    rules: tuple[str, ...] = ()
+    """The allow rules "always" and "prefix" save."""
+
+
+_WORDS: Mapping[Choice, tuple[str, ...]] = {
+    "yes": ("y", "yes"),
+    "session": ("s", "session"),
+    "always": ("a", "always"),
+    "prefix": ("p", "prefix"),
+    "no": ("n", "no"),
+}
+"""Letters and words accepted besides an option's number."""
+
+
+def prefix_rules(tool_name: str, always: tuple[str, ...]) -> tuple[str, ...]:
+    """`Bash(git status:*)` for each exact `Bash(git status --short)` rule: the command's first word,
+    and its second when that is a subcommand (`git status`, `npm test`), not a flag or a path.
+
+    () when the prefix is the whole command (the exact rule already says it) or for other tools.
+    """
+    if tool_name != "Bash" or not always:
+        return ()
+    prefixes = []
+    for rule in always:
+        words = rule.removeprefix("Bash(").removesuffix(")").split()
+        second = words[1] if len(words) > 1 else "-"
+        keep = 2 if not second.startswith("-") and second.replace("-", "").replace("_", "").isalnum() else 1
+        if len(words) <= keep:
+            return ()
+        prefixes.append(f"Bash({' '.join(words[:keep])}:*)")
+    return tuple(dict.fromkeys(prefixes))
+
+
+def answer_options(
+    tool_name: str,
+    *,
+    always: tuple[str, ...] = (),
+    prefix: tuple[str, ...] = (),
+    session_edits: bool = False,
+) -> tuple[Option, ...]:
+    """The answers this call gets, in the order they are numbered."""
+    options = [Option("yes", "yes")]
+    if session_edits:
+        options.append(Option("session", "yes, and allow all edits in the workspace for this session"))
+    if always:
+        rules = ", ".join(escape_controls(r) for r in always)
+        options.append(
+            Option("always", f"yes, always (saves {rules} to .foldline/settings.local.json)", always)
+        )
+    if prefix:
+        rules = ", ".join(escape_controls(r) for r in prefix)
+        options.append(Option("prefix", f"yes, always for commands starting so (saves {rules})", prefix))
+    options.append(Option("no", "no, and stop: tell the model what to do instead"))
+    return tuple(options)
+
+
+def option_lines(options: tuple[Option, ...]) -> list[str]:
+    """The numbered answers, then how to answer (a bare Enter chooses nothing)."""
+    lines = [f"  {n}. {option.label}" for n, option in enumerate(options, 1)]
+    keys = "/".join(_WORDS[o.choice][0] for o in options)
+    lines.append(f"  Type 1-{len(options)} (or {keys}) and Enter; there is no default.")
+    return lines
+
+
+def parse_choice(answer: str, options: tuple[Option, ...]) -> Option | None:
+    """The option an answer names (its number, letter or word), None for anything else: asked again."""
     text = answer.strip().casefold()
-    if text in ("1", "y", "yes"):
-        return "yes"
-    if always_offered and text in ("2", "a", "always"):
-        return "always"
-    return "no"
+    for number, option in enumerate(options, 1):
+        if text == str(number) or text in _WORDS[option.choice]:
+            return option
+    return None
 
 
 def make_asker(
@@ -136,31 +224,86 @@ def make_asker(
     echo: Callable[[str], None] = click.echo,
     read: Callable[[str], str] = input,
     aread: Callable[[str], Awaitable[str]] | None = None,
+    on_refuse: Callable[[], None] | None = None,
+    cancelled: str | None = None,
 ) -> Callable[[str, Mapping[str, Any], Decision], Awaitable[bool]]:
     """The engine's `ask` callback for a terminal: prints `render_question`, reads the answer.
 
     Rules saved with "yes, always" also apply for the rest of the session: a later call that they
-    (with the settings' rules) would allow is approved without asking again. `aread`, when given,
-    reads the answer instead of `read` (the chat's line editor, which must own the terminal).
+    (with the settings' rules) would allow is approved without asking again; so do edits after
+    "allow all edits for this session". `aread`, when given, reads the answer instead of `read`
+    (the chat's line editor, which must own the terminal); an answer equal to `cancelled` (Ctrl-C
+    there, already cancelling the turn) is a plain no. A typed "no" calls `on_refuse`, which stops
+    the turn once the refusal is recorded.
     """
     approved: list[Rule] = []
+    edits_allowed = False
     ctx = ToolContext(workspace=workspace)
 
     def rules() -> PermissionRules:
         base = settings.rules
         return PermissionRules((*base.allow, *approved), base.ask, base.deny)
 
-    async def ask(tool_name: str, tool_input: Mapping[str, Any], decision: Decision) -> bool:
+    def settled(tool_name: str, tool_input: Mapping[str, Any]) -> bool:
+        """An earlier answer of this session already allows the call."""
         if approved and check_permission(tool_name, tool_input, ctx, rules(), mode).behavior == "allow":
             return True
+        return edits_allowed and _edit_allowed(tool_name, tool_input, ctx, rules())
+
+    async def answer() -> str:
+        return await aread("› ") if aread is not None else await asyncio.to_thread(read, "› ")
+
+    async def ask(tool_name: str, tool_input: Mapping[str, Any], decision: Decision) -> bool:
+        nonlocal edits_allowed
+        if settled(tool_name, tool_input):
+            return True
         always = suggest_rules(tool_name, tool_input, ctx, rules(), mode)
-        echo("\n" + render_question(tool_name, tool_input, decision, workspace, always))
-        answer = await aread("› ") if aread is not None else await asyncio.to_thread(read, "› ")
-        choice = parse_choice(answer, always_offered=bool(always))
-        if choice == "always":
-            for rule in always:
+        options = answer_options(
+            tool_name,
+            always=always,
+            prefix=_working_prefixes(tool_name, tool_input, ctx, rules(), mode, always),
+            session_edits=mode != "acceptEdits" and _edit_allowed(tool_name, tool_input, ctx, rules()),
+        )
+        echo("\n" + render_question(tool_name, tool_input, decision, workspace, options=options))
+        while (option := parse_choice(text := await answer(), options)) is None:
+            if cancelled is not None and text == cancelled:
+                return False
+            echo(f"{escape_controls(text.strip())!r} is not an answer. " + option_lines(options)[-1].strip())
+        if option.choice in ("always", "prefix"):
+            for rule in option.rules:
                 save_rule(workspace, rule)
                 approved.append(Rule.parse(rule))
-        return choice != "no"
+        elif option.choice == "session":
+            edits_allowed = True
+        elif option.choice == "no" and on_refuse is not None:
+            on_refuse()
+        return option.choice != "no"
 
     return ask
+
+
+def _edit_allowed(
+    tool_name: str, tool_input: Mapping[str, Any], ctx: ToolContext, rules: PermissionRules
+) -> bool:
+    """Whether acceptEdits would allow this call: an edit inside the workspace, no rule against it."""
+    if tool_name not in EDIT_TOOLS:
+        return False
+    return check_permission(tool_name, tool_input, ctx, rules, "acceptEdits").behavior == "allow"
+
+
+def _working_prefixes(
+    tool_name: str,
+    tool_input: Mapping[str, Any],
+    ctx: ToolContext,
+    rules: PermissionRules,
+    mode: PermissionMode,
+    always: tuple[str, ...],
+) -> tuple[str, ...]:
+    """`prefix_rules`, offered only when they really allow this call (as "always" is checked)."""
+    prefixes = prefix_rules(tool_name, always)
+    if not prefixes:
+        return ()
+    extended = PermissionRules((*rules.allow, *(Rule.parse(r) for r in prefixes)), rules.ask, rules.deny)
+    return (
+        prefixes if check_permission(tool_name, tool_input, ctx, extended, mode).behavior == "allow" else ()
+    )

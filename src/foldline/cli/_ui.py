@@ -25,6 +25,7 @@ from rich.markdown import Markdown
 from rich.spinner import Spinner
 from rich.text import Text
 
+from foldline.cli._errors import web_page_summary
 from foldline.cli._prompt import escape_controls
 from foldline.config import Config
 from foldline.engine import INTERRUPT_MARKER, INTERRUPT_MARKER_TOOLS, RESUME_MARKER
@@ -39,12 +40,21 @@ from foldline.events import (
     UIEvent,
 )
 from foldline.executor import INTERRUPTED_BEFORE_START, INTERRUPTED_WHILE_RUNNING
+from foldline.media import decode_image
 from foldline.projection import context_tokens_of
 from foldline.sessions import is_typed_prompt
 from foldline.timeline import AnyRecord, AssistantEntry, ProgressEntry, UserEntry
 from foldline.usage import usage_of
 
-__all__ = ["Renderer", "recap", "short_input", "split_markdown", "status_line"]
+__all__ = [
+    "Renderer",
+    "clip_words",
+    "recap",
+    "result_preview",
+    "short_input",
+    "split_markdown",
+    "status_line",
+]
 
 _INPUT_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description")
 _INTERRUPTED = (INTERRUPTED_BEFORE_START, INTERRUPTED_WHILE_RUNNING, RESUME_MARKER)
@@ -54,8 +64,7 @@ def short_input(tool_input: Mapping[str, Any], limit: int = 80) -> str:
     """A tool call's input in one line: the field that says what it does (command, path), else all of it."""
     value = next((tool_input[k] for k in _INPUT_KEYS if isinstance(tool_input.get(k), str)), None)
     text = str(value) if value is not None else ", ".join(f"{k}={v!r}" for k, v in tool_input.items())
-    text = escape_controls(" ".join(text.split()))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip_words(escape_controls(" ".join(text.split())), limit)
 
 
 def split_markdown(text: str) -> tuple[str, str]:
@@ -83,6 +92,51 @@ def _result_text(block: Mapping[str, Any]) -> str:
     return str(content)
 
 
+def clip_words(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut at the last space before it (never mid-word unless one
+    word is longer than the limit), ending in `…` when anything was cut."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    head = text[: cut if cut > limit // 2 else limit - 1].rstrip()
+    return head + "…"
+
+
+def _image_line(block: Mapping[str, Any]) -> str:
+    source = block.get("source") or {}
+    data = source.get("data") if isinstance(source, dict) else None
+    media_type = str(source.get("media_type", "image")) if isinstance(source, dict) else "image"
+    if not isinstance(data, str):
+        return f"[image: {media_type}]"
+    size = len(data) * 3 // 4  # base64: 4 characters per 3 bytes
+    found = decode_image(data)
+    dims = f", {found[1][0]}x{found[1][1]}" if found else ""
+    return f"[image: {media_type}{dims}, {size / 1024:,.1f} KB]"
+
+
+def result_preview(block: Mapping[str, Any], lines: int = 4, width: int = 100) -> list[str]:
+    """What a tool result shows in the REPL: its first `lines` non-blank lines, each escaped, tabs
+    expanded (a Read's `     1\tcode` reads as code) and cut at a word boundary, then `… +N lines`
+    for the rest; an image as its type, size and dimensions; `(no output)` when there is nothing."""
+    content = block.get("content", "")
+    parts = content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
+    rows: list[str] = []
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "image":
+            rows.append(_image_line(part))
+        elif part.get("type") == "text":
+            rows += [line.expandtabs(4).rstrip() for line in str(part.get("text", "")).splitlines()]
+    rows = [row for row in rows if row.strip()]
+    if not rows:
+        return ["(no output)"]
+    shown = [clip_words(escape_controls(row), width) for row in rows[:lines]]
+    if len(rows) > lines:
+        shown.append(f"… +{len(rows) - lines} lines")
+    return shown
+
+
 class _Activity:
     """The live area: the unfinished paragraph, then a spinner saying what the turn is doing."""
 
@@ -96,7 +150,7 @@ class _Activity:
         if r.pending.strip():
             parts.append(Markdown(r.pending))
         elapsed = time.monotonic() - r.phase_since
-        label = Text(f" {r.phase}… {elapsed:.0f}s", style="dim")
+        label = Text(f" {r.phase}… {elapsed:.0f}s · esc to interrupt", style="dim")
         if r.progress:
             label.append(f"  {r.progress}", style="dim italic")
         self.spinner.update(text=label)
@@ -165,7 +219,8 @@ class Renderer:
             self._record(event.record)
         elif isinstance(event, RetryEvent):
             self.pending = ""  # what streamed belongs to the failed attempt
-            self.print(Text(f"retrying in {event.delay:.1f}s: {event.reason}", style="yellow"))
+            reason = web_page_summary(event.reason) or clip_words(" ".join(event.reason.split()), 200)
+            self.print(Text(f"retrying in {event.delay:.1f}s: {escape_controls(reason)}", style="yellow"))
             self._set_phase(f"retrying (attempt {event.attempt + 1})")
         elif isinstance(event, NoticeEvent):
             style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
@@ -189,10 +244,10 @@ class Renderer:
         elif isinstance(record, UserEntry) and isinstance(record.message.content, list):
             results = [b for b in record.message.content if b.get("type") == "tool_result"]
             for block in results:
-                first = _result_text(block).strip().splitlines()[:1]
                 style = "red" if block.get("is_error") else "dim"
-                shown = escape_controls(first[0])[:100] if first else "(no output)"
-                self.print(Text(f"  ⎿ {shown}", style=style))
+                preview = result_preview(block)
+                lines = [f"  ⎿ {preview[0]}", *(f"    {line}" for line in preview[1:])]
+                self.print(Text("\n".join(lines), style=style))
             if results and self._in_turn:
                 self._set_phase("waiting for the model")
 
@@ -279,8 +334,7 @@ def status_line(records: Sequence[AnyRecord], config: Config) -> Text:
 
 
 def _clip(text: str, limit: int) -> str:
-    text = escape_controls(" ".join(text.split()))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip_words(escape_controls(" ".join(text.split())), limit)
 
 
 def _interrupted_calls(records: Sequence[AnyRecord]) -> Iterable[str]:

@@ -15,7 +15,7 @@ import signal
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from foldline.cli._input import (
     CLEARED,
     LineReader,
     answer_reader,
+    interrupt_keys,
     plain_reader,
     terminal_reader,
     use_terminal,
@@ -42,7 +43,12 @@ from foldline.config import Config, TranscriptConfig
 from foldline.engine import TurnResult
 from foldline.errors import FoldlineError
 from foldline.events import NoticeEvent, UIEvent
-from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
+from foldline.providers.anthropic import (
+    FOLDLINE_SERVE_CAPABILITIES,
+    AnthropicProvider,
+    discover_capabilities,
+)
+from foldline.providers.base import Capabilities
 from foldline.session import Session
 from foldline.sessions import (
     claude_code_projects_dir,
@@ -75,6 +81,7 @@ def _open(workspace: Path, sessions_dir: Path, resume: str | None, latest: bool)
                 f"no session {resume!r} for {workspace} (looked for {where}); "
                 "`foldline sessions` lists them, or pass a transcript path"
             )
+        _refuse_empty(found)
         return _imported(found, workspace, sessions_dir) if detect_format(found) == "claude-code" else found
     if latest:
         newest = list_session_files(sessions_dir, cwd=str(workspace))
@@ -82,6 +89,33 @@ def _open(workspace: Path, sessions_dir: Path, resume: str | None, latest: bool)
             raise click.ClickException(f"no earlier session for {workspace} under {sessions_dir}")
         return newest[0]
     return session_path(sessions_dir, str(workspace), str(uuid.uuid4()))
+
+
+def _workspace(given: Path | None) -> Path:
+    """`--workspace`, else the current directory, which may have been deleted under the shell."""
+    if given is not None:
+        return given.resolve()
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise click.ClickException(
+            "the current directory no longer exists (it was deleted or moved after this shell entered "
+            "it): cd to an existing directory, or pass --workspace DIR"
+        ) from None
+
+
+def _refuse_empty(path: Path) -> None:
+    """A transcript to resume must hold something: an empty file is no session (a typo, a truncated
+    copy), and importing it would start an empty one that only looks resumed."""
+    try:
+        with path.open("rb") as f:
+            empty = not any(line.strip() for line in f)  # stops at the first line with something
+    except OSError as e:
+        raise click.ClickException(f"cannot read {path}: {e.strerror}") from e
+    if empty:
+        raise click.ClickException(
+            f"{path} is empty: it is not a session transcript, so there is nothing to resume"
+        )
 
 
 def _imported(source: Path, workspace: Path, sessions_dir: Path) -> Path:
@@ -108,15 +142,49 @@ def _start(
     return Session.open(
         path,
         provider=AnthropicProvider(
-            base_url=options["base_url"],
-            api_key=options["api_key"],
-            capabilities=FOLDLINE_SERVE_CAPABILITIES if options["cache_edits"] else None,
+            base_url=options["base_url"], api_key=options["api_key"], capabilities=options["capabilities"]
         ),
         workspace=workspace,
         on_event=on_event,
         on_notice=on_notice,
-        **{k: v for k, v in options.items() if k not in ("base_url", "api_key", "cache_edits")},
+        **{k: v for k, v in options.items() if k not in ("base_url", "api_key", "capabilities")},
     )
+
+
+def _capabilities(options: dict[str, Any], config: Config) -> Capabilities | None:
+    """What the server takes: `--cache-edits` / `--no-cache-edits` when given, else what it says.
+
+    `foldline serve` advertises its cache_edits beta on every answer, so the cache-preserving
+    Microcompact path is on against it without a flag; the public API advertises nothing.
+    """
+    if options["cache_edits"] is not None:
+        return FOLDLINE_SERVE_CAPABILITIES if options["cache_edits"] else None
+    return discover_capabilities(
+        options["base_url"], options["api_key"], config.model, timeout=config.capability_probe_timeout_s
+    )
+
+
+def _config(options: dict[str, Any]) -> Config:
+    """The pipeline's configuration from the flags: model, turn limit, thinking, the 1M window."""
+    defaults = Config()
+    fields: dict[str, Any] = {"max_turns": options["max_turns"]}
+    if options["model"]:
+        fields["model"] = options["model"]
+    budget = options["thinking_budget"]
+    if options["thinking"] is not False and (options["thinking"] or budget is not None):
+        budget = budget or defaults.default_thinking_budget_tokens
+        fields["thinking_budget_tokens"] = budget
+        # the budget is part of max_tokens (A26): keep the usual room for the answer on top of it
+        if budget >= defaults.max_output_tokens:
+            fields["max_output_tokens"] = budget + defaults.max_output_tokens
+    if options["long_context"]:
+        fields["long_context"] = True
+    config = Config(**fields)
+    if config.long_context and config.limits.long_context_window is None:
+        raise click.ClickException(
+            f"{config.model} has no 1M-token window; --1m works with Sonnet 4 and later"
+        )
+    return config
 
 
 @contextmanager
@@ -146,18 +214,35 @@ class ChatApp:
         renderer: Renderer,
         sessions_dir: Path,
         opener: Callable[[Path | None, str | None], Session],
+        base_url: str | None = None,
+        *,
+        keys: bool = False,
     ) -> None:
         self.session = session
+        self.base_url = base_url
+        self.keys = keys  # read Esc and Ctrl-C from the terminal during a turn (`interrupt_keys`)
         self.console = console
         self.renderer = renderer
         self.sessions_dir = sessions_dir
         self._opener = opener
         self._task: asyncio.Future[Any] | None = None
+        self._refused = False
 
     def cancel_turn(self) -> None:
         """Cancel the running turn (Ctrl-C at the permission prompt)."""
         if self._task is not None:
             self._task.cancel()
+
+    def refuse(self) -> None:
+        """The person answered no: stop the turn as Claude Code does, once the refusal is recorded.
+
+        The cancellation is scheduled, not done here: the asker returns first, so the refused call
+        finishes with its refusal as its result, and the engine's interruption keeps it (the other
+        calls of the round are marked interrupted) and adds the marker the model reads.
+        """
+        if self._task is not None and not self._refused:
+            self._refused = True
+            asyncio.get_running_loop().call_soon(self.cancel_turn)
 
     async def switch(self, path: Path | None, *, model: str | None = None) -> None:
         """Open `path` (None: a new session) and close this one; another session is recapped.
@@ -184,9 +269,12 @@ class ChatApp:
                 self.console.print(line)
 
     async def run_cancellable(self, work: Awaitable[object]) -> None:
-        """Run `work`; Ctrl-C cancels it and returns to the prompt."""
+        """Run `work` (`/compact`); Esc or Ctrl-C cancels it and returns to the prompt."""
         task = asyncio.ensure_future(work)
-        with _sigint_cancels(task):
+        with (
+            _sigint_cancels(task),
+            interrupt_keys(task.cancel) if self.keys else nullcontext(),
+        ):
             try:
                 await task
             except asyncio.CancelledError:
@@ -199,18 +287,21 @@ class ChatApp:
         self.renderer.begin_turn()
         self._task = task = asyncio.ensure_future(self.session.submit_message(prompt))
         try:
-            with _sigint_cancels(task):
+            with _sigint_cancels(task), interrupt_keys(self.cancel_turn) if self.keys else nullcontext():
                 return await task
         except asyncio.CancelledError:
             if not task.cancelled():
                 raise
             self.renderer.end_turn()
-            self.console.print(
-                Text("⎿ interrupted: the turn stopped; the transcript records it", style="red")
-            )
+            if self._refused:
+                text = "⎿ declined: the turn stopped; tell the model what to do instead"
+            else:
+                text = "⎿ interrupted: the turn stopped; the transcript records it"
+            self.console.print(Text(text, style="red"))
             return None
         finally:
             self._task = None
+            self._refused = False
             self.renderer.end_turn()
 
     def status(self) -> None:
@@ -248,7 +339,7 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
         try:
             await chat.turn(text)
         except FoldlineError as e:  # the chat outlives a failed turn; the transcript records it
-            console.print(Text(explain(e), style="red"))
+            console.print(Text(explain(e, chat.base_url), style="red"))
         chat.status()
     await chat.session.aclose()
 
@@ -260,17 +351,40 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
 @click.option("--model", help="Model name (default: the configured one).")
 @click.option("--base-url", envvar="ANTHROPIC_BASE_URL", help="Another server that speaks the API.")
 @click.option(
-    "--cache-edits",
-    is_flag=True,
+    "--cache-edits/--no-cache-edits",
+    default=None,
     envvar="FOLDLINE_CACHE_EDITS",
-    help="The server takes cache_edits (foldline serve does): Microcompact then clears old tool "
-    "results without breaking the prompt cache. Off by default: the public API does not.",
+    help="Whether the server takes cache_edits (Microcompact then clears old tool results without "
+    "breaking the prompt cache). Default: ask the server; foldline serve says yes, the public API no.",
+)
+@click.option(
+    "--thinking/--no-thinking",
+    default=None,
+    help="Extended thinking on every request (default: off; on when --thinking-budget is given).",
+)
+@click.option(
+    "--thinking-budget",
+    type=click.IntRange(min=1024),
+    default=None,
+    metavar="TOKENS",
+    help="Thinking tokens per request (default with --thinking: Config.default_thinking_budget_tokens).",
+)
+@click.option(
+    "--1m",
+    "long_context",
+    is_flag=True,
+    help="Use the model's 1M-token window (Sonnet 4 and later) and send its beta header.",
 )
 @click.option("--api-key", envvar="ANTHROPIC_API_KEY", help="API key (default: $ANTHROPIC_API_KEY).")
 @click.option(
     "--permission-mode", type=click.Choice(MODES), help="Default: the settings' defaultMode, else default."
 )
-@click.option("--workspace", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path.cwd)
+@click.option(
+    "--workspace",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="The project the agent works in (default: the current directory).",
+)
 @click.option(
     "--max-turns",
     type=click.IntRange(min=1),
@@ -290,10 +404,9 @@ def chat(**options: Any) -> None:
     """Talk to the agent: one turn with -p (or stdin), otherwise a REPL."""
     fmt: str = options["output_format"]
     console = Console(highlight=False, stderr=fmt != "text")  # JSON owns stdout
-    workspace = Path(options["workspace"]).resolve()
+    workspace = _workspace(options["workspace"])
     sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
-    model = {"model": options["model"]} if options["model"] else {}
-    config = Config(max_turns=options["max_turns"], **model)
+    config = _config(options)
     try:
         settings = load_settings(workspace)
     except FoldlineError as e:
@@ -314,18 +427,26 @@ def chat(**options: Any) -> None:
         renderer.pause()
         console.print(Text(text))
 
+    def refuse() -> None:
+        if chat_ref:
+            chat_ref[0].refuse()
+
     def notice(text: str) -> None:
         renderer.print(Text(f"warning: {text}", style="yellow"))
 
     kwargs: dict[str, Any] = {
         "base_url": options["base_url"],
-        "cache_edits": options["cache_edits"],
+        "capabilities": _capabilities(options, config),
         "api_key": options["api_key"],
         "config": config,
         "tools": default_tools(),
         "rules": settings.rules,
         "permission_mode": mode,
-        "ask": make_asker(settings, workspace, mode, echo=echo, aread=answer) if interactive else None,
+        "ask": make_asker(
+            settings, workspace, mode, echo=echo, aread=answer, on_refuse=refuse, cancelled=CLEARED
+        )
+        if interactive
+        else None,
     }
 
     def opener(path: Path | None, new_model: str | None) -> Session:
@@ -339,7 +460,9 @@ def chat(**options: Any) -> None:
         path = _open(workspace, sessions_dir, options["resume"], options["latest"])
         if interactive:
             session = _start(path, workspace, kwargs, renderer, notice)
-            chat_ref.append(ChatApp(session, console, renderer, sessions_dir, opener))
+            chat_ref.append(
+                ChatApp(session, console, renderer, sessions_dir, opener, options["base_url"], keys=terminal)
+            )
             read = terminal_reader(sessions_dir / "prompt-history") if terminal else plain_reader()
             asyncio.run(_repl(chat_ref[0], read, recap_first=resumed))
             return
@@ -348,11 +471,12 @@ def chat(**options: Any) -> None:
             raise click.ClickException("nothing to send: give -p PROMPT or text on stdin")
         if fmt == "text":
             session = _start(path, workspace, kwargs, renderer, notice)
-            asyncio.run(_one_shot(ChatApp(session, console, renderer, sessions_dir, opener), prompt))
+            chat_app = ChatApp(session, console, renderer, sessions_dir, opener, options["base_url"])
+            asyncio.run(_one_shot(chat_app, prompt))
         else:
             asyncio.run(_one_shot_json(path, workspace, kwargs, prompt, stream=fmt == "stream-json"))
     except FoldlineError as e:
-        raise click.ClickException(explain(e)) from e
+        raise click.ClickException(explain(e, options["base_url"])) from e
     except KeyboardInterrupt:  # Ctrl-C outside a turn (opening, closing): leave quietly, no "Aborted!"
         console.print(Text("interrupted", style="red"))
         sys.exit(130)
@@ -382,7 +506,7 @@ async def _one_shot_json(
         result = await session.submit_message(prompt)
         text, stop = result.text, result.stop_reason
     except FoldlineError as e:
-        error = explain(e)
+        error = explain(e, kwargs["base_url"])
     finally:
         await session.aclose()
     records = session.engine.timeline.snapshot()[before:]

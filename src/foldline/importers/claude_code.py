@@ -360,7 +360,9 @@ def _walk_chain(parsed: _Parsed, leaf: _Line) -> list[_Line]:
         if up is None:
             break
         line = parsed.by_uuid.get(up)
-        if line is None:
+        # A compact boundary whose pre-compaction history is not in this file (a session continued
+        # from another one) is where this file's history starts, as CC writes it: not damage.
+        if line is None and not chain[-1].is_boundary:
             parsed.warn(chain[-1].no, f"parent {up} not found in the file; history before it is cut")
     chain.reverse()
     return chain

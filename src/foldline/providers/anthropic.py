@@ -15,7 +15,7 @@ import anthropic
 import httpx2
 
 from foldline.errors import ModelConnectionError
-from foldline.providers.base import Capabilities, http_error
+from foldline.providers.base import CAPABILITIES_HEADER, Capabilities, advertised_capabilities, http_error
 from foldline.stream import (
     BlockStart,
     BlockStop,
@@ -30,13 +30,34 @@ from foldline.stream import (
 )
 from foldline.timeline import Usage
 
-__all__ = ["FOLDLINE_SERVE_CAPABILITIES", "AnthropicProvider", "map_event"]
+__all__ = ["FOLDLINE_SERVE_CAPABILITIES", "AnthropicProvider", "discover_capabilities", "map_event"]
 
 FOLDLINE_SERVE_CAPABILITIES = Capabilities(
     name="foldline-serve", supports_cache_edits=True, cache_edits_beta="cache-edits-2025-06-01"
 )
 """What `foldline serve` declares: `cache_reference` and `cache_edits` behind its beta header (R8.4).
-The client never guesses it from a URL; `foldline chat --cache-edits` and the demo declare it."""
+The client never guesses it from a URL: the demo declares it, `foldline chat` asks the server
+(`discover_capabilities`) unless `--cache-edits` / `--no-cache-edits` says."""
+
+
+def discover_capabilities(
+    base_url: str | None, api_key: str | None, model: str, *, timeout: float
+) -> Capabilities | None:
+    """Ask the server at `base_url` what it supports, from the `CAPABILITIES_HEADER` of its answer
+    to `GET /v1/models/{model}` (any status: a 404 from `foldline serve` carries it too).
+
+    None, so the public API's defaults apply, when there is no `base_url` (the public API, which
+    advertises nothing), the server does not answer within `timeout` seconds, or it advertises
+    nothing. A failed probe is never an error: the chat's first request reports a dead server.
+    """
+    if not base_url:
+        return None
+    headers = {"x-api-key": api_key or "unused-by-local-servers", "anthropic-version": "2023-06-01"}
+    try:
+        answer = httpx2.get(f"{base_url.rstrip('/')}/v1/models/{model}", headers=headers, timeout=timeout)
+    except httpx2.HTTPError:
+        return None
+    return advertised_capabilities(answer.headers.get(CAPABILITIES_HEADER))
 
 
 class AnthropicProvider:

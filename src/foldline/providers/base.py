@@ -16,9 +16,11 @@ from foldline.errors import ModelHTTPError, OutputRoomError, OverloadedError, Pr
 from foldline.stream import StreamEvent
 
 __all__ = [
+    "CAPABILITIES_HEADER",
     "Capabilities",
     "Provider",
     "TokenCounter",
+    "advertised_capabilities",
     "count_tokens",
     "http_error",
     "too_long_before_sending",
@@ -65,6 +67,22 @@ class Capabilities:
     supports_thinking: bool = True
     cache_edits_beta: str | None = None
     """The beta header that turns cache_edits on, where the provider needs one."""
+
+
+CAPABILITIES_HEADER = "foldline-capabilities"
+"""The response header where a server lists, comma-separated, the betas beyond the public API it
+takes (`foldline serve`: its cache_edits beta). Every answer carries it, errors and 404s included,
+so a client learns it from any request (`foldline chat` asks `GET /v1/models/{id}` at start)."""
+
+
+def advertised_capabilities(header: str | None, name: str = "foldline-serve") -> Capabilities | None:
+    """The capabilities a `CAPABILITIES_HEADER` value declares; None when the header is absent (a
+    server that advertises nothing: the public API's defaults apply)."""
+    if header is None:
+        return None
+    betas = [b.strip() for b in header.split(",") if b.strip()]
+    cache_edits = next((b for b in betas if b.startswith("cache-edits-")), None)
+    return Capabilities(name=name, supports_cache_edits=cache_edits is not None, cache_edits_beta=cache_edits)
 
 
 class Provider(Protocol):

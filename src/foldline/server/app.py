@@ -27,11 +27,12 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from foldline._json import dumps, loads
 from foldline.api.validate import ValidationLimits, validate_request, validate_window
 from foldline.errors import RequestValidationError
+from foldline.providers.base import CAPABILITIES_HEADER
 from foldline.server._envelope import error_response
 from foldline.server.backend import Backend, BackendRequest, ScenarioExhaustedError, ScriptedBackend
 from foldline.server.caching import (
@@ -302,6 +303,30 @@ async def _count_tokens(request: Request) -> Response:
     return JSONResponse({"input_tokens": prompt})
 
 
+class _AdvertiseCapabilities:
+    """Outermost middleware: every answer names the betas beyond the public API that this server
+    takes (`CAPABILITIES_HEADER`), so a client can ask instead of being told by a flag."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_advertised(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    *message.get("headers", []),
+                    (CAPABILITIES_HEADER.encode(), CACHE_EDITS_BETA.encode()),
+                ]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_advertised)
+
+
 async def _on_api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, _ApiError)
     return error_response(exc.status, exc.message, headers=exc.headers)
@@ -355,7 +380,7 @@ def create_app(
             Route("/v1/messages", _messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
         ],
-        middleware=[Middleware(RequestGuard, config=config)],
+        middleware=[Middleware(_AdvertiseCapabilities), Middleware(RequestGuard, config=config)],
         exception_handlers={
             _ApiError: _on_api_error,
             RequestValidationError: _on_validation_error,

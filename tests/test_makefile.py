@@ -1,0 +1,51 @@
+"""The Makefile installs what each target runs: `make demo` stays light, `make test` gets everything.
+
+Checked with `make -n` (prints the recipes, runs nothing) against a venv path that does not exist,
+so the whole bootstrap chain is shown.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def _dry_run(target: str, venv: Path) -> str:
+    return subprocess.run(
+        ["make", "-n", "-C", str(ROOT), target, f"VENV={venv}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_demo_installs_neither_torch_nor_the_model_extra(tmp_path: Path) -> None:
+    steps = _dry_run("demo", tmp_path / "venv")
+    assert "pip install" in steps  # the bootstrap was shown, so its absence below means something
+    assert "torch" not in steps
+    assert "model" not in steps
+    assert "dev" not in steps.replace("/dev/", "")
+    assert "'.[server]'" in steps  # the demo starts the local server
+
+
+def test_test_installs_the_model_and_dev_extras(tmp_path: Path) -> None:
+    steps = _dry_run("test", tmp_path / "venv")
+    assert "torch==" in steps
+    assert "'.[dev,model]'" in steps
+    assert steps.index("torch==") < steps.index("'.[dev,model]'")  # pinned torch first
+
+
+def test_model_stamp_is_separate_from_the_demo_stamp(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".installed").touch()  # a demo venv already built (newer than pyproject.toml)
+    steps = _dry_run(f"{venv}/.installed-model", venv)
+    assert "torch==" in steps
+    assert "-m venv" not in steps  # builds on the demo venv, does not rebuild it
