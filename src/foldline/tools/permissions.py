@@ -399,6 +399,8 @@ def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: Pe
     if mode == "plan":
         return Decision("deny", "plan mode is read-only; Bash is not available")
     parsed = parse_command(command)
+    if parsed.refusal is not None:
+        return Decision("deny", f"{parsed.refusal}; split it into simpler commands")
     count = sum(1 for c in parsed.commands if c.words)
     if count > MAX_SUBCOMMANDS:
         return Decision(
