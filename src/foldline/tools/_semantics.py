@@ -277,11 +277,14 @@ def _with(
     recursive: tuple[str, ...] = (),
     runs: tuple[str, ...] = (),
     read_only: bool | None = None,
+    only_reads: tuple[str, ...] | None = None,
 ) -> Effects:
+    """`base` plus these effects; `only_reads` replaces its guessed reads with a model's exact
+    ones (a sed script or a grep pattern is not a file)."""
     out = replace(
         base,
         writes=(*base.writes, *writes),
-        reads=(*base.reads, *reads),
+        reads=(*(base.reads if only_reads is None else only_reads), *reads),
         recursive=(*base.recursive, *recursive),
         runs=(*base.runs, *runs),
     )
@@ -324,7 +327,7 @@ def _sort(cmd: SimpleCommand, base: Effects) -> Effects:
     # `-T DIR` creates its temporary files there
     writes = (*opts.values("o"), *opts.values("T"))
     reads = (*opts.values("files0-from", "random-source"), *opts.operands)
-    return _with(base, writes=writes, runs=runs, reads=reads)
+    return _with(base, writes=writes, runs=runs, only_reads=reads)
 
 
 def _uniq(cmd: SimpleCommand, base: Effects) -> Effects:
@@ -514,8 +517,8 @@ def _grep(cmd: SimpleCommand, base: Effects) -> Effects:
     # `-d recurse` (argmatch takes any unambiguous prefix: `-d rec`) is `-r`
     recurse = opts.has("r", "R") or any(v and "recurse".startswith(v) for v in opts.values("d"))
     if not recurse:
-        return _with(base, reads=reads)
-    return _with(base, reads=reads, recursive=tuple(paths or ["."]))
+        return _with(base, only_reads=reads)
+    return _with(base, only_reads=reads, recursive=tuple(paths or ["."]))
 
 
 _SED_ADDRESS = r"(?:\d+|\$|/(?:[^/\\]|\\.)*/)"
@@ -559,7 +562,7 @@ def _sed(cmd: SimpleCommand, base: Effects) -> Effects:
     if not all(_sed_script_vetted(s) for s in scripts):
         runs.append("the sed script may write files or run commands (`w`, `e`, `r`, ...)")
     writes = tuple(operands) if opts.has("i") else ()
-    return _with(base, writes=writes, runs=tuple(runs), reads=tuple(operands))
+    return _with(base, writes=writes, runs=tuple(runs), only_reads=(*opts.values("f"), *operands))
 
 
 _AWK = _spec(
@@ -584,7 +587,7 @@ def _awk(cmd: SimpleCommand, base: Effects) -> Effects:
         programs, files = files[:1], files[1:]
     if not programs or any(_AWK_RISKY.search(p) for p in programs):
         return _with(base, runs=("the awk program may write files or run commands",))
-    return _with(base, reads=tuple(w for w in files if not re.fullmatch(r"[A-Za-z_]\w*=.*", w)))
+    return _with(base, only_reads=tuple(w for w in files if not re.fullmatch(r"[A-Za-z_]\w*=.*", w)))
 
 
 _GIT_READ_ONLY = frozenset(
@@ -614,6 +617,7 @@ _GIT_CONTENT = frozenset(
     {"show", "cat-file", "grep", "diff", "diff-tree", "diff-index", "diff-files", "log", "whatchanged",
      "reflog", "stash", "range-diff"}
 )  # fmt: skip
+_GIT_TYPES = frozenset({"blob", "tree", "commit", "tag"})
 _GIT_NO_PATCH = frozenset(
     {"-s", "--no-patch", "--stat", "--numstat", "--shortstat", "--name-only", "--name-status",
      "--summary", "--dirstat", "--raw", "--compact-summary", "--quiet", "--exit-code"}
@@ -706,6 +710,9 @@ def _git_scope(sub: str, rest: list[str]) -> tuple[str, ...] | None:
     if sub in ("show", "diff", "diff-tree", "diff-index", "diff-files") and not patch:
         if _GIT_NO_PATCH.intersection(before) or any(w.startswith("--stat=") for w in before):
             return None
+    operands = [w for w in before if not w.startswith("-")]
+    if sub in ("show", "cat-file") and operands and all(":" in w for w in operands if w not in _GIT_TYPES):
+        return None  # only `REV:path` objects, each checked as the path it names
     after = rest[rest.index("--") + 1 :] if "--" in rest else []
     if not after or any(w.startswith(":") or any(c in w for c in "*?[") for w in after):
         return ()

@@ -181,8 +181,17 @@ class _Access:
 
 
 def _access(raw: str, base: Path, *, write: bool) -> _Access:
-    absolute = Path(os.path.normpath(base / os.path.expanduser(raw)))
-    return _Access(write, Path(os.path.realpath(absolute)), absolute)
+    joined = base / os.path.expanduser(raw)
+    absolute = Path(os.path.normpath(joined))
+    try:
+        # `..` after a symlinked directory climbs from the link's target, not from where the link
+        # sits: realpath of the path as written, never of its lexically normalised form
+        resolved = os.path.realpath(joined)
+    except OSError:
+        # a link the checker may not follow (`/proc/1/root`): judged as written, and any rule
+        # that needs the resolved path falls back to asking (`_via_proc`, outside the workspace)
+        resolved = str(absolute)
+    return _Access(write, Path(resolved), absolute)
 
 
 def _safe_variable(name: str) -> bool:
@@ -443,7 +452,13 @@ def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: Pe
             "deny",
             f"the command has {count} subcommands, over the limit of {MAX_SUBCOMMANDS}; split it up",
         )
-    return _strictest(_bash_checks(parsed.commands, ctx, rules, mode))
+    try:
+        return _strictest(_bash_checks(parsed.commands, ctx, rules, mode))
+    except OSError as exc:
+        # a path the checker may not inspect (`cd /proc/1/root`): unknown, so never allowed
+        return Decision(
+            "ask", f"could not inspect {exc.filename or 'a path'} the command uses ({exc.strerror})"
+        )
 
 
 def _bash_checks(
