@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -295,18 +296,43 @@ def _with(
 # --- per-command handlers -----------------------------------------------------------------------
 
 
+_COPY_COMMON = "target-directory=:t suffix=:S backup? update? context? no-target-directory:T "
+_COPY: dict[str, _Spec] = {
+    "cp": _spec("tS", long=_COPY_COMMON + "recursive:r archive:a sparse= reflink? preserve? no-preserve="),
+    "mv": _spec("tS", long=_COPY_COMMON),
+    "ln": _spec("tS", long=_COPY_COMMON + "symbolic:s"),
+    "install": _spec(
+        "tSmog", long=_COPY_COMMON + "mode=:m owner=:o group=:g strip-program= strip:s directory:d"
+    ),
+}
+
+
 def _copy(cmd: SimpleCommand, base: Effects) -> Effects:
-    """cp / mv / install / ln: the destination (last operand or `-t DIR`) is written; mv also
-    removes its sources."""
-    args = cmd.words[1:]
-    targets = _option_values(args, ("-t", "--target-directory"))
-    operands = [w for w in _operands(args) if w not in targets]
+    """cp / mv / install / ln: the destination (last operand or `-t DIR`, `--targ=DIR`) is
+    written, and so is DEST/NAME for each source NAME (a directory destination keeps the name:
+    `cp -r x/.git .` writes `./.git`); mv also removes its sources. A recursive copy of `x/.`
+    may create any name under the destination."""
+    opts = _getopt(cmd.words[1:], _COPY[cmd.name])
+    targets, operands = opts.values("t"), list(opts.operands)
     if not targets and operands:
         targets = [operands[-1] if len(operands) > 1 or cmd.name != "ln" else "."]
         operands = operands[:-1] if len(operands) > 1 else operands
-    writes = [*targets, *(operands if cmd.name == "mv" else [])]
-    recursive = tuple(operands) if _has_flag(args, _RECURSIVE_FLAGS) and cmd.name == "cp" else ()
-    return _with(base, writes=tuple(writes), recursive=recursive)
+    # `x/.` copies x's contents: no name of its own survives (normpath would make it `x`)
+    names = [os.path.basename(w.rstrip("/")) or "/" for w in operands]
+    writes = [*targets, *(f"{t}/{n}" for t in targets for n in names if n not in (".", "..", "/"))]
+    writes += operands if cmd.name == "mv" else []
+    recursive = opts.has("r", "R", "a") and cmd.name == "cp"
+    tree = tuple(targets) if recursive and any(n in (".", "..", "/") for n in names) else ()
+    runs = ("`install --strip-program` runs a program",) if opts.has("strip-program") else ()
+    reads = tuple(operands) if cmd.name != "ln" else ()
+    out = _with(
+        base,
+        writes=tuple(writes),
+        recursive=tuple(operands) if recursive else (),
+        runs=runs,
+        only_reads=reads,
+    )
+    return replace(out, tree_writes=tree)
 
 
 def _dd(cmd: SimpleCommand, base: Effects) -> Effects:
@@ -330,9 +356,13 @@ def _sort(cmd: SimpleCommand, base: Effects) -> Effects:
     return _with(base, writes=writes, runs=runs, only_reads=reads)
 
 
+_UNIQ = _spec("fsw", long="skip-fields=:f skip-chars=:s check-chars=:w all-repeated?:D group?")
+
+
 def _uniq(cmd: SimpleCommand, base: Effects) -> Effects:
-    operands = _operands(cmd.words[1:])
-    return _with(base, writes=tuple(operands[1:2]))
+    """`uniq [OPTS] IN OUT` writes OUT (`uniq -f 1 IN OUT`: the 1 is an option's value)."""
+    operands = _getopt(cmd.words[1:], _UNIQ).operands
+    return _with(base, writes=tuple(operands[1:2]), only_reads=tuple(operands[:1]))
 
 
 _TREE_SAFE = frozenset(
@@ -574,7 +604,8 @@ _AWK = _spec(
 _AWK_VETTED = frozenset("F v e b c C g h M n N O P r s S t V Y".split())
 """Options that neither load code (`-f`, `-i`, `-l`, `-E`, mawk's `-W`) nor write a file
 (`--profile`, `--pretty-print`, `--dump-variables` write theirs)."""
-_AWK_RISKY = re.compile(r"system|getline|\||>|@|print\w*\s*>|close|fflush|ENVIRON|PROCINFO")
+_AWK_RISKY = re.compile(r"system|getline|\||>|@|print\w*\s*>|close|fflush|ENVIRON|PROCINFO|ARGV|ARGC")
+"""`ARGV[1] = ".env"` makes awk read a file no operand names."""
 
 
 def _awk(cmd: SimpleCommand, base: Effects) -> Effects:
@@ -615,8 +646,10 @@ name (`--text`)."""
 _GIT_EXACT = frozenset({"text"})
 _GIT_CONTENT = frozenset(
     {"show", "cat-file", "grep", "diff", "diff-tree", "diff-index", "diff-files", "log", "whatchanged",
-     "reflog", "stash", "range-diff"}
+     "reflog", "stash", "range-diff", "format-patch", "archive", "fast-export", "bundle", "blame",
+     "annotate", "difftool"}
 )  # fmt: skip
+_GIT_ALWAYS_CONTENT = frozenset({"format-patch", "archive", "fast-export", "bundle"})
 _GIT_TYPES = frozenset({"blob", "tree", "commit", "tag"})
 _GIT_NO_PATCH = frozenset(
     {"-s", "--no-patch", "--stat", "--numstat", "--shortstat", "--name-only", "--name-status",
@@ -700,7 +733,9 @@ def _git_scope(sub: str, rest: list[str]) -> tuple[str, ...] | None:
     if sub not in _GIT_CONTENT:
         return None
     before = rest[: rest.index("--")] if "--" in rest else rest
-    patch = any(_GIT_PATCH_RE.fullmatch(w) for w in before)
+    patch = any(_GIT_PATCH_RE.fullmatch(w) for w in before) or sub in _GIT_ALWAYS_CONTENT
+    if sub in ("blame", "annotate"):
+        return None  # the file it names is checked as a read
     if sub in ("log", "whatchanged", "reflog") and not patch:
         return None
     if sub == "stash" and before[:1] != ["show"]:
@@ -786,7 +821,7 @@ _TAR = _spec(
     "use-compress-program=:I format=:H starting-file=:K tape-length=:L newer=:N after-date=:N "
     "files-from=:T label=:V listed-incremental=:g exclude-from=:X extract:x get:x create:c "
     "append:r update:u catenate:A concatenate:A delete absolute-names:P to-command= "
-    "checkpoint-action= rsh-command= rmt-command= checkpoint? exclude= transform= xform= owner= "
+    "checkpoint-action= rsh-command= rmt-command= checkpoint? remove-files exclude= transform= xform= owner= "
     "group= mode= mtime= suffix= backup? strip-components= record-size= volno-file= index-file=",
 )
 _TAR_RUNS = ("I", "F", "to-command", "checkpoint-action", "rsh-command", "rmt-command")
@@ -819,6 +854,10 @@ def _tar(cmd: SimpleCommand, base: Effects) -> Effects:
     if opts.has("c", "r", "u", "A", "delete"):
         writes += files or ["."]
         recursive += opts.operands
+        if opts.has("remove-files"):
+            writes += opts.operands
+        if opts.has("T"):
+            runs = (*runs, "tar archives the files a list names, which the checker does not read")
     reads = (*opts.values("T", "X"), *(files if opts.has("x", "t") else ()))
     out = _with(
         base, writes=tuple(writes), runs=runs, recursive=tuple(recursive), reads=reads, read_only=False
@@ -826,18 +865,45 @@ def _tar(cmd: SimpleCommand, base: Effects) -> Effects:
     return replace(out, tree_writes=tuple(tree))
 
 
+_CURL = _spec(
+    "AbCcDdEeFHhKmoPQrTtUuwXxYyz",
+    long="output=:o remote-name:O remote-name-all remote-header-name:J output-dir= dump-header=:D "
+    "cookie-jar=:c config=:K upload-file=:T trace= trace-ascii= stderr= etag-save= hsts= alt-svc= libcurl= "
+    "data=:d data-binary= data-raw= data-urlencode= data-ascii= json= form=:F form-string= variable= "
+    "netrc-file= cookie=:b header=:H",
+)
+_CURL_WRITES = ("o", "D", "c", "trace", "trace-ascii", "stderr", "etag-save", "hsts", "alt-svc", "libcurl")
+_WGET = _spec(
+    "oaeiOPTtwQUBYDRAlIX",
+    long="output-file=:o append-output=:a execute=:e input-file=:i output-document=:O directory-prefix=:P "
+    "config= post-file= body-file= save-cookies= load-cookies= warc-file= recursive:r mirror:m",
+)
+
+
 def _fetch(cmd: SimpleCommand, base: Effects) -> Effects:
-    """curl -o / wget -O: the download's file (or, without a name, the current directory)."""
-    args = cmd.words[1:]
-    names = (
-        ("-o", "--output") if cmd.name == "curl" else ("-O", "--output-document", "-P", "--directory-prefix")
-    )
-    writes = _option_values(args, names)
-    if (cmd.name == "curl" and _has_flag(args, ("-O", "--remote-name", "-J"))) or (
-        cmd.name == "wget" and not writes
-    ):
-        writes.append(".")
-    return _with(base, writes=tuple(writes))
+    """curl and wget, whose long options also go by prefix (`curl --outp=F`): every file they
+    write (`-o`, `-D`, `-c`, `--trace`, wget's `-o` log), every file they send (`-T`, `-d @F`,
+    `-F x=<F`), and a config (`-K`, wget `-e`) that could say anything. wget without `-O`
+    names its files after the URL, and with `-r` after its paths: any name under the directory."""
+    if cmd.name == "curl":
+        opts = _getopt(cmd.words[1:], _CURL)
+        writes = opts.values(*_CURL_WRITES)
+        writes += ["."] if opts.has("O", "J", "remote-name-all") else []
+        tree = tuple(opts.values("output-dir"))
+        runs = ("`curl -K` reads options from a file",) if opts.has("K") else ()
+        sent = opts.values("d", "data-binary", "data-urlencode", "data-ascii", "json", "F", "variable")
+        reads = [
+            *opts.values("T", "netrc-file"),
+            *(re.split(r"[@<]", v, maxsplit=1)[1] for v in sent if re.search(r"[@<]", v)),
+        ]
+    else:
+        opts = _getopt(cmd.words[1:], _WGET)
+        writes = opts.values("o", "a", "O", "save-cookies", "warc-file")
+        tree = tuple(opts.values("P")) or (() if opts.has("O") else (".",))
+        runs = ("`wget -e`/`--config` run settings from text or a file",) if opts.has("e", "config") else ()
+        reads = opts.values("i", "post-file", "body-file", "load-cookies")
+    out = _with(base, writes=tuple(writes), runs=runs, reads=tuple(reads))
+    return replace(out, tree_writes=tree)
 
 
 def _shell_builtin_alias(cmd: SimpleCommand, base: Effects) -> Effects:

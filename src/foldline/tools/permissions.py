@@ -187,7 +187,7 @@ def _access(raw: str, base: Path, *, write: bool) -> _Access:
         # `..` after a symlinked directory climbs from the link's target, not from where the link
         # sits: realpath of the path as written, never of its lexically normalised form
         resolved = os.path.realpath(joined)
-    except OSError:
+    except (OSError, ValueError):
         # a link the checker may not follow (`/proc/1/root`): judged as written, and any rule
         # that needs the resolved path falls back to asking (`_via_proc`, outside the workspace)
         resolved = str(absolute)
@@ -454,11 +454,9 @@ def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: Pe
         )
     try:
         return _strictest(_bash_checks(parsed.commands, ctx, rules, mode))
-    except OSError as exc:
-        # a path the checker may not inspect (`cd /proc/1/root`): unknown, so never allowed
-        return Decision(
-            "ask", f"could not inspect {exc.filename or 'a path'} the command uses ({exc.strerror})"
-        )
+    except (OSError, ValueError) as exc:
+        # a path the checker may not inspect (`cd /proc/1/root`, a NUL byte): never allowed
+        return Decision("ask", f"could not inspect a path the command uses ({exc})")
 
 
 def _bash_checks(
@@ -537,6 +535,10 @@ def _git_content_denials(
     cmd: SimpleCommand, effects: Effects, cwd: Path, top: Path, ctx: ToolContext, denies: list[Rule]
 ) -> Iterable[Decision]:
     scope = effects.repo_scope
+    if "--batch-all-objects" in cmd.words or "--unreachable" in cmd.words:
+        yield Decision(
+            "ask", f"`{cmd.text}` may print objects no commit reaches, unchecked against the rules"
+        )
     for raw in effects.repo_reads:
         if not raw:
             scope = ()  # `HEAD:` is the whole tree
@@ -799,9 +801,11 @@ def check_permission(
     if tool_name in READ_TOOLS or tool_name in EDIT_TOOLS:
         try:
             access = _file_access(tool_name, tool_input, ctx)
+            return _check_access(access, tool_name, ctx, rules, mode)
         except UserError as exc:
             return Decision("deny", str(exc))
-        return _check_access(access, tool_name, ctx, rules, mode)
+        except (OSError, ValueError) as exc:
+            return Decision("ask", f"could not inspect the path ({exc})")
     return _check_other(tool_name, rules, mode)
 
 
