@@ -252,6 +252,8 @@ READ_DENY = [
     row("git-stash-show", "git stash show -p", "deny"),
     row("git-diff-no-index-dir", "git diff --no-index locked src", "deny"),
     row("git-rule-allowed", "git show HEAD:.env", "deny", allow=("Bash(git show:*)",)),
+    row("git-log-p-bypass", "git log -p", "deny", mode="bypassPermissions"),
+    row("git-foreign-content-bypass", "cd fake && git log -p", mode="bypassPermissions"),
     row("diff-recursive", "diff -r locked src", "deny"),
     row("diff-recursive-prefix", "diff --recu docs src", "deny"),
     row("grep-d-recurse", "grep -d recurse KEY .", "deny"),

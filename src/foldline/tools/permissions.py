@@ -8,14 +8,17 @@ one path a file tool touches. Each check is decided on its own, in this order, f
 1. a **deny** rule matches -> deny (deny always wins; no mode overrides it);
 2. `plan` mode and the check writes or runs something -> deny;
 3. an **ask** rule matches, or the check writes a protected path (`.git`, `.foldline`, `.claude`,
-   `.ssh`, shell rc files), or the command cannot be verified -> ask;
+   `.ssh`, shell rc files), or the command cannot be verified, or it sets a variable outside a
+   short allowlist (`LANG`, `LC_*`, `TZ`, `NO_COLOR`, ...), or git would use a repository other
+   than the workspace's own, or a path goes through `/proc/self` -> ask;
 4. an **allow** rule matches -> allow;
 5. the mode decides: `bypassPermissions` allows; reads inside the workspace are allowed; in
    `acceptEdits` writes inside the workspace are allowed; everything else asks (fail closed).
 
 The call's decision is the strictest of its checks (any deny -> deny, else any ask -> ask). A Bash
 line with more than `MAX_SUBCOMMANDS` commands is denied outright, so a long chain can never slip
-past deny evaluation (the Claude Code 50-subcommand bypass).
+past deny evaluation (the Claude Code 50-subcommand bypass); so is a line nested too deeply to
+walk. A path the checker cannot inspect (`/proc/1/root`, a NUL byte) asks, never raises.
 
 Invariants:
 - Paths are compared after `os.path.realpath` (symlinks and `..` resolved) with
@@ -27,6 +30,11 @@ Invariants:
 - Within a Bash line, `cd DIR` / `pushd DIR` move the directory later paths resolve against
   (CVE-2026-25722). After `cd "$X"`, `cd -` or `popd` it is known only at run time: relative paths
   then ask, and are still checked against the last known directory, so a deny rule keeps denying.
+- Read-deny rules also cover what git prints from its object store: `REV:path` words are
+  checked as the path they name, and a command that prints file contents from history
+  (`show`, `log -p`, `grep`, `diff`, `stash show`, `format-patch`, ...) is checked against
+  every path the repository tracks or ever tracked (listed with git itself, in the workspace's
+  own repository only; if git cannot list them, it asks).
 - Path specifiers are gitignore-ish: `//abs`, `~/home`, `/workspace-root`, `./workspace`, `a/b`
   (workspace-relative); a bare name such as `.env` matches at any depth (for allow rules only inside
   the workspace). A pattern that names a directory covers everything under it.
@@ -468,8 +476,8 @@ def _bash_checks(
         verdict = _check_simple(cmd, effects, rules, mode)
         yield verdict
         cwds, known = dirs.get(cmd.env)
-        if cmd.name == "git" and "/" not in cmd.words[0] and mode != "bypassPermissions":
-            yield from _git_checks(cmd, effects, cwds, known, ctx, rules)
+        if cmd.name == "git" and "/" not in cmd.words[0]:
+            yield from _git_checks(cmd, effects, cwds, known, ctx, rules, mode)
         for cwd in cwds:
             yield from _file_checks(cmd, effects, cwd, ctx, rules, mode, known=known)
             yield from _read_denials(cmd, effects, cwd, ctx, rules, known=known)
@@ -506,15 +514,17 @@ def _git_checks(
     known: bool,
     ctx: ToolContext,
     rules: PermissionRules,
+    mode: PermissionMode,
 ) -> Iterable[Decision]:
     """git trusts the repository it finds: its config can run programs (`core.fsmonitor`,
     `core.pager`, aliases, filters). Only the workspace's own repository (or one whose git
     directory lives inside it, a submodule's) is trusted: a `.git` file or a bare repository the
     agent wrote elsewhere asks. And what git prints from its object store (`git show HEAD:.env`,
-    `log -p`, `grep`) is checked against the read-deny rules like a file read."""
+    `log -p`, `grep`) is checked against the read-deny rules like a file read, in every mode."""
     own = _git_dir(ctx.workspace, bare=False)
     own_dir = own[0] if own else None
-    if not known:
+    trusting = mode != "bypassPermissions"  # there any code may run; deny rules still hold
+    if not known and trusting:
         yield Decision("ask", f"`{cmd.text}` runs in a directory only known at run time")
     denies = _read_deny_rules(rules)
     for cwd in cwds:
@@ -522,10 +532,13 @@ def _git_checks(
         if found is None:
             continue
         gitdir, top = found
-        if gitdir != own_dir and not (own_dir is not None and gitdir.is_relative_to(own_dir)):
-            yield Decision(
-                "ask", f"`{cmd.text}` would use the repository at {gitdir}, not the workspace's own"
-            )
+        foreign = gitdir != own_dir and not (own_dir is not None and gitdir.is_relative_to(own_dir))
+        if foreign:
+            # never run git there to see what it holds: its config is the attacker's
+            if trusting or (denies and (effects.repo_reads or effects.repo_scope is not None)):
+                yield Decision(
+                    "ask", f"`{cmd.text}` would use the repository at {gitdir}, not the workspace's own"
+                )
             continue
         if denies:
             yield from _git_content_denials(cmd, effects, cwd, top or cwd, ctx, denies)
@@ -576,7 +589,16 @@ def _git_tracked(top: Path) -> frozenset[str] | None:
     # the workspace's own repository (checked before this is called), without its fsmonitor hook
     # and without variables that could point git elsewhere
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    base = ["git", "-C", str(top), "--no-optional-locks", "-c", "core.fsmonitor=false"]
+    base = [
+        "git",
+        "-C",
+        str(top),
+        "--no-optional-locks",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "log.showSignature=false",
+    ]
     names: set[str] = set()
     for args in (
         ["ls-files", "-z"],
