@@ -11,6 +11,7 @@ have written (`fake/`, a bare layout, and `gitfile/.git`, a `gitdir:` file point
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -348,3 +349,34 @@ def test_nesting_under_the_limit_is_judged_normally(layout: dict[str, str]) -> N
     assert parse_command(command).refusal is None
     ctx = ToolContext(workspace=Path(layout["ws"]))
     assert check_permission("Bash", {"command": command}, ctx).behavior == "ask"
+
+
+# the option models are the tools' own: run in real bash, these write what the rows say ------------
+
+REAL = {
+    "sort --o=out in": "out",
+    "sort -mo out in": "out",
+    "sed -n --expr='w out' in": "out",
+    "xxd in out": "out",
+    "uniq -f 1 in out": "out",
+    "cp --targ=dir in": "dir/in",
+    "awk -F 'BEGIN{}' 'BEGIN{system(\"touch out\")}'": "out",
+    "git init -q && git config core.pager cat get": ".git/config",
+}
+
+
+@pytest.mark.parametrize("command", list(REAL), ids=list(REAL))
+def test_the_modelled_writes_happen_in_real_bash(command: str, tmp_path: Path) -> None:
+    tool = command.split()[0]
+    if shutil.which(tool) is None or shutil.which("bash") is None:
+        pytest.skip(f"needs {tool}")
+    (tmp_path / "in").write_text("b 1\na 2\n")
+    (tmp_path / "dir").mkdir()
+    subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True, capture_output=True, timeout=10)
+    written = tmp_path / REAL[command]
+    assert written.exists()
+    if command.startswith("git"):
+        assert "pager = cat" in written.read_text()
+    checked = command.split(" && ")[-1]  # the setup (`git init`) is not what is judged
+    ctx = ToolContext(workspace=tmp_path)
+    assert check_permission("Bash", {"command": checked}, ctx).behavior == "ask"
