@@ -10,8 +10,11 @@ kinds of knowledge live here:
   user, so an unknown command can never be allowed by default.
 - Write and execution semantics of common commands that allow rules may cover (`cp`, `mv`, `ln`,
   `touch`, `sed -i`, sed `w`/`e`, awk `system()`/`print >`, `sort -o`, `find -delete`/`-fprint`,
-  `git --output`/`config`/`-c`, `rg --pre`, `tar --to-command`, interpreters' inline code, ...),
-  so a rule that allows `sed` does not allow writing `.git/config` through it.
+  `git --output`/`config`/`-c`, `rg --pre`, `tar --to-command`, interpreters' inline code,
+  `xxd IN OUT`, `date`/`hostname` setters, `jq -L`, `curl -o`, `wget -r`, ...), so a rule that
+  allows `sed` does not allow writing `.git/config` through it.
+- What git prints from its object store (`REV:path` words, and whether a subcommand prints file
+  contents at all), for the read-deny rules.
 
 Options are read the way the tool reads them (`_getopt`): GNU long options by unambiguous
 prefix (`sort --o=F` is `--output=F`, an ambiguous prefix counts as every option it could be),
