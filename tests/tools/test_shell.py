@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from foldline.tools._shell import (
     MAX_DEPTH,
+    MAX_NESTING,
     Redirect,
     ShellParseError,
     SimpleCommand,
@@ -118,6 +119,10 @@ def test_dynamic_words_are_flagged() -> None:
         pytest.param("declare -i x=1", "declarations", id="declare"),
         pytest.param("a[1]=2", "subscripted", id="subscript-assignment"),
         pytest.param("x=(a b)", "array", id="array"),
+        pytest.param("grep --file=~+/x y", "tilde after", id="tilde-after-equals"),
+        pytest.param("ls a:~1", "tilde after", id="tilde-after-colon"),
+        pytest.param("time { ls; }", "reserved word", id="time-group"),
+        pytest.param("coproc N { ls; }", "coproc", id="coproc-group"),
     ],
 )
 def test_unverifiable_syntax_is_a_problem(command: str, problem: str) -> None:
@@ -137,6 +142,52 @@ def test_nesting_is_bounded() -> None:
     for _ in range(MAX_DEPTH + 2):
         command = f"sh -c {SimpleCommand((command,)).text}"
     assert any("nested" in p for p in parse_command(command).problems)
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["echo " + "$(" * (MAX_NESTING + 1) + "x" + ")" * (MAX_NESTING + 1), "(" * 5000 + "ls" + ")" * 5000],
+    ids=["past-the-limit", "past-the-interpreter"],
+)
+def test_deep_nesting_is_a_refusal_not_an_exception(command: str) -> None:
+    parsed = parse_command(command)
+    assert parsed.refusal is not None
+    assert parsed.refusal in parsed.problems
+
+
+@pytest.mark.parametrize(
+    ("command", "hidden"),
+    [
+        ("time { rm x; }", "rm x"),
+        ("time -p { rm x; }", "rm x"),
+        ("! { rm x; }", "rm x"),
+        ("time ! rm x", "rm x"),
+        ("coproc { rm x; }", "rm x"),
+        ("coproc NAME { rm x; }", "rm x"),
+        ("time for i in 1; do rm x; done", "rm x"),
+    ],
+)
+def test_reserved_words_do_not_hide_commands(command: str, hidden: str) -> None:
+    parsed = parse_command(command)
+    assert hidden in [c.text for c in parsed.commands]
+    assert parsed.problems
+
+
+def test_every_assignment_is_recorded() -> None:
+    names = {
+        a
+        for line in (
+            "A=1 ls",
+            "B=1",
+            "env C=1 ls",
+            "export D=1",
+            "for E in x; do :; done",
+            "select F in x; do :; done",
+        )
+        for c in parse_command(line).commands
+        for a in c.assignments
+    }
+    assert names == set("ABCDEF")
 
 
 def test_heredocs() -> None:

@@ -61,6 +61,9 @@ CASES = [
     "qa \"\\$(qb)\"", "qa $'\\'$(qb)\\''", "qa <<-EOF\n\t$(qb)\n\tEOF", "qa <<EOF\n EOF\nEOF\nqb",
     "qa <<-EOF\n\tEOF\nqb", "qa <<EOF\nEOF \nEOF\nqb", "qa <<EOF\n`qb 'x'` $(qc \"y\")\nEOF",
     "qa <<EOF\n${X:-$(qb)}\nEOF", "qa <<EOF\n\\$(qb) \\`qc\\`\nEOF\nqd",
+    # reserved words tree-sitter reads as plain words after `time`, `!` and `coproc`
+    "time { qa; }", "time -p { qa x; }", "! { qa; }", "time ! qa", "coproc { qa; }; wait",
+    "coproc NAME { qa y; }; wait", "time for i in 1; do qa $i; done",
 ]  # fmt: skip
 
 

@@ -11,6 +11,11 @@ Invariants:
   heredoc body with expansions, a backslash-newline glued to a word, a control character, an
   unknown option of a wrapper, or nesting deeper than `MAX_DEPTH` adds a *problem*. A problem
   never hides commands: everything found is still returned, so deny rules keep applying.
+- Syntax nested deeper than `MAX_NESTING` (`$($($(…)))`, `((((…))))`) is a *refusal*: the walk
+  stops there, so what lies deeper is unknown and the line is refused outright, never half-judged.
+  A `RecursionError` anywhere in the walk is the same refusal, never an exception.
+- Every name a line assigns is recorded, wherever bash assigns it: `X=1 cmd`, `X=1`, `env X=1`,
+  `export`/`local`/`readonly`, and a `for`/`select` loop variable.
 - Substitutions (`$(…)`, backticks, `<(…)`, `>(…)`) are walked and returned before the command
   that uses them, as bash runs them; the word that held one is `dynamic`.
 - Wrappers (`sudo`, `env`, `nice`, `timeout`, `xargs`, `watch`, `busybox`, ...) and indirect
@@ -34,6 +39,7 @@ from tree_sitter import Language, Node, Parser
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_NESTING",
     "ParsedCommand",
     "Redirect",
     "ShellParseError",
@@ -43,11 +49,17 @@ __all__ = [
 ]
 
 MAX_DEPTH = 8
+MAX_NESTING = 64
+"""Syntax nesting (substitutions, subshells, groups, quotes) past which a line is refused."""
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 _SAFE_WORD_RE = re.compile(r"[\w@%+=:,./~*?\[\]{}^!#-]+")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BRACE_RE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+class _TooDeep(Exception):
+    """Syntax nested past `MAX_NESTING`: the walk stops and the line is refused."""
 
 
 class ShellParseError(ValueError):
@@ -119,6 +131,8 @@ class ParsedCommand:
     commands: tuple[SimpleCommand, ...]
     problems: tuple[str, ...]
     """Every problem on the line, its commands' included."""
+    refusal: str | None = None
+    """Why the line cannot be walked at all (nesting too deep): the caller must refuse it."""
 
 
 def _quote(word: str) -> str:
@@ -158,6 +172,17 @@ class _Walker:
     out: list[SimpleCommand] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     counter: list[int] = field(default_factory=lambda: [0])
+    nesting: int = 0
+
+    def deeper(self) -> None:
+        """Enter one level of syntax nesting.
+
+        Raises:
+            _TooDeep: past `MAX_NESTING`; `parse_command` turns it into a refusal.
+        """
+        if self.nesting >= MAX_NESTING:
+            raise _TooDeep(f"the command nests more than {MAX_NESTING} levels deep")
+        self.nesting += 1
 
     def child(self, env: tuple[int, ...]) -> tuple[int, ...]:
         return _child_env(env, self.counter)
@@ -177,6 +202,13 @@ class _Walker:
             self.statement(node, self.child(env) if background else env, cond)
 
     def statement(self, node: Node, env: tuple[int, ...], cond: bool) -> None:
+        self.deeper()
+        try:
+            self._statement(node, env, cond)
+        finally:
+            self.nesting -= 1
+
+    def _statement(self, node: Node, env: tuple[int, ...], cond: bool) -> None:
         kind = node.type
         if kind in _SEQUENCES or kind == "negated_command":
             self.sequence(node.children, env, cond)
@@ -214,11 +246,14 @@ class _Walker:
             self.scan(node, env)
 
     def compound(self, node: Node, env: tuple[int, ...]) -> None:
-        """`if`/`while`/`for`: every part is walked; everything inside is conditional."""
+        """`if`/`while`/`for`: every part is walked; everything inside is conditional. A loop
+        variable is an assignment (`for HOME in /tmp; do git log; done` changes git's HOME)."""
         for part in node.named_children:
             if part.type in _STATEMENTS or part.type in _SEQUENCES:
                 self.statement(part, env, True)
-            elif part.type != "variable_name":
+            elif part.type == "variable_name":
+                self.emit(SimpleCommand((), assignments=(self.text(part),), env=env, conditional=True))
+            else:
                 word = self.word(part, env)
                 self.problems.extend(word.problems)
 
@@ -420,6 +455,13 @@ class _Walker:
     # --- words ------------------------------------------------------------------------------
 
     def word(self, node: Node, env: tuple[int, ...]) -> _Word:
+        self.deeper()
+        try:
+            return self._word(node, env)
+        finally:
+            self.nesting -= 1
+
+    def _word(self, node: Node, env: tuple[int, ...]) -> _Word:
         kind, raw = node.type, self.text(node)
         if kind == "word":
             return _unquoted(raw, first=True)
@@ -523,6 +565,10 @@ def _unquoted(raw: str, *, first: bool) -> _Word:
         problems.append(f"brace expansion in `{raw}` is not verified")
     if first and raw.startswith("~") and not re.match(r"~(/|$)", raw):
         problems.append(f"tilde form `{raw.split('/', 1)[0]}` is not verified")
+    # bash also expands a tilde after `=` or `:` in a word that looks like an assignment
+    # (`--file=~+/x` is `--file=$PWD/x`, `~1` a directory-stack entry)
+    if re.search(r"[=:]~(?![/:]|$)", raw):
+        problems.append(f"a tilde after `=` or `:` in `{raw}` is not verified")
     return _Word(text, bool(problems), problems)
 
 
@@ -596,7 +642,6 @@ _WRAPPERS: dict[str, _Options] = {
     "sudo": _opts("-u -g -h -p -C -D -r -t -U -T --user --group --host --prompt --chdir",
                   "-E -H -n -S -b -k -P -A --preserve-env --non-interactive --stdin --background"),
     "doas": _opts("-u -C", "-n"),
-    "coproc": _opts(),
     "env": _opts("-u --unset", "-i -0 - --ignore-environment --null -v --debug"),
     "nice": _opts("-n --adjustment", "", numbers=True),
     "timeout": _opts("-s -k --signal --kill-after", "--foreground --preserve-status -v --verbose"),
@@ -624,6 +669,12 @@ _SHELL_OPTS = _opts("-o +o -O +O --rcfile --init-file",
                     "+e +x +u +v +f +h +a +b +m +p +C +H +B +P +E +T "
                     "--norc --noprofile --login --posix --restricted --noediting --verbose")  # fmt: skip
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_RESERVED = frozenset(
+    {"{", "}", "!", "(", ")", "then", "do", "done", "else", "elif", "fi", "esac", "in", "if", "while",
+     "until", "for", "case", "select", "function", "]]"}
+)  # fmt: skip
+"""Words bash reads as syntax in command position; as a parsed command name they mean
+tree-sitter misread the structure."""
 
 
 def _take_options(cmd: SimpleCommand, start: int, table: _Options) -> tuple[int, list[str], list[str]]:
@@ -693,6 +744,10 @@ def unwrap(cmd: SimpleCommand, depth: int, counter: list[int] | None = None) -> 
     if not cmd.words or cmd.dynamic[0]:
         return [cmd]
     name = cmd.name
+    if cmd.words[0] in _RESERVED:
+        return _unwrap_reserved(cmd, depth, counter)
+    if name == "coproc":
+        return _unwrap_coproc(cmd, depth, counter)
     if name in _WRAPPERS and not (name == "command" and any(w in ("-v", "-V") for w in cmd.words[1:])):
         return _unwrap_wrapper(cmd, depth, counter)
     if name in ("eval", "trap") or name in _SHELLS or name == "busybox":
@@ -700,6 +755,37 @@ def unwrap(cmd: SimpleCommand, depth: int, counter: list[int] | None = None) -> 
     if name == "find" and _FIND_EXEC.intersection(cmd.words):
         return _unwrap_find(cmd, depth, counter)
     return [cmd]
+
+
+def _unwrap_reserved(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[SimpleCommand]:
+    """A reserved word where a command name should be: tree-sitter took a group or keyword after
+    `time`, `!` or `coproc` for plain words (`time { rm x; }` -> `time`, `{ rm x`, `}`). The
+    words after it are still a command bash runs: judge them as one, and ask."""
+    own = replace(cmd, problems=(*cmd.problems, f"the reserved word `{cmd.words[0]}` is not verified here"))
+    if len(cmd.words) == 1:
+        return [own]
+    inner = replace(cmd, words=cmd.words[1:], dynamic=cmd.dynamic[1:], redirects=())
+    return [replace(own, wrapper=True), *unwrap(inner, depth + 1, counter)]
+
+
+def _unwrap_coproc(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[SimpleCommand]:
+    """`coproc [NAME] CMD`: tree-sitter does not know coproc, so `coproc X { rm; }` arrives as
+    the words `coproc X { rm` (and a stray `}`). The NAME and the group's opening word are
+    dropped so the body's command is judged as itself; a body that is a group asks."""
+    words, dynamic = list(cmd.words[1:]), list(cmd.dynamic[1:])
+    problems: list[str] = []
+    if len(words) > 1 and _NAME_RE.fullmatch(words[0]) and words[1] in ("{", "("):
+        del words[0], dynamic[0]
+    if words and words[0] in ("{", "("):
+        del words[0], dynamic[0]
+        problems.append("a `coproc` with a compound body is not verified")
+    own = replace(cmd, problems=(*cmd.problems, *problems), wrapper=True)
+    if not words:
+        return [own]
+    inner = replace(
+        cmd, words=tuple(words), dynamic=tuple(dynamic), env=_child_env(cmd.env, counter), redirects=()
+    )
+    return [own, *unwrap(inner, depth + 1, counter)]
 
 
 def _child_env(env: tuple[int, ...], counter: list[int]) -> tuple[int, ...]:
@@ -877,8 +963,14 @@ def parse_command(command: str) -> ParsedCommand:
 
     Never raises: what cannot be verified is listed in `problems` (and on the commands it
     concerns), and every command found is still returned so deny rules apply to all of them.
+    A line too deeply nested to walk comes back with a `refusal`.
     """
-    return _parse(command, 0, [0])
+    try:
+        return _parse(command, 0, [0])
+    except (_TooDeep, RecursionError) as exc:
+        # nothing deeper was seen, so nothing about the line can be vouched for: refuse it
+        reason = str(exc) if isinstance(exc, _TooDeep) else "the command nests too deeply to be checked"
+        return ParsedCommand((SimpleCommand((), problems=(reason,)),), (reason,), reason)
 
 
 def split_command(command: str) -> list[SimpleCommand]:

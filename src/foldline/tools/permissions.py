@@ -8,7 +8,9 @@ one path a file tool touches. Each check is decided on its own, in this order, f
 1. a **deny** rule matches -> deny (deny always wins; no mode overrides it);
 2. `plan` mode and the check writes or runs something -> deny;
 3. an **ask** rule matches, or the check writes a protected path (`.git`, `.foldline`, `.claude`,
-   `.ssh`, shell rc files), or the command cannot be verified -> ask;
+   `.ssh`, shell rc files), or the command cannot be verified, or it sets a variable outside a
+   short allowlist (`LANG`, `LC_*`, `TZ`, `NO_COLOR`, ...), or git would use a repository other
+   than the workspace's own, or a path goes through `/proc/self` -> ask;
 4. an **allow** rule matches -> allow;
 5. the mode decides: `bypassPermissions` allows; reads inside the workspace, and of output foldline
    saved for the model to read back (`ToolContext.own_output_dirs`), are allowed; in
@@ -16,7 +18,8 @@ one path a file tool touches. Each check is decided on its own, in this order, f
 
 The call's decision is the strictest of its checks (any deny -> deny, else any ask -> ask). A Bash
 line with more than `MAX_SUBCOMMANDS` commands is denied outright, so a long chain can never slip
-past deny evaluation (the Claude Code 50-subcommand bypass).
+past deny evaluation (the Claude Code 50-subcommand bypass); so is a line nested too deeply to
+walk. A path the checker cannot inspect (`/proc/1/root`, a NUL byte) asks, never raises.
 
 Invariants:
 - Paths are compared after `os.path.realpath` (symlinks and `..` resolved) with
@@ -28,6 +31,11 @@ Invariants:
 - Within a Bash line, `cd DIR` / `pushd DIR` move the directory later paths resolve against
   (CVE-2026-25722). After `cd "$X"`, `cd -` or `popd` it is known only at run time: relative paths
   then ask, and are still checked against the last known directory, so a deny rule keeps denying.
+- Read-deny rules also cover what git prints from its object store: `REV:path` words are
+  checked as the path they name, and a command that prints file contents from history
+  (`show`, `log -p`, `grep`, `diff`, `stash show`, `format-patch`, ...) is checked against
+  every path the repository tracks or ever tracked (listed with git itself, in the workspace's
+  own repository only; if git cannot list them, it asks).
 - Path specifiers are gitignore-ish: `//abs`, `~/home`, `/workspace-root`, `./workspace`, `a/b`
   (workspace-relative); a bare name such as `.env` matches at any depth (for allow rules only inside
   the workspace). A pattern that names a directory covers everything under it.
@@ -41,6 +49,7 @@ import glob
 import os
 import re
 import shlex
+import subprocess
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,10 +95,23 @@ _SHELL_RC = frozenset(
      ".gitconfig", ".netrc", ".npmrc", ".pypirc", ".git-credentials"}
 )  # fmt: skip
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
-_RISKY_VARIABLES = frozenset(
+_SAFE_VARIABLES = frozenset(
+    {"LANG", "LANGUAGE", "TZ", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS",
+     "LINES", "CI"}
+)  # fmt: skip
+"""Variables a command may be given without asking (and `LC_*`): they change formatting only.
+Every other name may point a program at other config, code or directories (`GIT_*`, `HOME`,
+`XDG_*`, `LD_*`, `PS4`, `BASH_FUNC_*`, `RIPGREP_CONFIG_PATH`, `TAR_OPTIONS`, `PYTHON*`,
+`NODE_OPTIONS`, ...), so it asks: an allowlist, because no denylist of them is ever complete."""
+_BYPASS_RISKY_VARIABLES = frozenset(
     {"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "BASH_ENV", "ENV", "IFS",
      "PROMPT_COMMAND", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "PAGER", "EDITOR", "SHELLOPTS"}
 )  # fmt: skip
+"""What still asks in `bypassPermissions`, where every other variable is allowed."""
+_PROC_RE = re.compile(r"/proc/(self|thread-self|\d+)(/|$)")
+"""`/proc/self/cwd`, `/proc/<pid>/root`, ...: their meaning depends on the process that opens
+them, so resolving them in the checker's own process says nothing about the shell's."""
+_GIT_SCAN_TIMEOUT_S = 5.0
 _RULE_RE = re.compile(r"\s*([A-Za-z0-9_*-]+)\s*(?:\((.*)\))?\s*", re.DOTALL)
 
 
@@ -168,8 +190,25 @@ class _Access:
 
 
 def _access(raw: str, base: Path, *, write: bool) -> _Access:
-    absolute = Path(os.path.normpath(base / os.path.expanduser(raw)))
-    return _Access(write, Path(os.path.realpath(absolute)), absolute)
+    joined = base / os.path.expanduser(raw)
+    absolute = Path(os.path.normpath(joined))
+    try:
+        # `..` after a symlinked directory climbs from the link's target, not from where the link
+        # sits: realpath of the path as written, never of its lexically normalised form
+        resolved = os.path.realpath(joined)
+    except (OSError, ValueError):
+        # a link the checker may not follow (`/proc/1/root`): judged as written, and any rule
+        # that needs the resolved path falls back to asking (`_via_proc`, outside the workspace)
+        resolved = str(absolute)
+    return _Access(write, Path(resolved), absolute)
+
+
+def _safe_variable(name: str) -> bool:
+    return name in _SAFE_VARIABLES or (name.startswith("LC_") and name[3:].isupper())
+
+
+def _via_proc(access: _Access) -> bool:
+    return any(_PROC_RE.match(str(p)) for p in (access.literal, access.path))
 
 
 def is_protected_path(path: Path) -> bool:
@@ -232,6 +271,10 @@ def _check_access(
             return Decision("deny", f"{access.path} is denied by a permission rule", str(rule))
     if access.write and mode == "plan":
         return Decision("deny", f"plan mode is read-only; {tool} would write {access.path}")
+    if _via_proc(access):
+        return Decision(
+            "ask", f"{access.literal} goes through /proc, which the checker cannot resolve for the shell"
+        )
     for rule in rules.ask:
         if rule.names(names) and _path_matches(rule, access, ctx, for_allow=False):
             return Decision("ask", f"a rule asks before touching {access.path}", str(rule))
@@ -324,9 +367,13 @@ def _check_simple(
         return Decision("ask", f"a rule asks before running `{label}`", str(rule))
     if cmd.problems:
         return Decision("ask", f"cannot verify `{label}`: {cmd.problems[0]}; it needs approval")
-    risky = _RISKY_VARIABLES.intersection(cmd.assignments)
+    risky = sorted(_BYPASS_RISKY_VARIABLES.intersection(cmd.assignments))
+    if mode != "bypassPermissions":
+        risky = sorted({a for a in cmd.assignments if not _safe_variable(a)})
     if risky:
-        return Decision("ask", f"`{label}` sets {', '.join(sorted(risky))}, which changes what runs")
+        return Decision(
+            "ask", f"`{label}` sets {', '.join(risky)}, which may change what runs or where it reads config"
+        )
     if not cmd.words:
         return Decision("allow", "variable assignment or redirection only")
     if cmd.dynamic[0]:
@@ -371,11 +418,17 @@ class _Dirs:
     def change(self, cmd: SimpleCommand) -> None:
         cwds, known = self.get(cmd.env)
         args = [w for w in cmd.words[1:] if w == "-" or not w.startswith("-")]
+        options = [w for w in cmd.words[1:] if w.startswith("-") and w != "-"]
         if (
             cmd.words[0] == "popd"
             or any(cmd.dynamic)
             or args[:1] == ["-"]
             or (cmd.words[0] == "pushd" and not args)
+            # `pushd +N` / `-N` rotate the stack; `pushd -n` does not move; other options unknown
+            or any(re.fullmatch(r"[+-]\d+", w) for w in cmd.words[1:])
+            or any(o not in ("-L", "-P", "-e", "--") for o in options)
+            # with CDPATH set, `cd name` may go to any directory on it
+            or (os.environ.get("CDPATH") and args and not args[0].startswith(("/", "./", "../")))
         ):
             self.state[cmd.env] = (cwds, False)
             return
@@ -402,13 +455,19 @@ def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: Pe
     if mode == "plan":
         return Decision("deny", "plan mode is read-only; Bash is not available")
     parsed = parse_command(command)
+    if parsed.refusal is not None:
+        return Decision("deny", f"{parsed.refusal}; split it into simpler commands")
     count = sum(1 for c in parsed.commands if c.words)
     if count > MAX_SUBCOMMANDS:
         return Decision(
             "deny",
             f"the command has {count} subcommands, over the limit of {MAX_SUBCOMMANDS}; split it up",
         )
-    return _strictest(_bash_checks(parsed.commands, ctx, rules, mode))
+    try:
+        return _strictest(_bash_checks(parsed.commands, ctx, rules, mode))
+    except (OSError, ValueError) as exc:
+        # a path the checker may not inspect (`cd /proc/1/root`, a NUL byte): never allowed
+        return Decision("ask", f"could not inspect a path the command uses ({exc})")
 
 
 def _bash_checks(
@@ -420,6 +479,8 @@ def _bash_checks(
         verdict = _check_simple(cmd, effects, rules, mode)
         yield verdict
         cwds, known = dirs.get(cmd.env)
+        if cmd.name == "git" and "/" not in cmd.words[0]:
+            yield from _git_checks(cmd, effects, cwds, known, ctx, rules, mode)
         for cwd in cwds:
             yield from _file_checks(cmd, effects, cwd, ctx, rules, mode, known=known)
             yield from _read_denials(cmd, effects, cwd, ctx, rules, known=known)
@@ -428,6 +489,135 @@ def _bash_checks(
                 yield from _read_checks(effects, cwd, ctx, rules, mode, known=known)
         if _changes_dir(cmd):
             dirs.change(cmd)
+
+
+def _git_dir(start: Path, *, bare: bool) -> tuple[Path, Path | None] | None:
+    """The repository git would use from `start`, found the way git looks for it: at each level
+    a `.git` directory or `gitdir:` file, else (when `bare`) the directory itself when it is a
+    repository. Returns (its git directory, resolved; its work tree, or None for a bare one)."""
+    for d in (start, *start.parents):
+        entry = d / ".git"
+        if entry.is_dir():
+            return Path(os.path.realpath(entry)), d
+        if entry.is_file():
+            try:
+                m = re.match(r"gitdir:\s*(.+?)\s*$", entry.read_text(errors="replace"))
+            except OSError:
+                m = None
+            return Path(os.path.realpath(d / m.group(1) if m else entry)), d
+        if bare and (d / "HEAD").is_file() and (d / "objects").is_dir() and (d / "refs").is_dir():
+            return Path(os.path.realpath(d)), None
+    return None
+
+
+def _git_checks(
+    cmd: SimpleCommand,
+    effects: Effects,
+    cwds: tuple[Path, ...],
+    known: bool,
+    ctx: ToolContext,
+    rules: PermissionRules,
+    mode: PermissionMode,
+) -> Iterable[Decision]:
+    """git trusts the repository it finds: its config can run programs (`core.fsmonitor`,
+    `core.pager`, aliases, filters). Only the workspace's own repository (or one whose git
+    directory lives inside it, a submodule's) is trusted: a `.git` file or a bare repository the
+    agent wrote elsewhere asks. And what git prints from its object store (`git show HEAD:.env`,
+    `log -p`, `grep`) is checked against the read-deny rules like a file read, in every mode."""
+    own = _git_dir(ctx.workspace, bare=False)
+    own_dir = own[0] if own else None
+    trusting = mode != "bypassPermissions"  # there any code may run; deny rules still hold
+    if not known and trusting:
+        yield Decision("ask", f"`{cmd.text}` runs in a directory only known at run time")
+    denies = _read_deny_rules(rules)
+    for cwd in cwds:
+        found = _git_dir(cwd, bare=True)
+        if found is None:
+            continue
+        gitdir, top = found
+        foreign = gitdir != own_dir and not (own_dir is not None and gitdir.is_relative_to(own_dir))
+        if foreign:
+            # never run git there to see what it holds: its config is the attacker's
+            if trusting or (denies and (effects.repo_reads or effects.repo_scope is not None)):
+                yield Decision(
+                    "ask", f"`{cmd.text}` would use the repository at {gitdir}, not the workspace's own"
+                )
+            continue
+        if denies:
+            yield from _git_content_denials(cmd, effects, cwd, top or cwd, ctx, denies)
+
+
+def _git_content_denials(
+    cmd: SimpleCommand, effects: Effects, cwd: Path, top: Path, ctx: ToolContext, denies: list[Rule]
+) -> Iterable[Decision]:
+    scope = effects.repo_scope
+    if "--batch-all-objects" in cmd.words or "--unreachable" in cmd.words:
+        yield Decision(
+            "ask", f"`{cmd.text}` may print objects no commit reaches, unchecked against the rules"
+        )
+    for raw in effects.repo_reads:
+        if not raw:
+            scope = ()  # `HEAD:` is the whole tree
+            continue
+        access = _access(raw, cwd if raw.startswith(("./", "../")) else top, write=False)
+        for rule in denies:
+            if _path_matches(rule, access, ctx, for_allow=False):
+                yield Decision(
+                    "deny", f"`{cmd.text}` prints {access.path} from git, denied by a rule", str(rule)
+                )
+    if scope is None:
+        return
+    tracked = _git_tracked(top)
+    if tracked is None:
+        yield Decision("ask", f"could not list what git tracks, so `{cmd.text}` may print a denied file")
+        return
+    limits = [Path(os.path.normpath(cwd / spec)) for spec in scope]
+    patterns = [(rule, _rule_pattern(rule, ctx, for_allow=False)) for rule in denies]
+    for name in sorted(tracked):
+        path = top / name
+        if limits and not any(path == lim or path.is_relative_to(lim) for lim in limits):
+            continue
+        access = _Access(False, Path(os.path.realpath(path)), path)
+        for rule, pattern in patterns:
+            if _pattern_matches(pattern, access, for_allow=False):
+                yield Decision(
+                    "deny", f"`{cmd.text}` may print {name}, which git tracks and a rule denies", str(rule)
+                )
+                return
+
+
+def _git_tracked(top: Path) -> frozenset[str] | None:
+    """Every path the repository at `top` holds in its index or any commit it can reach (refs,
+    stash and reflog included); None when git cannot say (fail closed: the caller asks)."""
+    # the workspace's own repository (checked before this is called), without its fsmonitor hook
+    # and without variables that could point git elsewhere
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    base = [
+        "git",
+        "-C",
+        str(top),
+        "--no-optional-locks",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "log.showSignature=false",
+    ]
+    names: set[str] = set()
+    for args in (
+        ["ls-files", "-z"],
+        ["log", "--all", "--reflog", "--format=", "--name-only", "--no-renames", "-z"],
+    ):
+        try:
+            proc = subprocess.run(
+                [*base, *args], capture_output=True, timeout=_GIT_SCAN_TIMEOUT_S, env=env, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if proc.returncode != 0:
+            return None
+        names.update(n.strip("\n") for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0"))
+    names.discard("")
+    return frozenset(names)
 
 
 def _file_checks(
@@ -443,6 +633,13 @@ def _file_checks(
     """The files `cmd` opens through redirections and writes by its own semantics (`cp`, `sed -i`, ...)."""
     files = [(r.target, r.writes, r.dynamic) for r in cmd.redirects if r.writes or r.reads]
     files += [(path, True, False) for path in effects.writes]
+    for raw in effects.tree_writes:
+        if _uncertain(raw, known):
+            yield Decision("ask", f"`{raw}` is relative to a directory only known at run time")
+        root = _access(raw, cwd, write=True)
+        yield _check_access(root, "Bash", ctx, rules, mode)
+        # any name may appear under it, `.git/hooks/…` and `.foldline/…` included
+        yield Decision("ask", f"`{cmd.text}` may create any file under {root.path}, protected paths included")
     for raw, writes, dynamic in files:
         if dynamic:
             yield Decision("ask", f"redirection target `{raw}` is only known at run time")
@@ -472,6 +669,8 @@ def _expand_known(raw: str, cwd: Path) -> list[str]:
     home = str(Path.home())
     text = re.sub(r"\$\{?HOME\}?", lambda _: home, raw)
     text = re.sub(r"\$\{?PWD\}?", lambda _: str(cwd), text)
+    # the shell's own directory, wherever the checker runs
+    text = re.sub(r"^/proc/(self|thread-self)/cwd(?=/|$)", lambda _: str(cwd), text)
     if any(ch in text for ch in "*?["):
         pattern = os.path.join(cwd, os.path.expanduser(text))
         return [text, *sorted(glob.glob(pattern, include_hidden=False))[:200]]
@@ -495,7 +694,15 @@ def _read_denials(
     takes_files = bool(cmd.words) and (cmd.name not in NO_FILE_OPERANDS or "/" in cmd.words[0])
     words = [*(w for w in cmd.words[1:] if w and not w.startswith("-") and takes_files), *effects.reads]
     words += [r.target for r in cmd.redirects if r.reads]
+    if takes_files:
+        # a value attached to a short option (`xargs -a.env`, `jq -Lsecrets`, `-xa.env`): every
+        # tail of the word may be a file, since which letters take a value is per command
+        words += [w[k:] for w in cmd.words[1:] if w[:1] == "-" and w[1:2] != "-" for k in range(2, len(w))]
     for word in dict.fromkeys(words):
+        if _PROC_RE.search(word):
+            yield Decision(
+                "ask", f"`{cmd.text}` names {word}, which the checker cannot resolve for the shell"
+            )
         for raw in _expand_known(word, cwd):
             if _uncertain(raw, known):
                 yield Decision("ask", f"`{cmd.text}` names {raw} in a directory only known at run time")
@@ -522,7 +729,15 @@ def _denied_under(root: Path, denies: list[Rule], ctx: ToolContext, skip_hidden:
     # anchored once per walk, not once per file: anchoring resolves the pattern's fixed prefix
     patterns = [_rule_pattern(rule, ctx, for_allow=False) for rule in denies]
     seen = 0
-    for dirpath, dirnames, filenames in os.walk(root):
+    visited: set[str] = set()
+    # symlinked directories are followed (`grep -R` does, and a link's target is what is read);
+    # each real directory once, so a link cycle ends
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in visited:
+            dirnames[:] = []
+            continue
+        visited.add(real)
         if skip_hidden:
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             filenames = [f for f in filenames if not f.startswith(".")]
@@ -611,9 +826,11 @@ def check_permission(
     if tool_name in READ_TOOLS or tool_name in EDIT_TOOLS:
         try:
             access = _file_access(tool_name, tool_input, ctx)
+            return _check_access(access, tool_name, ctx, rules, mode)
         except UserError as exc:
             return Decision("deny", str(exc))
-        return _check_access(access, tool_name, ctx, rules, mode)
+        except (OSError, ValueError) as exc:
+            return Decision("ask", f"could not inspect the path ({exc})")
     return _check_other(tool_name, rules, mode)
 
 
