@@ -188,6 +188,12 @@ class ToolsConfig:
     """Glob paths / Grep files or lines returned before the list is cut."""
     search_max_file_bytes: int = 5 * 1024 * 1024
     """Grep skips files larger than this."""
+    sandbox_probe_timeout_s: float = 10.0
+    """How long the start-up check that bubblewrap can run may take before the sandbox counts as
+    unavailable."""
+    sandbox_rule_paths_limit: int = 200
+    """Paths one rule's glob may bind into the Bash sandbox (read-only or hidden) per call; past it,
+    the permission checker alone enforces the rule."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -102,6 +102,7 @@ from foldline.tools.permissions import (
     PermissionMode,
     PermissionRules,
 )
+from foldline.tools.sandbox import Sandbox
 from foldline.turn import (
     Continue,
     Decision,
@@ -235,6 +236,8 @@ class QueryEngine:
     permission_mode: PermissionMode = "default"
     ask: AskCallback | None = None
     """Answers "ask" decisions (R9.2); without one, a call that needs asking is refused."""
+    sandbox: Sandbox | None = None
+    """The OS sandbox Bash runs in (`tools.sandbox.detect_sandbox`); None: unsandboxed."""
     stages: Sequence[Stage] = field(default_factory=default_stages)
     """The compaction levels, in order (R3.0); default: budget, Snip, Microcompact."""
     timeline: Timeline = field(default_factory=Timeline)
@@ -282,6 +285,7 @@ class QueryEngine:
             rules=self.rules,
             permission_mode=self.permission_mode,
             ask=self.ask,
+            sandbox=self.sandbox,
             results_dir=results_dir,
         )
         self._fixed_tokens = estimate_fixed(self.system, tool_specs(list(self.tools)))

@@ -19,13 +19,16 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
 from foldline._types import Block, JSONObject
 from foldline.config import ToolsConfig
 from foldline.errors import ToolError
+
+if TYPE_CHECKING:  # sandbox.py reads the config only, but the tools package imports base first
+    from foldline.tools.sandbox import Sandbox
 
 __all__ = [
     "BaseTool",
@@ -125,6 +128,8 @@ class ToolContext:
     run_tool: Callable[[str, Mapping[str, Any]], Awaitable[ToolResult]] | None = None
     """Runs another tool by name under the same permissions, recording it as a virtual pair
     (R1.6); set by the engine, used by composite tools such as Batch."""
+    sandbox: Sandbox | None = None
+    """The OS sandbox Bash runs in (`sandbox.detect_sandbox`); None runs Bash unsandboxed."""
 
     def __post_init__(self) -> None:
         workspace = Path(os.path.realpath(self.workspace))

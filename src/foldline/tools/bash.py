@@ -10,6 +10,9 @@ Invariants:
 - Output is bounded in memory: each stream keeps its first and last `max_output_chars / 2`
   characters and says how much it dropped.
 - A non-zero exit, a timeout or an abort is an `is_error` result that states which.
+- With `ctx.sandbox` active the shell runs inside bubblewrap (`foldline.tools.sandbox`); bwrap is
+  the group leader, and `--die-with-parent` plus its own pid namespace take every process of the
+  command down with it. Where the settings require the sandbox and it cannot run, Bash is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -150,6 +154,24 @@ async def _supervise(process: Process, timeout_s: float, abort: anyio.Event) -> 
     return outcome
 
 
+@contextmanager
+def _command_line(command: str, ctx: ToolContext) -> Iterator[list[str]]:
+    """`bash -c command`, inside the OS sandbox when the session has one.
+
+    Raises:
+        ToolError: the settings require the sandbox and it cannot run here.
+    """
+    sandbox = ctx.sandbox
+    argv = ["bash", "-c", command]
+    if sandbox is not None and sandbox.refuses:
+        raise ToolError(f"Bash is refused: {sandbox.notice()}")
+    if sandbox is None or not sandbox.active:
+        yield argv
+        return
+    with sandbox.wrap(argv, ctx.workspace, ctx.current_dir) as wrapped:
+        yield wrapped
+
+
 @dataclass
 class _Run:
     outcome: Outcome
@@ -185,7 +207,8 @@ class BashTool(BaseTool):
             raise ToolError("Invalid input: `command` is empty")
         timeout_s = self._timeout_s(tool_input, ctx)
         ctx.progress(f"Running: {command}")
-        run = await self._execute(command, timeout_s, ctx)
+        with _command_line(command, ctx) as argv:
+            run = await self._execute(argv, timeout_s, ctx)
         return self._result(run, timeout_s)
 
     @staticmethod
@@ -197,14 +220,14 @@ class BashTool(BaseTool):
             raise ToolError(f"Invalid input: `timeout` must be positive milliseconds, got {timeout_ms}")
         return min(timeout_ms / 1000, ctx.limits.bash_max_timeout_s)
 
-    async def _execute(self, command: str, timeout_s: float, ctx: ToolContext) -> _Run:
+    async def _execute(self, argv: list[str], timeout_s: float, ctx: ToolContext) -> _Run:
         limits = ctx.limits
         out, err = _BoundedBuffer(limits.max_output_chars), _BoundedBuffer(limits.max_output_chars)
         out_done, err_done = anyio.Event(), anyio.Event()
         with anyio.CancelScope(shield=True):
             # a cancel landing inside open_process would orphan the started child: take it below
             process = await anyio.open_process(
-                ["bash", "-c", command],
+                argv,
                 stdin=subprocess.DEVNULL,
                 cwd=ctx.current_dir,
                 start_new_session=True,

@@ -13,6 +13,11 @@ one path a file tool touches. Each check is decided on its own, in this order, f
 5. the mode decides: `bypassPermissions` allows; reads inside the workspace are allowed; in
    `acceptEdits` writes inside the workspace are allowed; everything else asks (fail closed).
 
+A Bash call run in the OS sandbox (`ctx.sandbox`, `foldline.tools.sandbox`) whose every ask is one
+the sandbox contains (`Decision.contained`: no rule asked, nothing outside the workspace or
+protected is named) is allowed without asking; deny rules, ask rules, protected paths and paths
+outside the workspace are decided as without it.
+
 The call's decision is the strictest of its checks (any deny -> deny, else any ask -> ask). A Bash
 line with more than `MAX_SUBCOMMANDS` commands is denied outright, so a long chain can never slip
 past deny evaluation (the Claude Code 50-subcommand bypass).
@@ -148,6 +153,9 @@ class Decision:
     reason: str
     rule: str | None = None
     """The rule that decided, if one did."""
+    contained: bool = False
+    """An ask the OS sandbox makes moot: not from a rule, about nothing outside the workspace's
+    writable part (see `_contained`)."""
 
 
 AskCallback = Callable[[str, Mapping[str, Any], Decision], Awaitable[bool]]
@@ -405,7 +413,13 @@ def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: Pe
             "deny",
             f"the command has {count} subcommands, over the limit of {MAX_SUBCOMMANDS}; split it up",
         )
-    return _strictest(_bash_checks(parsed.commands, ctx, rules, mode))
+    decisions = list(_bash_checks(parsed.commands, ctx, rules, mode))
+    verdict = _strictest(decisions)
+    sandbox = ctx.sandbox
+    if verdict.behavior == "ask" and sandbox is not None and sandbox.auto_allows:
+        if all(d.contained for d in decisions if d.behavior == "ask"):
+            return Decision("allow", f"runs in the OS sandbox, which contains it ({verdict.reason})")
+    return verdict
 
 
 def _bash_checks(
@@ -414,7 +428,7 @@ def _bash_checks(
     dirs = _Dirs(ctx.current_dir)
     for cmd in commands:
         effects = command_effects(cmd)
-        verdict = _check_simple(cmd, effects, rules, mode)
+        verdict = _contained(_check_simple(cmd, effects, rules, mode), None, ctx)
         yield verdict
         cwds, known = dirs.get(cmd.env)
         for cwd in cwds:
@@ -442,11 +456,28 @@ def _file_checks(
     files += [(path, True, False) for path in effects.writes]
     for raw, writes, dynamic in files:
         if dynamic:
-            yield Decision("ask", f"redirection target `{raw}` is only known at run time")
+            yield Decision("ask", f"redirection target `{raw}` is only known at run time", contained=True)
         elif raw not in _HARMLESS_TARGETS:
             if _uncertain(raw, known):
-                yield Decision("ask", f"`{raw}` is relative to a directory only known at run time")
-            yield _check_access(_access(raw, cwd, write=writes), "Bash", ctx, rules, mode)
+                yield Decision(
+                    "ask", f"`{raw}` is relative to a directory only known at run time", contained=True
+                )
+            access = _access(raw, cwd, write=writes)
+            yield _contained(_check_access(access, "Bash", ctx, rules, mode), access, ctx)
+
+
+def _contained(decision: Decision, access: _Access | None, ctx: ToolContext) -> Decision:
+    """`decision`, marked `contained` when it is an ask the OS sandbox makes moot: no rule asked,
+    and it is about the command itself (what it runs, syntax the checker cannot verify; the sandbox
+    bounds whatever that does) or about a file inside the workspace that is not protected. Writes
+    outside the workspace or to a protected path, and reads outside it, still ask."""
+    if decision.behavior != "ask" or decision.rule is not None:
+        return decision
+    if access is not None:
+        paths = (access.path, access.literal)
+        if not all(p.is_relative_to(ctx.workspace) and not is_protected_path(p) for p in paths):
+            return decision
+    return Decision(decision.behavior, decision.reason, decision.rule, contained=True)
 
 
 def _read_checks(

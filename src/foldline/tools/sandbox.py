@@ -1,0 +1,309 @@
+"""The OS sandbox around the Bash tool: bubblewrap (`bwrap`) on Linux (docs/design.md §9.4).
+
+Owns `SandboxPolicy` (what the settings ask for), `Sandbox` (what this machine can do, found once
+at start by `detect_sandbox`) and the bwrap argument list one command runs under (`Sandbox.wrap`).
+
+What a sandboxed command sees:
+- the whole filesystem read-only (`--ro-bind / /`, submounts included), a `/dev` and `/proc` of its
+  own, and an empty private `/tmp`;
+- the user's home replaced by an empty tmpfs (writable, thrown away after the call), except the
+  paths the settings list in `homeReadable`, bound back read-only;
+- the workspace read-write, except its protected paths, bound read-only over themselves:
+  `.git/config`, `.git/hooks`, `.foldline`, `.claude`, and what an Edit/Write deny or ask rule
+  names. `.git` itself is bound (read-write) over itself, so it is a mount point: it cannot be
+  renamed away and replaced by a repository the command wrote. A protected directory that does not
+  exist gets an empty read-only one for the call (removed after, if still empty), so the command
+  cannot create it either;
+- what a Read deny rule names hidden: `/dev/null` over a file, an empty read-only tmpfs over a
+  directory;
+- no network unless `network: true`: all or nothing (`--unshare-net` leaves only a loopback of its
+  own, so even a listener on the host's 127.0.0.1 is out of reach). There is no per-host proxy;
+- no capabilities (`--cap-drop ALL`: root inside could otherwise remount the read-only binds
+  writable), its own pid and IPC namespaces, killed when foldline dies (`--die-with-parent`).
+
+Invariants:
+- The sandbox is decided once per session: `detect_sandbox` runs the same bwrap flags on `true`
+  and keeps the answer, so what the start-up line says is what every call gets.
+- Nothing a checked-in project settings file says can loosen the sandbox (see `settings.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from foldline.config import ToolsConfig
+from foldline.tools._glob import glob_regex, literal_prefix
+from foldline.tools.base import ToolContext
+from foldline.tools.permissions import PermissionRules, _anchor
+
+__all__ = ["Sandbox", "SandboxMode", "SandboxPolicy", "detect_sandbox", "rule_patterns"]
+
+SandboxMode = Literal["auto", "required", "off"]
+"""`auto`: sandbox Bash where bubblewrap works, else run with the permission checker alone (said
+once at start); `required`: where it does not work, refuse to run Bash; `off`: never sandbox."""
+
+PROTECTED_FILES = (".git/config",)
+PROTECTED_DIRS = (".git/hooks", ".foldline", ".claude")
+"""Bound read-only inside the workspace: what would run code or change rules outside the sandbox
+later (git hooks and config, foldline's and Claude Code's settings)."""
+
+_ESCAPED = re.compile(r"\\(.)", re.DOTALL)
+_WILDCARD = re.compile(r"[*?\[{]")
+_BASE_FLAGS = (
+    "--ro-bind", "/", "/",
+    "--dev", "/dev",
+    "--proc", "/proc",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--die-with-parent",
+    "--cap-drop", "ALL",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """The `sandbox` settings: `"sandbox": "required"`, or an object with these keys."""
+
+    mode: SandboxMode = "auto"
+    network: bool = False
+    """All or nothing: True gives the command the host's network."""
+    home_readable: tuple[str, ...] = ()
+    """Paths under the home directory (`~/.cargo`, `~/.npmrc`) bound read-only into the hidden home."""
+    auto_allow: bool = True
+    """A sandboxed command whose only reason to ask is one the sandbox contains runs without asking."""
+    bwrap: str = "bwrap"
+    """The bubblewrap binary: a name looked up on PATH, or a path."""
+
+
+@dataclass(frozen=True)
+class _Mount:
+    """One bwrap mount operation; `dest` orders them (a parent before what lies under it)."""
+
+    flag: str
+    dest: Path
+    source: Path | None = None
+
+    def args(self) -> list[str]:
+        if self.flag in ("--tmpfs", "--remount-ro", "--dir"):
+            return [self.flag, str(self.dest)]
+        return [self.flag, str(self.source or self.dest), str(self.dest)]
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """What Bash runs under in this session (`detect_sandbox` builds it)."""
+
+    policy: SandboxPolicy = field(default_factory=SandboxPolicy)
+    bwrap: str | None = None
+    """The working bwrap binary; None when the sandbox is off or cannot run here."""
+    problem: str | None = None
+    """Why it cannot run here (no bubblewrap, no user namespaces), when it cannot."""
+    read_only: tuple[str, ...] = ()
+    """Absolute path patterns bound read-only besides `PROTECTED_*` (`rule_patterns`)."""
+    hidden: tuple[str, ...] = ()
+    """Absolute path patterns hidden from the command (`rule_patterns`)."""
+    scan_limit: int = ToolsConfig().sandbox_rule_paths_limit
+
+    @property
+    def active(self) -> bool:
+        """Bash runs inside bwrap."""
+        return self.bwrap is not None
+
+    @property
+    def refuses(self) -> bool:
+        """The settings require the sandbox and it cannot run here: Bash is refused."""
+        return self.policy.mode == "required" and self.bwrap is None
+
+    @property
+    def auto_allows(self) -> bool:
+        """A contained command may run without asking (see `permissions.check_permission`)."""
+        return self.active and self.policy.auto_allow
+
+    def notice(self) -> str | None:
+        """The one line said at start when Bash is not sandboxed although the settings allow it."""
+        if self.active or self.policy.mode == "off":
+            return None
+        if self.policy.mode == "required":
+            return f"the Bash sandbox is required but cannot run here ({self.problem}); Bash is refused"
+        return (
+            f"the Bash sandbox cannot run here ({self.problem}); Bash runs with the permission checker alone"
+        )
+
+    @contextmanager
+    def wrap(self, argv: Sequence[str], workspace: Path, cwd: Path) -> Iterator[list[str]]:
+        """The bwrap command line that runs `argv` in `cwd` inside the sandbox; on leaving, the
+        mount points made for missing protected directories are removed again (when still empty)."""
+        assert self.bwrap is not None, "wrap() needs an active sandbox"
+        made = _make_missing(workspace)
+        try:
+            mounts = self._mounts(workspace)
+            args = [self.bwrap, *_BASE_FLAGS]
+            if not self.policy.network:
+                args.append("--unshare-net")
+            # a parent is mounted before what lies under it; ties keep list order
+            for mount in sorted(mounts, key=lambda m: len(m.dest.parts)):
+                args += mount.args()
+            yield [*args, "--chdir", str(cwd), "--", *argv]
+        finally:
+            for path in reversed(made):
+                try:
+                    path.rmdir()
+                except OSError:
+                    pass  # something was put there after all (not by the sandboxed command)
+
+    def _mounts(self, workspace: Path) -> list[_Mount]:
+        mounts = [_Mount("--tmpfs", Path("/tmp"))]
+        home = Path(os.path.realpath(Path.home()))
+        if not workspace.is_relative_to(home):
+            mounts.append(_Mount("--tmpfs", home))
+            for raw in self.policy.home_readable:
+                path = Path(os.path.realpath(os.path.expanduser(raw)))
+                if path.is_relative_to(home) and path.exists():
+                    mounts.append(_Mount("--ro-bind", path))
+        mounts.append(_Mount("--bind", workspace))
+        git = workspace / ".git"
+        if git.is_dir() and not git.is_symlink():
+            mounts.append(_Mount("--bind", git))  # a mount point cannot be renamed away
+        elif git.exists():
+            mounts.append(_Mount("--ro-bind", git))  # a worktree's `.git` file, or a symlink
+        for rel in (*PROTECTED_FILES, *PROTECTED_DIRS):
+            path = workspace / rel
+            if path.exists() or path.is_symlink():
+                mounts.append(_Mount("--ro-bind", path))
+        for path in self._expand(self.read_only, workspace):
+            mounts.append(_Mount("--ro-bind", path))
+        for path in self._expand(self.hidden, workspace):
+            if path.is_dir():
+                mounts += [_Mount("--tmpfs", path), _Mount("--remount-ro", path)]
+            else:
+                mounts.append(_Mount("--ro-bind", path, Path("/dev/null")))
+        return mounts
+
+    def _expand(self, patterns: tuple[str, ...], workspace: Path) -> list[Path]:
+        """The existing paths `patterns` (absolute, in the rules' glob dialect) name now."""
+        found: dict[Path, None] = {}
+        for pattern in patterns:
+            for path in _matching(pattern, self.scan_limit):
+                if self._reachable(path, workspace):
+                    found[Path(os.path.realpath(path))] = None
+        return list(found)
+
+    def _reachable(self, path: Path, workspace: Path) -> bool:
+        """Whether the command could reach `path` unless a bind covers it: not the workspace
+        itself (the rule's pattern then names everything), nor what the private `/tmp` or the
+        hidden home already hide."""
+        if path == workspace or path == Path("/"):
+            return False
+        if path.is_relative_to(workspace):
+            return True
+        home = Path(os.path.realpath(Path.home()))
+        if path.is_relative_to(home):
+            readable = (Path(os.path.realpath(os.path.expanduser(p))) for p in self.policy.home_readable)
+            return any(path.is_relative_to(r) for r in readable)
+        return not path.is_relative_to("/tmp")
+
+
+def _matching(pattern: str, limit: int) -> Iterator[Path]:
+    """Paths that fully match `pattern`, walking from its literal prefix; a matched directory is
+    not walked into (binding it covers what is inside). At most `limit` paths, and the walk stops
+    after `100 * limit` entries: a rule over a huge tree is still enforced by the checker."""
+    if not _WILDCARD.search(_ESCAPED.sub("", pattern)):
+        literal = Path(_ESCAPED.sub(r"\1", pattern))
+        if literal.exists() or literal.is_symlink():
+            yield literal
+        return
+    prefix, _ = literal_prefix(pattern)
+    regex, found, seen = glob_regex(pattern), 0, 0
+    for dirpath, dirnames, filenames in os.walk(_ESCAPED.sub(r"\1", prefix) or "/"):
+        kept = []
+        for name in (*dirnames, *filenames):
+            seen += 1
+            path = os.path.join(dirpath, name)
+            if regex.fullmatch(path):
+                found += 1
+                yield Path(path)
+                if found >= limit:
+                    return
+            elif name in dirnames:
+                kept.append(name)
+        dirnames[:] = kept
+        if seen >= 100 * limit:
+            return
+
+
+def rule_patterns(rules: PermissionRules, workspace: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`(read_only, hidden)`: the absolute path patterns of the Edit/Write deny and ask rules (bound
+    read-only) and of the Read deny rules (hidden). A bare name (`.env`) means anywhere in the
+    workspace, as for an allow rule: a walk of the whole filesystem per call would cost too much,
+    and outside the workspace the filesystem is read-only anyway."""
+    ctx = ToolContext(workspace=workspace)
+    edits, reads = frozenset({"Edit", "Write"}), frozenset({"Read"})
+    read_only = tuple(
+        _anchor(r.specifier, ctx, for_allow=True)
+        for r in (*rules.deny, *rules.ask)
+        if r.specifier is not None and r.names(edits)
+    )
+    hidden = tuple(
+        _anchor(r.specifier, ctx, for_allow=True)
+        for r in rules.deny
+        if r.specifier is not None and r.names(reads)
+    )
+    return read_only, hidden
+
+
+def _make_missing(workspace: Path) -> list[Path]:
+    """Create the protected directories that do not exist yet, so each can be bound read-only
+    (an empty `.git` is not a repository to git, which keeps looking upwards)."""
+    made: list[Path] = []
+    for rel in (".git", *PROTECTED_DIRS):
+        path = workspace / rel
+        if path.exists() or path.is_symlink() or not path.parent.is_dir():
+            continue
+        try:
+            path.mkdir()
+        except OSError:
+            continue
+        made.append(path)
+    return made
+
+
+def detect_sandbox(
+    policy: SandboxPolicy,
+    *,
+    read_only: tuple[str, ...] = (),
+    hidden: tuple[str, ...] = (),
+    limits: ToolsConfig | None = None,
+) -> Sandbox:
+    """Find out once whether bubblewrap can run here with the flags every command gets.
+
+    `read_only` and `hidden` are the path patterns rules protect (`rule_patterns`).
+    """
+    limits = limits or ToolsConfig()
+    base = Sandbox(policy, None, None, read_only, hidden, limits.sandbox_rule_paths_limit)
+    if policy.mode == "off":
+        return base
+    binary = shutil.which(policy.bwrap)
+    if binary is None:
+        return _with_problem(base, f"bubblewrap is not installed: no `{policy.bwrap}` found")
+    probe = [binary, *_BASE_FLAGS, "--tmpfs", "/tmp", "--unshare-net", "--", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=limits.sandbox_probe_timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return _with_problem(base, f"`{binary}` did not run: {e}")
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        reason = said[-1] if said else f"exit code {done.returncode}"
+        return _with_problem(base, f"`{binary} --ro-bind / / true` failed: {reason}")
+    return Sandbox(policy, binary, None, read_only, hidden, limits.sandbox_rule_paths_limit)
+
+
+def _with_problem(sandbox: Sandbox, problem: str) -> Sandbox:
+    return Sandbox(sandbox.policy, None, problem, sandbox.read_only, sandbox.hidden, sandbox.scan_limit)
