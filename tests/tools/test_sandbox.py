@@ -197,24 +197,35 @@ def test_workspace_writes_and_git_still_work(repo: Path) -> None:
     assert str(result.content).startswith("1\n"), result.content
 
 
-@needs_bwrap
-def test_the_home_is_hidden_except_what_the_settings_allow(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    home = Path("/var/tmp") / f"foldline-home-{os.getpid()}"  # outside /tmp, which is private anyway
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home directory outside /tmp (which is private in the sandbox anyway), with a secret."""
+    home = Path("/var/tmp") / f"foldline-home-{os.getpid()}"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("SECRET")
+    (home / ".cargo").mkdir()
+    (home / ".cargo" / "config.toml").write_text("shared")
+    monkeypatch.setenv("HOME", str(home))
     try:
-        (home / ".ssh").mkdir(parents=True)
-        (home / ".ssh" / "id_rsa").write_text("SECRET")
-        (home / ".cargo").mkdir()
-        (home / ".cargo" / "config.toml").write_text("shared")
-        monkeypatch.setenv("HOME", str(home))
-        ctx = ToolContext(workspace=repo, sandbox=_sandbox(SandboxPolicy(home_readable=("~/.cargo",))))
-        assert _bash("cat ~/.ssh/id_rsa", ctx).is_error
-        assert "shared" in str(_bash("cat ~/.cargo/config.toml", ctx).content)
-        assert _bash("echo x >> ~/.cargo/config.toml", ctx).is_error
-        assert (home / ".cargo" / "config.toml").read_text() == "shared"
+        yield home
     finally:
         subprocess.run(["rm", "-rf", str(home)], check=True)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("inside", [False, True], ids=["workspace-elsewhere", "workspace-in-home"])
+def test_the_home_is_hidden_except_what_the_settings_allow(inside: bool, repo: Path, home: Path) -> None:
+    workspace = repo
+    if inside:
+        workspace = home / "project"
+        workspace.mkdir()
+    ctx = ToolContext(workspace=workspace, sandbox=_sandbox(SandboxPolicy(home_readable=("~/.cargo",))))
+    assert _bash("cat ~/.ssh/id_rsa", ctx).is_error
+    assert "shared" in str(_bash("cat ~/.cargo/config.toml", ctx).content)
+    assert _bash("echo x >> ~/.cargo/config.toml", ctx).is_error
+    assert (home / ".cargo" / "config.toml").read_text() == "shared"
+    assert not _bash("echo kept > made.txt", ctx).is_error
+    assert (workspace / "made.txt").read_text() == "kept\n"
 
 
 @needs_bwrap

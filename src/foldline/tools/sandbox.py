@@ -162,12 +162,12 @@ class Sandbox:
     def _mounts(self, workspace: Path) -> list[_Mount]:
         mounts = [_Mount("--tmpfs", Path("/tmp"))]
         home = Path(os.path.realpath(Path.home()))
-        if not workspace.is_relative_to(home):
-            mounts.append(_Mount("--tmpfs", home))
-            for raw in self.policy.home_readable:
-                path = Path(os.path.realpath(os.path.expanduser(raw)))
-                if path.is_relative_to(home) and path.exists():
-                    mounts.append(_Mount("--ro-bind", path))
+        # mounted shallowest first: a workspace inside the home is bound back over the hidden home
+        mounts.append(_Mount("--tmpfs", home))
+        for raw in self.policy.home_readable:
+            path = Path(os.path.realpath(os.path.expanduser(raw)))
+            if path.is_relative_to(home) and path.exists():
+                mounts.append(_Mount("--ro-bind", path))
         mounts.append(_Mount("--bind", workspace))
         git = workspace / ".git"
         if git.is_dir() and not git.is_symlink():
