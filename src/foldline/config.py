@@ -209,6 +209,21 @@ class CacheConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ApprovalConfig:
+    """How the terminal's approval prompt shows a tool call (`cli/_prompt.py`)."""
+
+    diff_limit_bytes: int = 200_000
+    """An existing file (or new content) larger than this is not diffed: its new content is shown
+    as head and tail, with the sizes."""
+    head_tail_lines: int = 20
+    """Lines of new content shown at each end when it is not diffed."""
+    space_run: int = 24
+    """A run of at least this many spaces is shown as one `␣×N` marker (and a warning)."""
+    blank_run: int = 2
+    """A run of at least this many blank lines is shown as one marker line (and a warning)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """The whole pipeline's configuration (docs/design.md's defaults)."""
 

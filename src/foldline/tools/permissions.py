@@ -691,8 +691,12 @@ def _candidate_rules(tool_name: str, tool_input: Mapping[str, Any], ctx: ToolCon
         commands = [c for c in parse_command(command).commands if c.words and not c.wrapper]
         asking = [c for c in commands if _check_simple(c, command_effects(c), rules, mode).behavior == "ask"]
         texts = list(dict.fromkeys(c.text for c in asking))
-        # a `*` in a saved rule would be a wildcard, allowing more than was approved
-        return [] if any("*" in t for t in texts) else [f"Bash({t})" for t in texts]
+        # a `*` in a saved rule would be a wildcard, allowing more than was approved; and a rule
+        # matches a command's words only, so `X=1 make` (or `export X=1; make`) would save
+        # `Bash(make)`, which also allows `make` under any other environment the user never saw
+        if any("*" in t for t in texts) or any(c.assignments for c in parse_command(command).commands):
+            return []
+        return [f"Bash({t})" for t in texts]
     if tool_name in READ_TOOLS or tool_name in EDIT_TOOLS:
         try:
             path = _file_access(tool_name, tool_input, ctx).path
