@@ -197,6 +197,42 @@ def test_workspace_writes_and_git_still_work(repo: Path) -> None:
     assert str(result.content).startswith("1\n"), result.content
 
 
+def _git(*args: str | Path) -> None:
+    subprocess.run(["git", *map(str, args)], check=True, capture_output=True)
+
+
+@needs_bwrap
+def test_git_status_works_in_a_subfolder_of_a_repository_whose_git_dir_stays_read_only(
+    tmp_path: Path,
+) -> None:
+    outer = tmp_path / "repo"
+    (outer / "pkg").mkdir(parents=True)
+    _git("init", "-q", outer)
+    (outer / "pkg" / "a.py").write_text("x = 1\n")
+    before = (outer / ".git" / "config").read_bytes()
+    ctx = ToolContext(workspace=outer / "pkg", sandbox=_sandbox())
+    result = _bash("git status --short", ctx)
+    assert not result.is_error, result.content
+    assert str(result.content).startswith("?? ./"), result.content
+    assert _bash("echo '[core] fsmonitor = evil' >> ../.git/config", ctx).is_error
+    assert (outer / ".git" / "config").read_bytes() == before
+    assert sorted(p.name for p in (outer / "pkg").iterdir()) == ["a.py"]
+
+
+@needs_bwrap
+def test_git_status_works_in_a_worktree(repo: Path, tmp_path: Path) -> None:
+    _git(
+        "-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "one"
+    )
+    tree = tmp_path / "tree"
+    _git("-C", repo, "worktree", "add", "-q", tree)
+    (tree / "new.txt").write_text("n")
+    result = _bash("git status --short && git log --oneline", ToolContext(workspace=tree, sandbox=_sandbox()))
+    assert not result.is_error, result.content
+    assert "?? new.txt" in str(result.content)
+    assert " one" in str(result.content)
+
+
 @pytest.fixture
 def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A home directory outside /tmp (which is private in the sandbox anyway), with a secret."""

@@ -2,12 +2,17 @@
 
 A command or file content can carry terminal control sequences: a carriage return or an ANSI
 "erase line" lets a command overwrite its own `Allow Bash ...` line, bidi overrides reorder what is
-shown, zero-width characters hide differences. So every character that is not printable text is
-shown escaped (`\\x1b`, `\\r`, `\\u202e`), the command is shown whole, one gutter-prefixed line per
-line (a line of it can never pass for a line of the prompt), and Write/Edit show a diff.
+shown, zero-width characters and fillers (Hangul fillers, the blank Braille pattern) hide
+differences. So every character that is not visible text is shown escaped (`\\x1b`, `\\r`,
+`\\u202e`, `\\u3164`), the command is shown whole, one gutter-prefixed line per line (a line of it
+can never pass for a line of the prompt), with long runs of spaces and of blank lines, which would
+push its tail off the screen, collapsed to one marker each. Whatever was escaped or collapsed is
+said in a `⚠` line under it. Write/Edit show a diff; a Write too large to diff shows the sizes and
+the head and tail of its new content, and says how much of the middle is not shown.
 
 The answers are yes (once), yes always (saves an allow rule to the local settings file, offered
-only when such a rule would really allow this call) and no. Anything else is no.
+only when such a rule would really allow this call, and no broader than what was shown: never for
+a line that sets a variable, which a rule could not pin) and no. Anything else is no.
 """
 
 from __future__ import annotations

@@ -142,12 +142,17 @@ class Sandbox:
         """The bwrap command line that runs `argv` in `cwd` inside the sandbox; on leaving, the
         mount points made for missing protected directories are removed again (when still empty)."""
         assert self.bwrap is not None, "wrap() needs an active sandbox"
+        outer = _outer_git(workspace)  # before the empty mount points exist
         made = _make_missing(workspace)
         try:
             mounts = self._mounts(workspace)
             args = [self.bwrap, *_BASE_FLAGS]
             if not self.policy.network:
                 args.append("--unshare-net")
+            if outer:
+                mounts += [_Mount("--ro-bind", path) for path in outer]
+                # the repository's root lies past the workspace's mount: let git look there
+                args += ["--setenv", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "1"]
             # a parent is mounted before what lies under it; ties keep list order
             for mount in sorted(mounts, key=lambda m: len(m.dest.parts)):
                 args += mount.args()
@@ -257,6 +262,36 @@ def rule_patterns(rules: PermissionRules, workspace: Path) -> tuple[tuple[str, .
         if r.specifier is not None and r.names(reads)
     )
     return read_only, hidden
+
+
+def _outer_git(workspace: Path) -> list[Path]:
+    """The git directories outside the workspace that its repository needs, bound read-only so
+    `git status` works and nothing there is written: those of a repository the workspace is a
+    subfolder of, or of a worktree (whose `.git` file points at them)."""
+    for folder in (workspace, *workspace.parents):
+        dot_git = folder / ".git"
+        if dot_git.is_dir() and (dot_git / "HEAD").exists():  # git skips a `.git` that is no repository
+            return [] if folder == workspace else [dot_git]
+        if dot_git.is_file():
+            return [p for p in _linked_git_dirs(dot_git) if not p.is_relative_to(workspace)]
+    return []
+
+
+def _linked_git_dirs(dot_git: Path) -> list[Path]:
+    """A `.git` file's `gitdir:` and, for a worktree, the main repository's `commondir`."""
+    try:
+        first = dot_git.read_text(encoding="utf-8").splitlines()[0]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return []
+    if not first.startswith("gitdir:"):
+        return []
+    gitdir = Path(os.path.realpath(dot_git.parent / first.removeprefix("gitdir:").strip()))
+    found = [gitdir] if gitdir.is_dir() else []
+    try:
+        common = (gitdir / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return found
+    return [*found, Path(os.path.realpath(gitdir / common))]
 
 
 def _make_missing(workspace: Path) -> list[Path]:
