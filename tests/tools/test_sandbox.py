@@ -125,6 +125,25 @@ def test_git_cannot_be_swapped_for_a_repository_the_command_wrote(repo: Path) ->
 
 
 @needs_bwrap
+def test_git_cannot_be_pointed_at_a_common_dir_the_command_wrote(repo: Path) -> None:
+    # a `commondir` moves config and hooks with it: git would run this fsmonitor outside the sandbox
+    script = (
+        "import shutil; g = '.git/'; [shutil.copytree(g + d, g + 'evil/' + d) for d in ('objects', 'refs')];"
+        " shutil.copy(g + 'HEAD', g + 'evil/HEAD');"
+        " open(g + 'evil/config', 'w').write('[core]\\n\\tfsmonitor = \\'touch /tmp/pwned\\'\\n');"
+        " open(g + 'commondir', 'w').write('evil')"
+    )
+    result = _bash(f'python3 -c "{script}"', ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert result.is_error, result.content
+    assert "Read-only file system: '.git/commondir'" in str(result.content)
+    assert not (repo / ".git" / "commondir").exists()  # the read-only placeholder went with the call
+    status = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--git-common-dir"], capture_output=True, text=True
+    )
+    assert status.stdout.strip() == ".git"
+
+
+@needs_bwrap
 def test_missing_protected_folders_cannot_be_created_and_none_is_left_behind(workspace: Path) -> None:
     command = "mkdir -p .foldline .git/hooks; echo '{}' > .foldline/settings.local.json"
     result = _bash(command, ToolContext(workspace=workspace, sandbox=_sandbox()))

@@ -8,12 +8,14 @@ What a sandboxed command sees:
   own, and an empty private `/tmp`;
 - the user's home replaced by an empty tmpfs (writable, thrown away after the call), except the
   paths the settings list in `homeReadable`, bound back read-only;
-- the workspace read-write, except its protected paths, bound read-only over themselves:
-  `.git/config`, `.git/hooks`, `.foldline`, `.claude`, and what an Edit/Write deny or ask rule
-  names. `.git` itself is bound (read-write) over itself, so it is a mount point: it cannot be
-  renamed away and replaced by a repository the command wrote. A protected directory that does not
-  exist gets an empty read-only one for the call (removed after, if still empty), so the command
-  cannot create it either;
+- the workspace read-write, except its protected paths (`PROTECTED_FILES`, `PROTECTED_DIRS`:
+  git's config, hooks and `commondir`, `.foldline`, `.claude`) and what an Edit/Write deny or ask
+  rule names, bound read-only over themselves. `.git` itself is bound (read-write) over itself, so
+  it is a mount point: it cannot be renamed away and replaced by a repository the command wrote. A
+  protected directory that does not exist gets an empty read-only one for the call, and a
+  repository without a `commondir` one that names its own git directory (removed after, when still
+  as made), so the command cannot create them either. Not covered: a nested repository the command
+  writes elsewhere in the workspace (like any code it writes, it runs only if someone runs it);
 - what a Read deny rule names hidden: `/dev/null` over a file, an empty read-only tmpfs over a
   directory;
 - no network unless `network: true`: all or nothing (`--unshare-net` leaves only a loopback of its
@@ -50,10 +52,16 @@ SandboxMode = Literal["auto", "required", "off"]
 """`auto`: sandbox Bash where bubblewrap works, else run with the permission checker alone (said
 once at start); `required`: where it does not work, refuse to run Bash; `off`: never sandbox."""
 
-PROTECTED_FILES = (".git/config",)
-PROTECTED_DIRS = (".git/hooks", ".foldline", ".claude")
-"""Bound read-only inside the workspace: what would run code or change rules outside the sandbox
-later (git hooks and config, foldline's and Claude Code's settings)."""
+PROTECTED_FILES = (".git/config", ".git/commondir", ".git/config.worktree")
+PROTECTED_DIRS = (".git/hooks", ".git/modules", ".foldline", ".claude")
+"""Bound read-only inside the workspace (those present): what would run code or change rules
+outside the sandbox later: git's config and hooks, the submodules' own (`.git/modules`), a
+`commondir` (it moves the whole repository, config and hooks included, to a folder the command
+wrote), foldline's and Claude Code's settings."""
+_MADE_DIRS = (".git", ".git/hooks", ".foldline", ".claude")
+"""Made (empty) for the call when missing, so that the command cannot create them either."""
+_SAME_DIR = ".\n"
+"""A `commondir` naming the git directory itself: to git the same as none."""
 
 _ESCAPED = re.compile(r"\\(.)", re.DOTALL)
 _WILDCARD = re.compile(r"[*?\[{]")
@@ -140,7 +148,7 @@ class Sandbox:
     @contextmanager
     def wrap(self, argv: Sequence[str], workspace: Path, cwd: Path) -> Iterator[list[str]]:
         """The bwrap command line that runs `argv` in `cwd` inside the sandbox; on leaving, the
-        mount points made for missing protected directories are removed again (when still empty)."""
+        mount points made for missing protected paths are removed again (when still as made)."""
         assert self.bwrap is not None, "wrap() needs an active sandbox"
         outer = _outer_git(workspace)  # before the empty mount points exist
         made = _make_missing(workspace)
@@ -159,10 +167,7 @@ class Sandbox:
             yield [*args, "--chdir", str(cwd), "--", *argv]
         finally:
             for path in reversed(made):
-                try:
-                    path.rmdir()
-                except OSError:
-                    pass  # something was put there after all (not by the sandboxed command)
+                _unmake(path)
 
     def _mounts(self, workspace: Path) -> list[_Mount]:
         mounts = [_Mount("--tmpfs", Path("/tmp"))]
@@ -295,10 +300,11 @@ def _linked_git_dirs(dot_git: Path) -> list[Path]:
 
 
 def _make_missing(workspace: Path) -> list[Path]:
-    """Create the protected directories that do not exist yet, so each can be bound read-only
-    (an empty `.git` is not a repository to git, which keeps looking upwards)."""
+    """Create what must be bound read-only but does not exist yet: the protected directories
+    (empty; an empty `.git` is not a repository to git, which keeps looking upwards) and, in a
+    repository, a `commondir` that names the git directory itself."""
     made: list[Path] = []
-    for rel in (".git", *PROTECTED_DIRS):
+    for rel in _MADE_DIRS:
         path = workspace / rel
         if path.exists() or path.is_symlink() or not path.parent.is_dir():
             continue
@@ -307,7 +313,26 @@ def _make_missing(workspace: Path) -> list[Path]:
         except OSError:
             continue
         made.append(path)
+    common = workspace / ".git" / "commondir"
+    if (workspace / ".git" / "HEAD").is_file() and not (common.exists() or common.is_symlink()):
+        try:
+            common.write_text(_SAME_DIR, encoding="utf-8")
+        except OSError:
+            pass
+        else:
+            made.append(common)
     return made
+
+
+def _unmake(path: Path) -> None:
+    """Remove what `_make_missing` made, unless something else was put there since."""
+    try:
+        if path.is_dir():
+            path.rmdir()
+        elif path.read_text(encoding="utf-8") == _SAME_DIR:
+            path.unlink()
+    except OSError:
+        pass
 
 
 def detect_sandbox(
