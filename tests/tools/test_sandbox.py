@@ -193,6 +193,23 @@ def test_a_one_liner_cannot_reach_a_listener_on_the_hosts_loopback(
 
 
 @needs_bwrap
+@pytest.mark.skipif(not os.access("/run", os.W_OK), reason="needs a writable /run for the test socket")
+def test_a_daemons_socket_under_run_is_out_of_reach(repo: Path) -> None:
+    path = Path("/run") / f"foldline-sandbox-test-{os.getpid()}.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    try:
+        script = f"import socket; socket.socket(socket.AF_UNIX).connect('{path}')"
+        result = _bash(f'python3 -c "{script}"', ToolContext(workspace=repo, sandbox=_sandbox()))
+        assert result.is_error
+        assert "No such file or directory" in str(result.content), result.content
+    finally:
+        server.close()
+        path.unlink()
+
+
+@needs_bwrap
 def test_the_network_setting_opens_it(repo: Path, listener: tuple[int, list[socket.socket]]) -> None:
     port, accepted = listener
     result = _bash(_connect(port), ToolContext(workspace=repo, sandbox=_sandbox(SandboxPolicy(network=True))))

@@ -17,7 +17,8 @@ What a sandboxed command sees:
   as made), so the command cannot create them either. Not covered: a nested repository the command
   writes elsewhere in the workspace (like any code it writes, it runs only if someone runs it);
 - what a Read deny rule names hidden: `/dev/null` over a file, an empty read-only tmpfs over a
-  directory;
+  directory; `/run` replaced by an empty tmpfs, for the daemons' sockets in it (a socket
+  elsewhere on the file system can still be connected to: seccomp would be needed for that);
 - no network unless `network: true`: all or nothing (`--unshare-net` leaves only a loopback of its
   own, so even a listener on the host's 127.0.0.1 is out of reach). There is no per-host proxy;
 - no capabilities (`--cap-drop ALL`: root inside could otherwise remount the read-only binds
@@ -170,7 +171,12 @@ class Sandbox:
                 _unmake(path)
 
     def _mounts(self, workspace: Path) -> list[_Mount]:
-        mounts = [_Mount("--tmpfs", Path("/tmp"))]
+        # /run holds the sockets of local daemons (Docker, D-Bus, PostgreSQL): a read-only file
+        # system does not stop a connect(), so they are hidden like /tmp
+        mounts = [_Mount("--tmpfs", Path("/tmp")), _Mount("--tmpfs", Path("/run"))]
+        resolver = Path("/run/systemd/resolve")
+        if self.policy.network and resolver.is_dir():  # /etc/resolv.conf often points in there
+            mounts.append(_Mount("--ro-bind", resolver))
         home = Path(os.path.realpath(Path.home()))
         # mounted shallowest first: a workspace inside the home is bound back over the hidden home
         mounts.append(_Mount("--tmpfs", home))
