@@ -101,7 +101,7 @@ class _Mount:
     source: Path | None = None
 
     def args(self) -> list[str]:
-        if self.flag in ("--tmpfs", "--remount-ro", "--dir"):
+        if self.flag in ("--tmpfs", "--remount-ro"):
             return [self.flag, str(self.dest)]
         return [self.flag, str(self.source or self.dest), str(self.dest)]
 
@@ -155,7 +155,8 @@ class Sandbox:
         made = _make_missing(workspace)
         try:
             mounts = self._mounts(workspace)
-            args = [self.bwrap, *_BASE_FLAGS]
+            # temporary files go to the private /tmp, wherever TMPDIR pointed (it may be read-only here)
+            args = [self.bwrap, *_BASE_FLAGS, "--setenv", "TMPDIR", "/tmp"]
             if not self.policy.network:
                 args.append("--unshare-net")
             if outer:
@@ -178,12 +179,13 @@ class Sandbox:
         if self.policy.network and resolver.is_dir():  # /etc/resolv.conf often points in there
             mounts.append(_Mount("--ro-bind", resolver))
         home = Path(os.path.realpath(Path.home()))
-        # mounted shallowest first: a workspace inside the home is bound back over the hidden home
-        mounts.append(_Mount("--tmpfs", home))
-        for raw in self.policy.home_readable:
-            path = Path(os.path.realpath(os.path.expanduser(raw)))
-            if path.is_relative_to(home) and path.exists():
-                mounts.append(_Mount("--ro-bind", path))
+        if home != Path("/"):  # a service account's `/` is no private folder to hide
+            # mounted shallowest first: a workspace inside the home is bound back over it
+            mounts.append(_Mount("--tmpfs", home))
+            for raw in self.policy.home_readable:
+                path = Path(os.path.realpath(os.path.expanduser(raw)))
+                if path.is_relative_to(home) and path.exists():
+                    mounts.append(_Mount("--ro-bind", path))
         mounts.append(_Mount("--bind", workspace))
         git = workspace / ".git"
         if git.is_dir() and not git.is_symlink():
