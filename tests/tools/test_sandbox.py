@@ -361,6 +361,9 @@ def test_required_refuses_bash_where_the_sandbox_cannot_run(workspace: Path, tmp
     assert "Bash is refused" in str(result.content)
     assert "required" in str(result.content)
     assert not (workspace / "made").exists()
+    decision = check_permission("Bash", {"command": "ls"}, ctx, mode="bypassPermissions")
+    assert decision.behavior == "deny"  # refused up front: nobody is asked about a call that cannot run
+    assert "required" in decision.reason
 
 
 def test_off_is_silent_and_unsandboxed(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The approval prompt: what a tool call would do, shown so it cannot disguise itself (R9.2).
+"""The approval prompt: what a tool call would do, shown so it cannot disguise itself (R9.2, §9.5).
 
 A command or file content can carry terminal control sequences: a carriage return or an ANSI
 "erase line" lets a command overwrite its own `Allow Bash ...` line, bidi overrides reorder what is

@@ -406,6 +406,8 @@ def _changes_dir(cmd: SimpleCommand) -> bool:
 def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: PermissionMode) -> Decision:
     if mode == "plan":
         return Decision("deny", "plan mode is read-only; Bash is not available")
+    if ctx.sandbox is not None and ctx.sandbox.refuses:  # refused before anyone is asked
+        return Decision("deny", f"Bash is refused: {ctx.sandbox.notice()}")
     parsed = parse_command(command)
     count = sum(1 for c in parsed.commands if c.words)
     if count > MAX_SUBCOMMANDS:
