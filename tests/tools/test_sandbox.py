@@ -315,6 +315,29 @@ def test_paths_rules_protect_are_read_only_or_hidden(repo: Path) -> None:
     assert "secret" not in str(result.content), result.content
 
 
+@needs_bwrap
+def test_the_command_has_no_capabilities_even_as_root(repo: Path) -> None:
+    # as root, bwrap would keep every capability inside, and `mount -o remount,rw` undoes a bind
+    result = _bash("grep CapEff /proc/self/status", ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert str(result.content).split()[1] == "0000000000000000", result.content
+
+
+@needs_bwrap
+def test_a_timeout_or_the_shells_exit_takes_the_whole_tree_down(repo: Path) -> None:
+    marker = f"foldline-sandbox-sleep-{os.getpid()}"
+    ctx = ToolContext(workspace=repo, sandbox=_sandbox())
+    timed = anyio.run(
+        BashTool().run, {"command": f"exec -a {marker} sleep 60", "timeout": 1000}, ctx.for_turn()
+    )
+    assert timed.structured is not None
+    assert timed.structured["outcome"] == "timeout"
+    # the shell is the pid namespace's main process: when it exits, the kernel kills the rest
+    background = _bash(f"(exec -a {marker} sleep 60) & echo started", ctx)
+    assert not background.is_error, background.content
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left == ""
+
+
 # --- where bubblewrap cannot run ---------------------------------------------------------------
 
 

@@ -11,8 +11,9 @@ Invariants:
   characters and says how much it dropped.
 - A non-zero exit, a timeout or an abort is an `is_error` result that states which.
 - With `ctx.sandbox` active the shell runs inside bubblewrap (`foldline.tools.sandbox`); bwrap is
-  the group leader, and `--die-with-parent` plus its own pid namespace take every process of the
-  command down with it. Where the settings require the sandbox and it cannot run, Bash is refused.
+  the group leader, and the command's own pid namespace ends when the shell exits, so its
+  background children die with it (`--die-with-parent` covers foldline dying). Where the settings
+  require the sandbox and it cannot run, Bash is refused.
 """
 
 from __future__ import annotations
