@@ -112,6 +112,7 @@ def test_a_one_liner_in_bypass_mode_cannot_write_a_protected_path(lang: str, tar
     assert result.is_error, result.content
     if lang != "sh":
         assert "Read-only file system" in str(result.content)
+        assert "Note: Bash runs in foldline's OS sandbox" in str(result.content)  # the model is told why
     assert (path.read_bytes() if path.exists() else None) == before
 
 

@@ -173,6 +173,29 @@ def _command_line(command: str, ctx: ToolContext) -> Iterator[list[str]]:
         yield wrapped
 
 
+_SANDBOX_SIGNS = (
+    "Read-only file system",
+    "Network is unreachable",
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+)
+
+
+def _explain_sandbox(result: ToolResult) -> ToolResult:
+    """A failed sandboxed command whose output looks like the sandbox stopped it says so, so the
+    model does not retry the same thing in other words."""
+    text = result.content if isinstance(result.content, str) else ""
+    if not any(sign in text for sign in _SANDBOX_SIGNS):
+        return result
+    note = (
+        "Note: Bash runs in foldline's OS sandbox: only the workspace is writable (not .git/config, "
+        ".git/hooks, .foldline or .claude), the home directory is hidden and there is no network "
+        "unless the user's sandbox settings allow it."
+    )
+    return ToolResult(f"{text}\n{note}", is_error=True, structured=result.structured)
+
+
 @dataclass
 class _Run:
     outcome: Outcome
@@ -210,7 +233,10 @@ class BashTool(BaseTool):
         ctx.progress(f"Running: {command}")
         with _command_line(command, ctx) as argv:
             run = await self._execute(argv, timeout_s, ctx)
-        return self._result(run, timeout_s)
+        result = self._result(run, timeout_s)
+        if ctx.sandbox is not None and ctx.sandbox.active and result.is_error:
+            return _explain_sandbox(result)
+        return result
 
     @staticmethod
     def _timeout_s(tool_input: Mapping[str, Any], ctx: ToolContext) -> float:
