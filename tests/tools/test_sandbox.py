@@ -307,13 +307,24 @@ def test_paths_rules_protect_are_read_only_or_hidden(repo: Path) -> None:
     (repo / "deploy" / "prod.yml").write_text("prod")
     (repo / "sub").mkdir()
     (repo / "sub" / ".env").write_text("KEY=secret")
-    rules = PermissionRules.from_lists(deny=["Edit(/deploy/**)", "Read(.env)"])
-    ctx = ToolContext(workspace=repo, sandbox=_sandbox(rules=rules, ws=repo))
-    result = _bash("echo x > deploy/prod.yml", ctx)
-    assert result.is_error
-    assert (repo / "deploy" / "prod.yml").read_text() == "prod"
-    result = _bash("python3 -c \"print(repr(open('sub/.env').read()))\"", ctx)
-    assert "secret" not in str(result.content), result.content
+    outside = Path("/var/tmp") / f"foldline-sandbox-hidden-{os.getpid()}"  # readable unless hidden
+    outside.write_text("TOKEN=secret")
+    try:
+        rules = PermissionRules.from_lists(
+            deny=["Edit(/deploy/**)", "Read(.env)", f"Read(/{outside})", "Edit(//etc/**)"]
+        )
+        ctx = ToolContext(workspace=repo, sandbox=_sandbox(rules=rules, ws=repo))
+        # interpreters: the checker cannot see these accesses, only the sandbox stops them
+        result = _bash("python3 -c \"open('deploy/prod.yml', 'w').write('x')\"", ctx)
+        assert "Read-only file system" in str(result.content), result.content
+        assert (repo / "deploy" / "prod.yml").read_text() == "prod"
+        for path in ("sub/.env", str(outside)):
+            result = _bash(f"python3 -c \"print(repr(open('{path}').read()))\"", ctx)
+            assert result.is_error  # /dev/null in its place, on a mount without device access
+            assert "Permission denied" in str(result.content), result.content
+            assert "secret" not in str(result.content)
+    finally:
+        outside.unlink()
 
 
 @needs_bwrap

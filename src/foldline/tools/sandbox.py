@@ -16,9 +16,10 @@ What a sandboxed command sees:
   repository without a `commondir` one that names its own git directory (removed after, when still
   as made), so the command cannot create them either. Not covered: a nested repository the command
   writes elsewhere in the workspace (like any code it writes, it runs only if someone runs it);
-- what a Read deny rule names hidden: `/dev/null` over a file, an empty read-only tmpfs over a
-  directory; `/run` replaced by an empty tmpfs, for the daemons' sockets in it (a socket
-  elsewhere on the file system can still be connected to: seccomp would be needed for that);
+- what a Read deny rule names hidden: `/dev/null` over a file (bound without device access, so
+  opening it fails), an empty read-only tmpfs over a directory; `/run` replaced by an empty tmpfs,
+  for the daemons' sockets in it (a socket elsewhere on the file system can still be connected
+  to: seccomp would be needed for that);
 - no network unless `network: true`: all or nothing (`--unshare-net` leaves only a loopback of its
   own, so even a listener on the host's 127.0.0.1 is out of reach). There is no per-host proxy;
 - no capabilities (`--cap-drop ALL`: root inside could otherwise remount the read-only binds
@@ -196,37 +197,42 @@ class Sandbox:
             path = workspace / rel
             if path.exists() or path.is_symlink():
                 mounts.append(_Mount("--ro-bind", path))
-        for path in self._expand(self.read_only, workspace):
+        for path in self._expand(self.read_only, workspace, hide=False):
             mounts.append(_Mount("--ro-bind", path))
-        for path in self._expand(self.hidden, workspace):
+        for path in self._expand(self.hidden, workspace, hide=True):
             if path.is_dir():
                 mounts += [_Mount("--tmpfs", path), _Mount("--remount-ro", path)]
             else:
                 mounts.append(_Mount("--ro-bind", path, Path("/dev/null")))
         return mounts
 
-    def _expand(self, patterns: tuple[str, ...], workspace: Path) -> list[Path]:
-        """The existing paths `patterns` (absolute, in the rules' glob dialect) name now."""
+    def _expand(self, patterns: tuple[str, ...], workspace: Path, *, hide: bool) -> list[Path]:
+        """The existing paths `patterns` (absolute, in the rules' glob dialect) name now, that a
+        bind must cover: for a read-only one only the workspace's (the rest is read-only already),
+        for a hidden one whatever the command could otherwise read."""
         found: dict[Path, None] = {}
         for pattern in patterns:
+            start = Path(_ESCAPED.sub(r"\1", literal_prefix(pattern)[0]) or "/")
+            if not hide and not (start.is_relative_to(workspace) or workspace.is_relative_to(start)):
+                continue  # not worth a walk: nothing it names can be in the workspace
             for path in _matching(pattern, self.scan_limit):
-                if self._reachable(path, workspace):
-                    found[Path(os.path.realpath(path))] = None
+                real = Path(os.path.realpath(path))
+                if real.is_relative_to(workspace) if not hide else self._readable(real, workspace):
+                    found[real] = None
         return list(found)
 
-    def _reachable(self, path: Path, workspace: Path) -> bool:
-        """Whether the command could reach `path` unless a bind covers it: not the workspace
-        itself (the rule's pattern then names everything), nor what the private `/tmp` or the
-        hidden home already hide."""
-        if path == workspace or path == Path("/"):
+    def _readable(self, path: Path, workspace: Path) -> bool:
+        """Whether the command could read `path` unless a bind hides it: not what the private
+        `/tmp` or `/run` or the hidden home already hide."""
+        if path == Path("/"):
             return False
         if path.is_relative_to(workspace):
             return True
         home = Path(os.path.realpath(Path.home()))
-        if path.is_relative_to(home):
+        if path.is_relative_to(home) and home != Path("/"):
             readable = (Path(os.path.realpath(os.path.expanduser(p))) for p in self.policy.home_readable)
             return any(path.is_relative_to(r) for r in readable)
-        return not path.is_relative_to("/tmp")
+        return not (path.is_relative_to("/tmp") or path.is_relative_to("/run"))
 
 
 def _matching(pattern: str, limit: int) -> Iterator[Path]:
