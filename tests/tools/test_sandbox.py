@@ -447,9 +447,20 @@ def test_rules_still_decide_first(repo: Path) -> None:
 
 
 @needs_bwrap
-def test_auto_allow_can_be_turned_off(repo: Path) -> None:
-    ctx = ToolContext(workspace=repo, sandbox=_sandbox(SandboxPolicy(auto_allow=False)))
+@pytest.mark.parametrize("policy", [SandboxPolicy(auto_allow=False), SandboxPolicy(network=True)])
+def test_auto_allow_is_off_when_turned_off_or_with_the_network_on(policy: SandboxPolicy, repo: Path) -> None:
+    ctx = ToolContext(workspace=repo, sandbox=_sandbox(policy))
     assert check_permission("Bash", {"command": "npm test"}, ctx).behavior == "ask"
+
+
+@needs_bwrap
+def test_what_the_checker_protects_at_the_top_of_the_workspace_is_read_only(repo: Path) -> None:
+    (repo / ".npmrc").write_text("registry=https://registry.npmjs.org/\n")
+    (repo / ".bashrc").write_text("")
+    script = "open('.npmrc', 'a').write('node-options=--require ./evil.js')"
+    result = _bash(f'python3 -c "{script}"', ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert "Read-only file system" in str(result.content), result.content
+    assert (repo / ".npmrc").read_text() == "registry=https://registry.npmjs.org/\n"
 
 
 def test_an_unavailable_sandbox_allows_nothing_more(repo: Path, tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ What a sandboxed command sees:
 - the user's home replaced by an empty tmpfs (writable, thrown away after the call), except the
   paths the settings list in `homeReadable`, bound back read-only;
 - the workspace read-write, except its protected paths (`PROTECTED_FILES`, `PROTECTED_DIRS`:
-  git's config, hooks and `commondir`, `.foldline`, `.claude`) and what an Edit/Write deny or ask
-  rule names, bound read-only over themselves. `.git` itself is bound (read-write) over itself, so
+  git's config, hooks and `commondir`, `.foldline`, `.claude`), the top-level entries
+  `permissions.is_protected_path` names (`.ssh`, `.npmrc`, shell rc files) and what an Edit/Write
+  deny or ask rule names, bound read-only over themselves. `.git` itself is bound (read-write) over itself, so
   it is a mount point: it cannot be renamed away and replaced by a repository the command wrote. A
   protected directory that does not exist gets an empty read-only one for the call, and a
   repository without a `commondir` one that names its own git directory (removed after, when still
@@ -46,7 +47,7 @@ from typing import Literal
 from foldline.config import ToolsConfig
 from foldline.tools._glob import glob_regex, literal_prefix
 from foldline.tools.base import ToolContext
-from foldline.tools.permissions import PermissionRules, _anchor
+from foldline.tools.permissions import PermissionRules, _anchor, is_protected_path
 
 __all__ = ["Sandbox", "SandboxMode", "SandboxPolicy", "detect_sandbox", "rule_patterns"]
 
@@ -134,8 +135,9 @@ class Sandbox:
 
     @property
     def auto_allows(self) -> bool:
-        """A contained command may run without asking (see `permissions.check_permission`)."""
-        return self.active and self.policy.auto_allow
+        """A contained command may run without asking (see `permissions.check_permission`). Not
+        with the network on: what the checker cannot read could then send the workspace away."""
+        return self.active and self.policy.auto_allow and not self.policy.network
 
     def notice(self) -> str | None:
         """The one line said at start when Bash is not sandboxed although the settings allow it."""
@@ -197,6 +199,8 @@ class Sandbox:
             path = workspace / rel
             if path.exists() or path.is_symlink():
                 mounts.append(_Mount("--ro-bind", path))
+        # and what the checker asks before writing (`.ssh`, `.npmrc`, shell rc files), at the top
+        mounts += [_Mount("--ro-bind", p) for p in _top_level_protected(workspace)]
         for path in self._expand(self.read_only, workspace, hide=False):
             mounts.append(_Mount("--ro-bind", path))
         for path in self._expand(self.hidden, workspace, hide=True):
@@ -281,6 +285,17 @@ def rule_patterns(rules: PermissionRules, workspace: Path) -> tuple[tuple[str, .
         if r.specifier is not None and r.names(reads)
     )
     return read_only, hidden
+
+
+def _top_level_protected(workspace: Path) -> list[Path]:
+    """The workspace's own entries that `permissions.is_protected_path` names (`.git` aside: it is
+    bound writable, with its config and hooks read-only)."""
+    try:
+        names = sorted(os.listdir(workspace))
+    except OSError:
+        return []
+    paths = [workspace / name for name in names if name.casefold() != ".git"]
+    return [p for p in paths if is_protected_path(p) and p.name not in (".foldline", ".claude")]
 
 
 def _outer_git(workspace: Path) -> list[Path]:
