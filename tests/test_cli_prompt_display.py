@@ -18,8 +18,9 @@ from rich.console import Console
 from foldline.cli._prompt import escape_controls, make_asker, render_question
 from foldline.cli._ui import Renderer, neutralize
 from foldline.config import ApprovalConfig
-from foldline.events import CompactionEvent, NoticeEvent, TextDeltaEvent
+from foldline.events import CompactionEvent, NoticeEvent, RecordEvent, TextDeltaEvent
 from foldline.settings import Settings, local_settings_path
+from foldline.timeline import AssistantEntry, AssistantMessage
 from foldline.tools import Decision, ToolContext
 from foldline.tools.permissions import suggest_rules
 
@@ -178,6 +179,9 @@ def test_the_renderer_never_writes_the_models_escape_sequences(live: bool) -> No
     for attack in ATTACKS:
         renderer(TextDeltaEvent(f"{attack}\n\n"))
     renderer(NoticeEvent("server said \x1b]0;x\x07", "warning"))
+    call = {"type": "tool_use", "id": "t1", "name": "Bash\x1b]0;pwned\x07", "input": {"command": "ls"}}
+    message = AssistantMessage(id="m1", model="m", content=[call])
+    renderer(RecordEvent(AssistantEntry(uuid="a1", timestamp="2026-01-01T00:00:00Z", message=message)))
     renderer(CompactionEvent("autocompact", "summary \x1b[2J", 0))
     renderer.end_turn()
     written = out.getvalue()
@@ -186,4 +190,5 @@ def test_the_renderer_never_writes_the_models_escape_sequences(live: bool) -> No
     for raw in ("\x1b]", "\x1b[2J", "\x9b", "\u202e", "\x07", *(() if live else ("\r",))):
         assert raw not in written, repr(raw)
     assert "\\x1b]0;pwned title\\a" in written
+    assert "Bash\\x1b]0;pwned\\a" in written  # a tool name is the model's text too
     assert "\\x1b[1A\\x1b[2K  1. yes (forged)" in written

@@ -207,10 +207,11 @@ class Renderer:
             self._end_thinking()
             for block in record.message.content:
                 if block.get("type") == "tool_use":
-                    line = Text("⏺ ", style="magenta") + Text(str(block.get("name")), style="bold magenta")
+                    name = escape_controls(str(block.get("name")))  # the model names it: it may be anything
+                    line = Text("⏺ ", style="magenta") + Text(name, style="bold magenta")
                     line.append(f"({short_input(block.get('input') or {})})", style="dim")
                     self.print(line)
-                    self._set_phase(f"running {block.get('name')}")
+                    self._set_phase(f"running {name}")
         elif isinstance(record, ProgressEntry):
             self.progress = escape_controls(" ".join(record.text.split()))[-80:]
         elif isinstance(record, UserEntry) and isinstance(record.message.content, list):
