@@ -5,20 +5,28 @@ mode: reading, searching, building, testing, formatting, small edits by shell, g
 decided by `check_permission` as the checker alone would, then with an active sandbox (whose
 contained asks are allowed). Nothing is run: the sandbox here only marks the context.
 
-Usage: python benchmarks/sandbox_prompts.py   (prints the counts and the commands that still ask)
+Then, where bubblewrap runs, what the sandbox costs a call: the median wall time of the Bash tool
+running `true`, with and without it.
+
+Usage: python benchmarks/sandbox_prompts.py [RUNS]   (the counts, the commands that still ask, the cost)
 """
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
+
 from foldline.tools import ToolContext, check_permission
+from foldline.tools.bash import BashTool
 from foldline.tools.permissions import PermissionMode
-from foldline.tools.sandbox import Sandbox, SandboxPolicy
+from foldline.tools.sandbox import Sandbox, SandboxPolicy, detect_sandbox
 
 SESSION = [
     # look around
@@ -91,7 +99,25 @@ def count(workspace: Path, mode: PermissionMode = "default") -> Count:
     return Count(mode, len(SESSION), len(asks(plain)), len(still), tuple(still))
 
 
-def main() -> None:
+def overhead(workspace: Path, runs: int) -> dict[str, float] | None:
+    """Median milliseconds of the Bash tool running `true`, unsandboxed and sandboxed; None where
+    bubblewrap cannot run."""
+    sandbox = detect_sandbox(SandboxPolicy())
+    if not sandbox.active:
+        return None
+    medians = {}
+    for label, box in (("plain", None), ("sandboxed", sandbox)):
+        times = []
+        for _ in range(runs):
+            ctx = ToolContext(workspace=workspace, sandbox=box)
+            start = time.perf_counter()
+            anyio.run(BashTool().run, {"command": "true"}, ctx)
+            times.append(time.perf_counter() - start)
+        medians[label] = 1000 * statistics.median(times)
+    return medians
+
+
+def main(runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workspace = _workspace(Path(tmp))
         for mode in ("default", "acceptEdits"):
@@ -102,7 +128,13 @@ def main() -> None:
                 f"{c.asks_with} with the sandbox ({saved} saved, {saved / c.asks_without:.0%})"
             )
         print("still asking with the sandbox:", *(f"  {s!r}" for s in c.still_asking), sep="\n")
+        cost = overhead(workspace, runs)
+        if cost is None:
+            print("bubblewrap cannot run here: no cost measured")
+        else:
+            plain, boxed = cost["plain"], cost["sandboxed"]
+            print(f"Bash `true`, median of {runs}: {plain:.1f} ms plain, {boxed:.1f} ms sandboxed")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 30))
