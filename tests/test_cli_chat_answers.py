@@ -34,6 +34,9 @@ def server() -> Iterator[tuple[str, ScriptedBackend]]:
 
 
 def _repl(url: str, workspace: Path, sessions: Path, stdin: str) -> str:
+    # the Bash sandbox would allow these contained commands without asking: the prompt is the subject
+    (workspace / ".foldline").mkdir(exist_ok=True)
+    (workspace / ".foldline" / "settings.local.json").write_text('{"sandbox": {"autoAllow": false}}')
     args = ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(workspace)]
     result = CliRunner().invoke(cli, [*args, "--sessions-dir", str(sessions), "--repl"], input=stdin)
     assert result.exit_code == 0, result.output

@@ -10,6 +10,7 @@ import pytest
 
 from foldline.cli._prompt import (
     answer_options,
+    collapse_blank,
     escape_controls,
     make_asker,
     parse_choice,
@@ -69,7 +70,8 @@ def test_the_prompt_shows_the_whole_command_and_nothing_live(command: str, tmp_p
     text = render_question("Bash", {"command": command}, ASK, tmp_path)
     assert visible(text)
     body = [line for line in text.split("\n") if line.startswith("  │ ")]
-    assert "\n".join(line[len("  │ ") :] for line in body) == escape_controls(command)
+    # whole: every line, runs of blank lines as one marker line
+    assert "\n".join(line[len("  │ ") :] for line in body) == collapse_blank(escape_controls(command))[0]
     # a line of the command can't pass for a line of the prompt: each one carries the gutter
     assert [line for line in text.split("\n") if line.startswith("  1. yes")] == ["  1. yes"]
 

@@ -226,6 +226,12 @@ class ToolsConfig:
     """Glob paths / Grep files or lines returned before the list is cut."""
     search_max_file_bytes: int = 5 * 1024 * 1024
     """Grep skips files larger than this."""
+    sandbox_probe_timeout_s: float = 10.0
+    """How long the start-up check that bubblewrap can run may take before the sandbox counts as
+    unavailable."""
+    sandbox_rule_paths_limit: int = 200
+    """Paths one rule's glob may bind into the Bash sandbox (read-only or hidden) per call; past it,
+    the permission checker alone enforces the rule."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,6 +244,21 @@ class CacheConfig:
     max_breakpoints: int = 4
     lookback_blocks: int = 20
     """The API looks back this many blocks from a breakpoint for an earlier cache entry."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalConfig:
+    """How the terminal's approval prompt shows a tool call (`cli/_prompt.py`)."""
+
+    diff_limit_bytes: int = 200_000
+    """An existing file (or new content) larger than this is not diffed: its new content is shown
+    as head and tail, with the sizes."""
+    head_tail_lines: int = 20
+    """Lines of new content shown at each end when it is not diffed."""
+    space_run: int = 24
+    """A run of at least this many spaces is shown as one `␣×N` marker (and a warning)."""
+    blank_run: int = 2
+    """A run of at least this many blank lines is shown as one marker line (and a warning)."""
 
 
 @dataclass(frozen=True, kw_only=True)

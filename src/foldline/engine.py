@@ -84,7 +84,12 @@ from foldline.tokens import estimate_fixed
 from foldline.tool_runner import ToolRunner
 from foldline.tools.base import Tool, tool_specs
 from foldline.tools.instructions import load_instruction_files
-from foldline.tools.permissions import AskCallback, PermissionMode, PermissionRules
+from foldline.tools.permissions import (
+    AskCallback,
+    PermissionMode,
+    PermissionRules,
+)
+from foldline.tools.sandbox import Sandbox
 from foldline.turn import (
     Continue,
     Decision,
@@ -188,6 +193,8 @@ class QueryEngine:
     permission_mode: PermissionMode = "default"
     ask: AskCallback | None = None
     """Answers "ask" decisions (R9.2); without one, a call that needs asking is refused."""
+    sandbox: Sandbox | None = None
+    """The OS sandbox Bash runs in (`tools.sandbox.detect_sandbox`); None: unsandboxed."""
     stages: Sequence[Stage] = field(default_factory=default_stages)
     """The compaction levels, in order (R3.0); default: budget, Snip, Microcompact."""
     timeline: Timeline = field(default_factory=Timeline)
@@ -231,6 +238,7 @@ class QueryEngine:
             rules=self.rules,
             permission_mode=self.permission_mode,
             ask=self.ask,
+            sandbox=self.sandbox,
             results_dir=results_dir,
         )
         self.window = ContextWindow(

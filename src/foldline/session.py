@@ -34,6 +34,7 @@ from foldline.providers.base import Provider
 from foldline.sessions import detect_format
 from foldline.tools.base import Tool
 from foldline.tools.permissions import AskCallback, PermissionMode, PermissionRules
+from foldline.tools.sandbox import Sandbox
 from foldline.transcript import TranscriptWriter, open_session
 
 __all__ = ["Session"]
@@ -69,6 +70,7 @@ class Session:
         rules: PermissionRules | None = None,
         permission_mode: PermissionMode = "default",
         ask: AskCallback | None = None,
+        sandbox: Sandbox | None = None,
         fsync: FsyncPolicy | None = None,
         on_event: Callable[[UIEvent], None] | None = None,
         on_notice: Callable[[str], None] | None = None,
@@ -81,7 +83,7 @@ class Session:
             provider: Who answers; closed with the session.
             workspace: Where tools act (default: the current directory); recorded in a new header.
             session_id: Names a new session (default: the file's stem); a resumed one keeps its own.
-            config, system, tools, rules, permission_mode, ask: passed to `QueryEngine`.
+            config, system, tools, rules, permission_mode, ask, sandbox: passed to `QueryEngine`.
             fsync: The transcript's fsync policy (default: `TranscriptConfig().fsync`).
             on_event: Subscribed to the engine's UI events before anything is appended.
             on_notice: Called with each line of damage found on resume.
@@ -119,6 +121,7 @@ class Session:
                 rules=rules,
                 permission_mode=permission_mode,
                 ask=ask,
+                sandbox=sandbox,
                 timeline=timeline,
                 transcript=writer,
                 session_dir=file.with_suffix(""),  # beside the transcript, as Claude Code keeps subagents

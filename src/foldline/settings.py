@@ -20,6 +20,12 @@ Invariants:
   user), except that a checked-in project file may not turn on `bypassPermissions`: cloning a
   repository must not switch every prompt off. That case is reported in `Settings.warnings`.
 - "Yes, always" answers are saved by `save_rule` to the local foldline file only.
+- `sandbox` (the Bash sandbox, `foldline.tools.sandbox`) is `"auto"`, `"required"`, `"off"`, or an
+  object `{"mode": ..., "network": bool, "homeReadable": [paths], "autoAllow": bool, "bwrap": path}`;
+  each key is taken from the most specific scope that sets it. A checked-in project file may only
+  tighten it: its `mode: off`, `network: true`, `homeReadable`, `autoAllow: true` and `bwrap` are
+  ignored with a warning (a cloned repository must not open the sandbox, or name the binary that
+  builds it).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from typing import Any, Literal, cast, get_args
 from foldline._json import JSONDecodeError, dumps, loads
 from foldline.errors import UserError
 from foldline.tools.permissions import Behavior, PermissionMode, PermissionRules, Rule
+from foldline.tools.sandbox import SandboxMode, SandboxPolicy
 
 __all__ = ["Scope", "Settings", "SettingsSource", "load_settings", "local_settings_path", "save_rule"]
 
@@ -63,6 +70,8 @@ class Settings:
     """Every settings file that was read, in reading order."""
     warnings: tuple[str, ...] = ()
     """Settings that were ignored, and why."""
+    sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
+    """The Bash sandbox's settings (default: on where it works, no network)."""
 
 
 def _files(workspace: Path, home: Path) -> list[SettingsSource]:
@@ -125,6 +134,49 @@ def _mode_of(data: Mapping[str, Any], path: Path) -> PermissionMode | None:
     return cast(PermissionMode, mode)
 
 
+_SANDBOX_KEYS = {"mode": "mode", "network": "network", "homeReadable": "home_readable",
+                 "autoAllow": "auto_allow", "bwrap": "bwrap"}  # fmt: skip
+
+
+def _sandbox_of(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """The `sandbox` keys this file sets, under `SandboxPolicy`'s field names."""
+    raw = data.get("sandbox")
+    if raw is None:
+        return {}
+    if isinstance(raw, bool):
+        raw = {"mode": "auto" if raw else "off"}
+    elif isinstance(raw, str):
+        raw = {"mode": raw}
+    if not isinstance(raw, dict) or not set(raw) <= set(_SANDBOX_KEYS):
+        raise UserError(f"{path}: `sandbox` is a mode or an object with keys {', '.join(_SANDBOX_KEYS)}")
+    out = {_SANDBOX_KEYS[k]: v for k, v in raw.items()}
+    modes = get_args(SandboxMode)
+    if "mode" in out and out["mode"] not in modes:
+        raise UserError(f"{path}: sandbox mode {out['mode']!r} is not one of {', '.join(modes)}")
+    for key in ("network", "auto_allow"):
+        if key in out and not isinstance(out[key], bool):
+            raise UserError(f"{path}: sandbox `{key}` must be true or false")
+    paths = out.get("home_readable", [])
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise UserError(f"{path}: sandbox `homeReadable` must be a list of paths")
+    if "home_readable" in out:
+        out["home_readable"] = tuple(paths)
+    if not isinstance(out.get("bwrap", ""), str):
+        raise UserError(f"{path}: sandbox `bwrap` must be a path")
+    return out
+
+
+def _loosening(keys: Mapping[str, Any]) -> list[str]:
+    """The sandbox keys a checked-in project file may not set: each opens the sandbox."""
+    return [
+        key
+        for key, value in keys.items()
+        if (key == "mode" and value == "off")
+        or (key in ("network", "auto_allow") and value is True)
+        or key in ("home_readable", "bwrap")
+    ]
+
+
 def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
     """Read and merge the settings files of `workspace` (see the module docstring).
 
@@ -139,6 +191,7 @@ def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
     mode_source: SettingsSource | None = None
     read: list[SettingsSource] = []
     warnings: list[str] = []
+    sandbox_keys: dict[str, Any] = {}
     for source in _files(workspace, home):
         if not source.path.is_file():
             continue
@@ -149,6 +202,14 @@ def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
                 if (name, text) not in sources:
                     sources[(name, text)] = source
                     lists[name].append(text)
+        sandbox = _sandbox_of(data, source.path)
+        if source.scope == "project" and (ignored := _loosening(sandbox)):
+            warnings.append(
+                f"{source.path}: a checked-in project file may not loosen the sandbox; "
+                f"ignored {', '.join(ignored)}"
+            )
+            sandbox = {k: v for k, v in sandbox.items() if k not in ignored}
+        sandbox_keys.update(sandbox)  # files are read least specific first: later ones win
         found = _mode_of(data, source.path)
         if found == "bypassPermissions" and source.scope == "project":
             warnings.append(
@@ -163,6 +224,7 @@ def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
         mode_source,
         tuple(read),
         tuple(warnings),
+        SandboxPolicy(**sandbox_keys),
     )
 
 

@@ -42,6 +42,7 @@ from foldline.tools.permissions import (
     authorize,
     read_denied_filter,
 )
+from foldline.tools.sandbox import Sandbox
 
 __all__ = ["ToolRunner"]
 
@@ -58,6 +59,8 @@ class ToolRunner:
     permission_mode: PermissionMode = "default"
     ask: AskCallback | None = None
     """Answers "ask" decisions (R9.2); without one, a call that needs asking is refused."""
+    sandbox: Sandbox | None = None
+    """The OS sandbox Bash runs in (`tools.sandbox.detect_sandbox`); None: unsandboxed."""
     results_dir: Path | None = None
     """Where oversized results are saved (default `<sessions_dir>/<session_id>/tool-results`)."""
     _read_files: ReadRegistry = field(default_factory=ReadRegistry, init=False)
@@ -73,6 +76,7 @@ class ToolRunner:
             read_denied=denied,
             own_output_dirs=(self._results_dir(),),  # its previews tell the model to Read them (R3.0)
             snip_ids=self._snip_ids,
+            sandbox=self.sandbox,
         )
         context = dataclasses.replace(context, run_tool=self._run_virtual(context))
         return ToolExecutor({t.name: t for t in self.tools}, context, self._permit, self._on_progress)

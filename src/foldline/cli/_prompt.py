@@ -1,24 +1,30 @@
-"""The approval prompt: what a tool call would do, shown so it cannot disguise itself (R9.2).
+"""The approval prompt: what a tool call would do, shown so it cannot disguise itself (R9.2, §9.5).
 
 A command or file content can carry terminal control sequences: a carriage return or an ANSI
 "erase line" lets a command overwrite its own `Allow Bash ...` line, bidi overrides reorder what is
-shown, zero-width characters hide differences. So every character that is not printable text is
-shown escaped (`\\x1b`, `\\r`, `\\u202e`), the command is shown whole, one gutter-prefixed line per
-line (a line of it can never pass for a line of the prompt), and Write/Edit show a diff.
+shown, zero-width characters and fillers (Hangul fillers, the blank Braille pattern) hide
+differences. So every character that is not visible text is shown escaped (`\\x1b`, `\\r`,
+`\\u202e`, `\\u3164`), the command is shown whole, one gutter-prefixed line per line (a line of it
+can never pass for a line of the prompt), with long runs of spaces and of blank lines, which would
+push its tail off the screen, collapsed to one marker each. Whatever was escaped or collapsed is
+said in a `⚠` line under it. Write/Edit show a diff; a Write too large to diff shows the sizes and
+the head and tail of its new content, and says how much of the middle is not shown.
 
 The answers (`answer_options`): yes (once); for Write/Edit, yes and allow every edit inside the
 workspace for the rest of the session (acceptEdits, not saved); yes always (saves the exact allow
 rule to the local settings file); for Bash, yes always for commands with the same prefix
 (`Bash(git status:*)`); no. The rule-saving answers are offered only where the rule would really
-allow this call. A typo or a bare Enter asks again, listing the valid answers: an approval is never
-guessed. "no" refuses the call and, like Claude Code, stops the turn: the model gets the refusal
-and waits for the person (`make_asker(on_refuse=...)`).
+allow this call, and no broader than what was shown: never for a line that sets a variable, which a
+rule could not pin. A typo or a bare Enter asks again, listing the valid answers: an approval is
+never guessed. "no" refuses the call and, like Claude Code, stops the turn: the model gets the
+refusal and waits for the person (`make_asker(on_refuse=...)`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import difflib
+import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -28,6 +34,7 @@ from typing import Any, Literal
 import click
 
 from foldline._json import dumps
+from foldline.config import ApprovalConfig
 from foldline.settings import Settings, save_rule
 from foldline.tools import Decision, PermissionRules, ToolContext, check_permission
 from foldline.tools.permissions import EDIT_TOOLS, PermissionMode, Rule, suggest_rules
@@ -36,6 +43,7 @@ __all__ = [
     "Choice",
     "Option",
     "answer_options",
+    "collapse_blank",
     "escape_controls",
     "make_asker",
     "parse_choice",
@@ -44,18 +52,33 @@ __all__ = [
 
 Choice = Literal["yes", "session", "always", "prefix", "no"]
 _GUTTER = "  │ "
-_DIFF_LIMIT = 200_000
-"""Bytes of an existing file read to show a diff; a larger file is described, not diffed."""
+_LIMITS = ApprovalConfig()
 _NAMED = {"\t": "\\t", "\r": "\\r", "\x1b": "\\x1b", "\x07": "\\a", "\x08": "\\b", "\x00": "\\0"}
+_IGNORABLE = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x2800, 0x2800),
+    (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)  # fmt: skip
+"""Unicode's default-ignorable code points (nothing drawn, or a blank cell: Hangul fillers,
+variation selectors, the combining grapheme joiner), plus the blank Braille pattern, which looks
+like a space but is a letter to every shell."""
+
+
+def _hidden(ch: str) -> bool:
+    """Whether a terminal would act on `ch`, or draw nothing (or a blank) for it."""
+    if ch in "\n ":
+        return False
+    code = ord(ch)
+    return unicodedata.category(ch)[0] in "CZ" or any(lo <= code <= hi for lo, hi in _IGNORABLE)
 
 
 def escape_controls(text: str) -> str:
-    """`text` with every control, format, separator and non-ASCII space character escaped as
-    `\\xNN` / `\\uNNNN` (newlines kept), so the terminal shows it and never interprets it."""
+    """`text` with every control, format, separator, filler and non-ASCII space character escaped
+    as `\\xNN` / `\\uNNNN` (newlines kept), so the terminal shows it and never interprets it."""
     out = []
     for ch in text:
-        category = unicodedata.category(ch)
-        if ch == "\n" or (ch == " ") or category[0] not in "CZ":
+        if not _hidden(ch):
             out.append(ch)
         elif ch in _NAMED:
             out.append(_NAMED[ch])
@@ -66,13 +89,44 @@ def escape_controls(text: str) -> str:
     return "".join(out)
 
 
-def _gutter(text: str) -> str:
-    return "\n".join(_GUTTER + line for line in escape_controls(text).split("\n"))
+def collapse_blank(text: str, limits: ApprovalConfig = _LIMITS) -> tuple[str, int]:
+    """`text` with each run of `space_run` or more spaces shown as `␣×N`, and each run of
+    `blank_run` or more blank lines as one `⟨N blank lines⟩` line; and how many runs were collapsed.
+
+    Whitespace is how a long command hides its tail: below the screen, or far to the right."""
+    spaces = re.compile(f" {{{limits.space_run},}}")
+    text, runs = spaces.subn(lambda m: f" ␣×{len(m.group())} ", text)
+    lines, out, blank = text.split("\n"), [], 0
+    for i, line in enumerate([*lines, None]):
+        if line is not None and not line.strip() and 0 < i < len(lines) - 1:
+            blank += 1
+            continue
+        if blank >= limits.blank_run:
+            out.append(f"⟨{blank} blank lines⟩")
+            runs += 1
+        else:
+            out += [""] * blank
+        blank = 0
+        if line is not None:
+            out.append(line)
+    return "\n".join(out), runs
 
 
-def _current_text(path: Path) -> str | None:
+def _shown(text: str) -> tuple[str, list[str]]:
+    """The gutter-prefixed body for `text`, and the warnings about what it had to change."""
+    escaped = escape_controls(text)
+    body, runs = collapse_blank(escaped)
+    warnings = []
+    if (hidden := sum(1 for ch in text if _hidden(ch) and ch not in "\t")) > 0:
+        warnings.append(f"{hidden} invisible or control character(s), shown escaped")
+    if runs:
+        warnings.append(f"{runs} run(s) of spaces or blank lines collapsed for display; it runs as written")
+    return "\n".join(_GUTTER + line for line in body.split("\n")), warnings
+
+
+def _current_text(path: Path, limits: ApprovalConfig) -> str | None:
     try:
-        if path.stat().st_size > _DIFF_LIMIT:
+        if path.stat().st_size > limits.diff_limit_bytes:
             return None
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -86,29 +140,59 @@ def _diff(path: Path, before: str, after: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines).rstrip("\n")
 
 
-def _file_change(tool_name: str, tool_input: Mapping[str, Any], workspace: Path) -> str:
+def _head_tail(path: Path, content: str, limits: ApprovalConfig) -> tuple[str, list[str]]:
+    """A Write too large to diff: the sizes, then the new content's first and last lines."""
+    try:
+        old = f"a {path.stat().st_size:,}-byte file"
+    except OSError:
+        old = "nothing (a new file)"
+    lines = content.split("\n")
+    keep = limits.head_tail_lines
+    head = f"{path}: replaces {old} with {len(content.encode()):,} bytes, {len(lines):,} lines; new content:"
+    if len(lines) <= 2 * keep:
+        return "\n".join([head, *lines]), []
+    middle = len(lines) - 2 * keep
+    shown = [head, *lines[:keep], f"⟨… {middle:,} lines not shown …⟩", *lines[-keep:]]
+    return "\n".join(shown), [
+        f"too large to diff: {middle:,} lines in the middle of the new content are not shown"
+    ]
+
+
+def _file_change(
+    tool_name: str, tool_input: Mapping[str, Any], workspace: Path, limits: ApprovalConfig = _LIMITS
+) -> tuple[str, list[str]]:
+    """What a Write or Edit would change, and the warnings about what is not shown."""
     path = workspace / str(tool_input.get("file_path", ""))
-    before = _current_text(path)
-    if before is None:
-        return f"{path} (too large to diff)"
+    before = _current_text(path, limits)
     if tool_name == "Write":
         after = str(tool_input.get("content", ""))
-    else:
-        old, new = str(tool_input.get("old_string", "")), str(tool_input.get("new_string", ""))
-        if old and old in before:
-            after = before.replace(old, new) if tool_input.get("replace_all") else before.replace(old, new, 1)
-        else:  # the edit will fail or create the file: show what it asks for
-            before, after = old, new
-    return _diff(path, before, after) or f"{path} (no change)"
+        if before is None or len(after.encode()) > limits.diff_limit_bytes:
+            return _head_tail(path, after, limits)
+        return _diff(path, before, after) or f"{path} (no change)", []
+    old, new = str(tool_input.get("old_string", "")), str(tool_input.get("new_string", ""))
+    if before is None:  # too large to read for context: the replacement itself
+        return f"{path} (too large to show in context)\n{_diff(path, old, new)}", []
+    if old and old in before:
+        after = before.replace(old, new) if tool_input.get("replace_all") else before.replace(old, new, 1)
+    else:  # the edit will fail or create the file: show what it asks for
+        before, after = old, new
+    return _diff(path, before, after) or f"{path} (no change)", []
 
 
 def describe(tool_name: str, tool_input: Mapping[str, Any], workspace: Path) -> str:
     """The full body of the question: the command, the diff, or the input as JSON; escaped."""
+    return _describe(tool_name, tool_input, workspace)[0]
+
+
+def _describe(tool_name: str, tool_input: Mapping[str, Any], workspace: Path) -> tuple[str, list[str]]:
+    """`describe`, with the warnings about what the body had to escape, collapse or leave out."""
     if tool_name == "Bash" and isinstance(tool_input.get("command"), str):
-        return _gutter(str(tool_input["command"]))
+        return _shown(str(tool_input["command"]))
     if tool_name in ("Write", "Edit"):
-        return _gutter(_file_change(tool_name, tool_input, workspace))
-    return _gutter(dumps(dict(tool_input), indent=True, default=str).decode())
+        text, omitted = _file_change(tool_name, tool_input, workspace)
+        body, warnings = _shown(text)
+        return body, [*omitted, *warnings]
+    return _shown(dumps(dict(tool_input), indent=True, default=str).decode())
 
 
 def render_question(
@@ -125,9 +209,11 @@ def render_question(
     """
     if options is None:
         options = answer_options(tool_name, always=always)
+    body, warnings = _describe(tool_name, tool_input, workspace)
     lines = [
         f"{tool_name} wants to run:" if tool_name == "Bash" else f"{tool_name}:",
-        describe(tool_name, tool_input, workspace),
+        body,
+        *(f"⚠ {warning}" for warning in warnings),
         f"Why this asks: {escape_controls(decision.reason)}",
         *option_lines(options),
     ]

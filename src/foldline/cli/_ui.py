@@ -5,10 +5,12 @@ finished paragraph or code block is printed for good; the unfinished one is draw
 shows a spinner with what the turn is doing (waiting for the model, thinking, running a tool and
 its latest progress line), collapses thinking to one line and prints every compaction receipt as it
 fires (R3.0.1). Elsewhere (a pipe, a file) it prints the raw text as it streams, so scripts read
-exactly what the model wrote.
+what the model wrote.
 
 Invariants:
 - Text from the model or a tool is never read as rich markup: it is printed as `Text` or `Markdown`.
+- Nor is it ever acted on by the terminal: control characters and bidi controls in it are shown
+  escaped (`neutralize`), on a terminal and in a pipe alike (a pipe often ends in one).
 - Before anything asks the person a question, `pause()` takes the live display down, so the
   question and the typed answer are not drawn over.
 """
@@ -16,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import time
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -49,6 +52,7 @@ from foldline.usage import usage_of
 __all__ = [
     "Renderer",
     "clip_words",
+    "neutralize",
     "recap",
     "result_preview",
     "short_input",
@@ -58,6 +62,30 @@ __all__ = [
 
 _INPUT_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description")
 _INTERRUPTED = (INTERRUPTED_BEFORE_START, INTERRUPTED_WHILE_RUNNING, RESUME_MARKER)
+
+
+_TERMINAL_ACTIVE = frozenset({0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)})
+"""Format characters a terminal acts on: the bidi marks, embeddings, overrides and isolates."""
+
+
+def neutralize(text: str) -> str:
+    """Model or tool text made safe to write to a terminal: every control character but newline
+    and tab (ESC of an ANSI or OSC sequence, CR, BS, BEL, C1's CSI) and every bidi control is shown
+    escaped (`\\x1b`); the rest, zero-width joiners of emoji included, is left as written.
+
+    Without it, a model's answer (or a file it echoes) could clear the screen, retitle the window,
+    plant a hyperlink, or redraw lines above it, such as an earlier approval prompt."""
+    if text.isprintable():
+        return text  # the common case, and the fast one: no control or format character at all
+    text = text.replace("\r\n", "\n")
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in "\n\t" or not (unicodedata.category(ch) == "Cc" or code in _TERMINAL_ACTIVE):
+            out.append(ch)
+        else:
+            out.append(escape_controls(ch))
+    return "".join(out)
 
 
 def short_input(tool_input: Mapping[str, Any], limit: int = 80) -> str:
@@ -220,14 +248,14 @@ class Renderer:
         elif isinstance(event, RetryEvent):
             self.pending = ""  # what streamed belongs to the failed attempt
             reason = web_page_summary(event.reason) or clip_words(" ".join(event.reason.split()), 200)
-            self.print(Text(f"retrying in {event.delay:.1f}s: {escape_controls(reason)}", style="yellow"))
+            self.print(Text(f"retrying in {event.delay:.1f}s: {neutralize(reason)}", style="yellow"))
             self._set_phase(f"retrying (attempt {event.attempt + 1})")
         elif isinstance(event, NoticeEvent):
             style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
-            self.print(Text(event.text, style=style))
+            self.print(Text(neutralize(event.text), style=style))
         elif isinstance(event, CompactionEvent):  # R3.0.1: never clear silently
             self._flush_text()
-            self.print(Text(f"⎯ {event.level}: {event.text}", style="cyan"))
+            self.print(Text(f"⎯ {event.level}: {neutralize(event.text)}", style="cyan"))
 
     def _record(self, record: AnyRecord) -> None:
         if isinstance(record, AssistantEntry) and not record.is_virtual:
@@ -235,10 +263,11 @@ class Renderer:
             self._end_thinking()
             for block in record.message.content:
                 if block.get("type") == "tool_use":
-                    line = Text("⏺ ", style="magenta") + Text(str(block.get("name")), style="bold magenta")
+                    name = escape_controls(str(block.get("name")))  # the model names it: it may be anything
+                    line = Text("⏺ ", style="magenta") + Text(name, style="bold magenta")
                     line.append(f"({short_input(block.get('input') or {})})", style="dim")
                     self.print(line)
-                    self._set_phase(f"running {block.get('name')}")
+                    self._set_phase(f"running {name}")
         elif isinstance(record, ProgressEntry):
             self.progress = escape_controls(" ".join(record.text.split()))[-80:]
         elif isinstance(record, UserEntry) and isinstance(record.message.content, list):
@@ -254,6 +283,7 @@ class Renderer:
     # --- text and thinking -------------------------------------------------------------------------
 
     def _text(self, text: str) -> None:
+        text = neutralize(text)
         if not self.live_ok:
             self.console.print(text, end="", markup=False, highlight=False)
             self._streamed_raw = True

@@ -57,9 +57,10 @@ from foldline.sessions import (
     import_claude_code_session,
     is_session_id,
 )
-from foldline.settings import load_settings
+from foldline.settings import Settings, load_settings
 from foldline.tools import default_tools
 from foldline.tools.permissions import PermissionMode
+from foldline.tools.sandbox import Sandbox, detect_sandbox, rule_patterns
 from foldline.transcript import list_session_files, session_path
 
 __all__ = ["chat", "compact_command"]
@@ -129,6 +130,15 @@ def _imported(source: Path, workspace: Path, sessions_dir: Path) -> Path:
     for issue in loaded.warnings:
         click.echo(f"warning: {issue} (skipped)", err=True)
     return dest
+
+
+def _sandbox(settings: Settings, workspace: Path, config: Config) -> Sandbox:
+    """The session's Bash sandbox, found once; where it cannot run, say so once (stderr)."""
+    read_only, hidden = rule_patterns(settings.rules, workspace)
+    sandbox = detect_sandbox(settings.sandbox, read_only=read_only, hidden=hidden, limits=config.tools)
+    if (line := sandbox.notice()) is not None:
+        click.echo(f"warning: {line}", err=True)
+    return sandbox
 
 
 def _start(
@@ -413,6 +423,7 @@ def chat(**options: Any) -> None:
         raise click.ClickException(explain(e)) from e
     for warning in settings.warnings:
         click.echo(f"warning: {warning}", err=True)
+    sandbox = _sandbox(settings, workspace, config)
     mode: PermissionMode = options["permission_mode"] or settings.mode or "default"
     interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
     terminal = interactive and use_terminal()
@@ -442,6 +453,7 @@ def chat(**options: Any) -> None:
         "tools": default_tools(),
         "rules": settings.rules,
         "permission_mode": mode,
+        "sandbox": sandbox,
         "ask": make_asker(
             settings, workspace, mode, echo=echo, aread=answer, on_refuse=refuse, cancelled=CLEARED
         )

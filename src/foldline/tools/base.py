@@ -19,13 +19,16 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
 from foldline._types import Block, JSONObject
 from foldline.config import ToolsConfig
 from foldline.errors import ToolError
+
+if TYPE_CHECKING:  # sandbox.py reads the config only, but the tools package imports base first
+    from foldline.tools.sandbox import Sandbox
 
 __all__ = [
     "BaseTool",
@@ -133,6 +136,8 @@ class ToolContext:
     """Folders foldline itself writes for the model to read back (the session's saved oversized
     results, R3.0): reading there is allowed without asking, even outside the workspace (deny and ask
     rules still apply). Canonicalised on construction."""
+    sandbox: Sandbox | None = None
+    """The OS sandbox Bash runs in (`sandbox.detect_sandbox`); None runs Bash unsandboxed."""
 
     def __post_init__(self) -> None:
         workspace = Path(os.path.realpath(self.workspace))

@@ -10,6 +10,10 @@ Invariants:
 - Output is bounded in memory: each stream keeps its first and last `max_output_chars / 2`
   characters and says how much it dropped.
 - A non-zero exit, a timeout or an abort is an `is_error` result that states which.
+- With `ctx.sandbox` active the shell runs inside bubblewrap (`foldline.tools.sandbox`); bwrap is
+  the group leader, and the command's own pid namespace ends when the shell exits, so its
+  background children die with it (`--die-with-parent` covers foldline dying). Where the settings
+  require the sandbox and it cannot run, Bash is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -150,6 +155,47 @@ async def _supervise(process: Process, timeout_s: float, abort: anyio.Event) -> 
     return outcome
 
 
+@contextmanager
+def _command_line(command: str, ctx: ToolContext) -> Iterator[list[str]]:
+    """`bash -c command`, inside the OS sandbox when the session has one.
+
+    Raises:
+        ToolError: the settings require the sandbox and it cannot run here.
+    """
+    sandbox = ctx.sandbox
+    argv = ["bash", "-c", command]
+    if sandbox is not None and sandbox.refuses:
+        raise ToolError(f"Bash is refused: {sandbox.notice()}")
+    if sandbox is None or not sandbox.active:
+        yield argv
+        return
+    with sandbox.wrap(argv, ctx.workspace, ctx.current_dir) as wrapped:
+        yield wrapped
+
+
+_SANDBOX_SIGNS = (
+    "Read-only file system",
+    "Network is unreachable",
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+)
+
+
+def _explain_sandbox(result: ToolResult) -> ToolResult:
+    """A failed sandboxed command whose output looks like the sandbox stopped it says so, so the
+    model does not retry the same thing in other words."""
+    text = result.content if isinstance(result.content, str) else ""
+    if not any(sign in text for sign in _SANDBOX_SIGNS):
+        return result
+    note = (
+        "Note: Bash runs in foldline's OS sandbox: only the workspace is writable (not .git/config, "
+        ".git/hooks, .foldline or .claude), the home directory is hidden and there is no network "
+        "unless the user's sandbox settings allow it."
+    )
+    return ToolResult(f"{text}\n{note}", is_error=True, structured=result.structured)
+
+
 @dataclass
 class _Run:
     outcome: Outcome
@@ -185,8 +231,12 @@ class BashTool(BaseTool):
             raise ToolError("Invalid input: `command` is empty")
         timeout_s = self._timeout_s(tool_input, ctx)
         ctx.progress(f"Running: {command}")
-        run = await self._execute(command, timeout_s, ctx)
-        return self._result(run, timeout_s)
+        with _command_line(command, ctx) as argv:
+            run = await self._execute(argv, timeout_s, ctx)
+        result = self._result(run, timeout_s)
+        if ctx.sandbox is not None and ctx.sandbox.active and result.is_error:
+            return _explain_sandbox(result)
+        return result
 
     @staticmethod
     def _timeout_s(tool_input: Mapping[str, Any], ctx: ToolContext) -> float:
@@ -197,14 +247,14 @@ class BashTool(BaseTool):
             raise ToolError(f"Invalid input: `timeout` must be positive milliseconds, got {timeout_ms}")
         return min(timeout_ms / 1000, ctx.limits.bash_max_timeout_s)
 
-    async def _execute(self, command: str, timeout_s: float, ctx: ToolContext) -> _Run:
+    async def _execute(self, argv: list[str], timeout_s: float, ctx: ToolContext) -> _Run:
         limits = ctx.limits
         out, err = _BoundedBuffer(limits.max_output_chars), _BoundedBuffer(limits.max_output_chars)
         out_done, err_done = anyio.Event(), anyio.Event()
         with anyio.CancelScope(shield=True):
             # a cancel landing inside open_process would orphan the started child: take it below
             process = await anyio.open_process(
-                ["bash", "-c", command],
+                argv,
                 stdin=subprocess.DEVNULL,
                 cwd=ctx.current_dir,
                 start_new_session=True,

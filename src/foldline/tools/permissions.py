@@ -16,6 +16,11 @@ one path a file tool touches. Each check is decided on its own, in this order, f
    saved for the model to read back (`ToolContext.own_output_dirs`), are allowed; in
    `acceptEdits` writes inside the workspace are allowed; everything else asks (fail closed).
 
+A Bash call run in the OS sandbox (`ctx.sandbox`, `foldline.tools.sandbox`) whose every ask is one
+the sandbox contains (`Decision.contained`: no rule asked, nothing outside the workspace or
+protected is named) is allowed without asking; deny rules, ask rules, protected paths and paths
+outside the workspace are decided as without it.
+
 The call's decision is the strictest of its checks (any deny -> deny, else any ask -> ask). A Bash
 line with more than `MAX_SUBCOMMANDS` commands is denied outright, so a long chain can never slip
 past deny evaluation (the Claude Code 50-subcommand bypass); so is a line nested too deeply to
@@ -171,6 +176,9 @@ class Decision:
     reason: str
     rule: str | None = None
     """The rule that decided, if one did."""
+    contained: bool = False
+    """An ask the OS sandbox makes moot: not from a rule, about nothing outside the workspace's
+    writable part (see `_contained`)."""
 
 
 AskCallback = Callable[[str, Mapping[str, Any], Decision], Awaitable[bool]]
@@ -454,6 +462,8 @@ def _changes_dir(cmd: SimpleCommand) -> bool:
 def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: PermissionMode) -> Decision:
     if mode == "plan":
         return Decision("deny", "plan mode is read-only; Bash is not available")
+    if ctx.sandbox is not None and ctx.sandbox.refuses:  # refused before anyone is asked
+        return Decision("deny", f"Bash is refused: {ctx.sandbox.notice()}")
     parsed = parse_command(command)
     if parsed.refusal is not None:
         return Decision("deny", f"{parsed.refusal}; split it into simpler commands")
@@ -464,10 +474,16 @@ def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: Pe
             f"the command has {count} subcommands, over the limit of {MAX_SUBCOMMANDS}; split it up",
         )
     try:
-        return _strictest(_bash_checks(parsed.commands, ctx, rules, mode))
+        decisions = list(_bash_checks(parsed.commands, ctx, rules, mode))
     except (OSError, ValueError) as exc:
         # a path the checker may not inspect (`cd /proc/1/root`, a NUL byte): never allowed
         return Decision("ask", f"could not inspect a path the command uses ({exc})")
+    verdict = _strictest(decisions)
+    sandbox = ctx.sandbox
+    if verdict.behavior == "ask" and sandbox is not None and sandbox.auto_allows:
+        if all(d.contained for d in decisions if d.behavior == "ask"):
+            return Decision("allow", f"runs in the OS sandbox, which contains it ({verdict.reason})")
+    return verdict
 
 
 def _bash_checks(
@@ -476,7 +492,7 @@ def _bash_checks(
     dirs = _Dirs(ctx.current_dir)
     for cmd in commands:
         effects = command_effects(cmd)
-        verdict = _check_simple(cmd, effects, rules, mode)
+        verdict = _contained(_check_simple(cmd, effects, rules, mode), None, ctx)
         yield verdict
         cwds, known = dirs.get(cmd.env)
         if cmd.name == "git" and "/" not in cmd.words[0]:
@@ -642,11 +658,28 @@ def _file_checks(
         yield Decision("ask", f"`{cmd.text}` may create any file under {root.path}, protected paths included")
     for raw, writes, dynamic in files:
         if dynamic:
-            yield Decision("ask", f"redirection target `{raw}` is only known at run time")
+            yield Decision("ask", f"redirection target `{raw}` is only known at run time", contained=True)
         elif raw not in _HARMLESS_TARGETS:
             if _uncertain(raw, known):
-                yield Decision("ask", f"`{raw}` is relative to a directory only known at run time")
-            yield _check_access(_access(raw, cwd, write=writes), "Bash", ctx, rules, mode)
+                yield Decision(
+                    "ask", f"`{raw}` is relative to a directory only known at run time", contained=True
+                )
+            access = _access(raw, cwd, write=writes)
+            yield _contained(_check_access(access, "Bash", ctx, rules, mode), access, ctx)
+
+
+def _contained(decision: Decision, access: _Access | None, ctx: ToolContext) -> Decision:
+    """`decision`, marked `contained` when it is an ask the OS sandbox makes moot: no rule asked,
+    and it is about the command itself (what it runs, syntax the checker cannot verify; the sandbox
+    bounds whatever that does) or about a file inside the workspace that is not protected. Writes
+    outside the workspace or to a protected path, and reads outside it, still ask."""
+    if decision.behavior != "ask" or decision.rule is not None:
+        return decision
+    if access is not None:
+        paths = (access.path, access.literal)
+        if not all(p.is_relative_to(ctx.workspace) and not is_protected_path(p) for p in paths):
+            return decision
+    return Decision(decision.behavior, decision.reason, decision.rule, contained=True)
 
 
 def _read_checks(
@@ -880,8 +913,12 @@ def _candidate_rules(tool_name: str, tool_input: Mapping[str, Any], ctx: ToolCon
         commands = [c for c in parse_command(command).commands if c.words and not c.wrapper]
         asking = [c for c in commands if _check_simple(c, command_effects(c), rules, mode).behavior == "ask"]
         texts = list(dict.fromkeys(c.text for c in asking))
-        # a `*` in a saved rule would be a wildcard, allowing more than was approved
-        return [] if any("*" in t for t in texts) else [f"Bash({t})" for t in texts]
+        # a `*` in a saved rule would be a wildcard, allowing more than was approved; and a rule
+        # matches a command's words only, so `X=1 make` (or `export X=1; make`) would save
+        # `Bash(make)`, which also allows `make` under any other environment the user never saw
+        if any("*" in t for t in texts) or any(c.assignments for c in parse_command(command).commands):
+            return []
+        return [f"Bash({t})" for t in texts]
     if tool_name in READ_TOOLS or tool_name in EDIT_TOOLS:
         try:
             path = _file_access(tool_name, tool_input, ctx).path

@@ -1,0 +1,564 @@
+"""The OS sandbox around Bash: what a command inside bubblewrap can and cannot do, the fallback where
+bubblewrap cannot run, and the prompts a contained command no longer needs.
+
+The containment tests run real commands under real bwrap; where bwrap cannot run on this machine
+they skip and say why (CI installs bubblewrap, see .ci/run).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from foldline.errors import UserError
+from foldline.settings import Settings, load_settings
+from foldline.tools import PermissionRules, ToolContext, authorize, check_permission
+from foldline.tools.base import ToolResult
+from foldline.tools.bash import BashTool
+from foldline.tools.sandbox import Sandbox, SandboxPolicy, detect_sandbox, rule_patterns
+
+_PROBE = detect_sandbox(SandboxPolicy())
+needs_bwrap = pytest.mark.skipif(not _PROBE.active, reason=f"bubblewrap cannot run here: {_PROBE.problem}")
+
+
+@pytest.fixture
+def repo(workspace: Path) -> Path:
+    """A workspace that is a git repository, with foldline's and Claude Code's settings folders."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    (workspace / ".foldline").mkdir()
+    (workspace / ".claude").mkdir()
+    (workspace / "README.md").write_text("hello\n")
+    return workspace
+
+
+def _sandbox(
+    policy: SandboxPolicy | None = None, rules: PermissionRules | None = None, ws: Path | None = None
+) -> Sandbox:
+    read_only, hidden = rule_patterns(rules, ws) if rules is not None and ws is not None else ((), ())
+    return detect_sandbox(policy or SandboxPolicy(), read_only=read_only, hidden=hidden)
+
+
+def _bash(command: str, ctx: ToolContext) -> ToolResult:
+    """Run `command` as the engine would in bypassPermissions mode, when the checker lets it.
+
+    The checker sees through `sh -c` to a protected path and asks (nobody is there to answer, so
+    that is a deny); interpreters' code it cannot read, so bypassPermissions lets them run: there
+    the sandbox is all that stands between the command and the files."""
+
+    async def go() -> ToolResult:
+        turn = ctx.for_turn()  # each anyio.run is its own event loop: a fresh abort event
+        decision = await authorize("Bash", {"command": command}, turn, None, "bypassPermissions", None)
+        if decision.behavior != "allow":
+            return ToolResult(f"refused by the checker: {decision.reason}", is_error=True)
+        return await BashTool().run({"command": command}, turn)
+
+    return anyio.run(go)
+
+
+@pytest.mark.parametrize("lang", ["python3", "perl"])
+def test_the_checker_alone_lets_an_interpreter_write_anywhere_in_bypass_mode(lang: str, repo: Path) -> None:
+    # why the sandbox is needed: these run unattended, and only the sandbox can contain them
+    command = _writer(lang, ".git/config")
+    decision = check_permission(
+        "Bash", {"command": command}, ToolContext(workspace=repo), mode="bypassPermissions"
+    )
+    assert decision.behavior == "allow"
+
+
+def _writer(lang: str, target: str) -> str:
+    """An interpreter one-liner that appends a line to `target`."""
+    if lang == "python3":
+        return f"python3 -c \"open('{target}', 'a').write('pwned\\n')\""
+    if lang == "perl":
+        return f'perl -e \'open(my $f, ">>", "{target}") or die $!; print $f "pwned\\n"\''
+    return f"sh -c 'echo pwned >> {target}'"
+
+
+LANGS = ("python3", "perl", "sh")
+PROTECTED = (".git/config", ".git/hooks/pre-commit", ".foldline/settings.local.json", ".claude/settings.json")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_one_liner_in_bypass_mode_cannot_write_outside_the_workspace(
+    lang: str, repo: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    result = _bash(_writer(lang, str(outside)), ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert not outside.exists(), result.content  # a private /tmp took the write, if anything did
+    elsewhere = Path("/var/tmp") / f"foldline-sandbox-escape-{os.getpid()}-{lang}"  # not under /tmp
+    try:
+        blocked = _bash(_writer(lang, str(elsewhere)), ToolContext(workspace=repo, sandbox=_sandbox()))
+        assert blocked.is_error, blocked.content
+        assert not elsewhere.exists()
+    finally:
+        elsewhere.unlink(missing_ok=True)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("target", PROTECTED)
+def test_a_one_liner_in_bypass_mode_cannot_write_a_protected_path(lang: str, target: str, repo: Path) -> None:
+    path = repo / target
+    before = path.read_bytes() if path.exists() else None
+    result = _bash(_writer(lang, target), ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert result.is_error, result.content
+    if lang != "sh":
+        assert "Read-only file system" in str(result.content)
+        assert "Note: Bash runs in foldline's OS sandbox" in str(result.content)  # the model is told why
+    assert (path.read_bytes() if path.exists() else None) == before
+
+
+@needs_bwrap
+def test_git_cannot_be_swapped_for_a_repository_the_command_wrote(repo: Path) -> None:
+    command = "mv .git .git-old; mkdir -p .git/hooks && echo pwned > .git/hooks/pre-commit"
+    result = _bash(command, ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert result.is_error
+    assert not (repo / ".git-old").exists()
+    assert not (repo / ".git" / "hooks" / "pre-commit").exists()
+
+
+@needs_bwrap
+def test_git_cannot_be_pointed_at_a_common_dir_the_command_wrote(repo: Path) -> None:
+    # a `commondir` moves config and hooks with it: git would run this fsmonitor outside the sandbox
+    script = (
+        "import shutil; g = '.git/'; [shutil.copytree(g + d, g + 'evil/' + d) for d in ('objects', 'refs')];"
+        " shutil.copy(g + 'HEAD', g + 'evil/HEAD');"
+        " open(g + 'evil/config', 'w').write('[core]\\n\\tfsmonitor = \\'touch /tmp/pwned\\'\\n');"
+        " open(g + 'commondir', 'w').write('evil')"
+    )
+    result = _bash(f'python3 -c "{script}"', ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert result.is_error, result.content
+    assert "Read-only file system: '.git/commondir'" in str(result.content)
+    assert not (repo / ".git" / "commondir").exists()  # the read-only placeholder went with the call
+    status = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--git-common-dir"], capture_output=True, text=True
+    )
+    assert status.stdout.strip() == ".git"
+
+
+@needs_bwrap
+def test_missing_protected_folders_cannot_be_created_and_none_is_left_behind(workspace: Path) -> None:
+    command = "mkdir -p .foldline .git/hooks; echo '{}' > .foldline/settings.local.json"
+    result = _bash(command, ToolContext(workspace=workspace, sandbox=_sandbox()))
+    assert result.is_error, result.content
+    assert sorted(p.name for p in workspace.iterdir()) == []
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[socket.socket]]]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))  # a free port, never a fixed one
+    server.listen()
+    server.settimeout(0.2)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    stop.set()
+    thread.join()
+    server.close()
+    for conn in accepted:
+        conn.close()
+
+
+def _connect(port: int) -> str:
+    return f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3)\""
+
+
+@needs_bwrap
+def test_a_one_liner_cannot_reach_a_listener_on_the_hosts_loopback(
+    repo: Path, listener: tuple[int, list[socket.socket]]
+) -> None:
+    port, accepted = listener
+    result = _bash(_connect(port), ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert result.is_error
+    assert "Connection refused" in str(result.content), result.content
+    assert accepted == []
+
+
+@needs_bwrap
+@pytest.mark.skipif(not os.access("/run", os.W_OK), reason="needs a writable /run for the test socket")
+def test_a_daemons_socket_under_run_is_out_of_reach(repo: Path) -> None:
+    path = Path("/run") / f"foldline-sandbox-test-{os.getpid()}.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    try:
+        script = f"import socket; socket.socket(socket.AF_UNIX).connect('{path}')"
+        result = _bash(f'python3 -c "{script}"', ToolContext(workspace=repo, sandbox=_sandbox()))
+        assert result.is_error
+        assert "No such file or directory" in str(result.content), result.content
+    finally:
+        server.close()
+        path.unlink()
+
+
+@needs_bwrap
+def test_the_network_setting_opens_it(repo: Path, listener: tuple[int, list[socket.socket]]) -> None:
+    port, accepted = listener
+    result = _bash(_connect(port), ToolContext(workspace=repo, sandbox=_sandbox(SandboxPolicy(network=True))))
+    assert not result.is_error, result.content
+    assert len(accepted) == 1
+
+
+@needs_bwrap
+def test_workspace_writes_and_git_still_work(repo: Path) -> None:
+    ctx = ToolContext(workspace=repo, sandbox=_sandbox())
+    result = _bash(
+        "mkdir -p src && python3 -c \"open('src/a.py', 'w').write('x = 1')\" && git status --short", ctx
+    )
+    assert not result.is_error, result.content
+    assert (repo / "src" / "a.py").read_text() == "x = 1"
+    assert "?? README.md" in str(result.content)
+    assert "?? src/" in str(result.content)
+    commit = "git add -A && git -c user.name=t -c user.email=t@t commit -qm one && git log --oneline | wc -l"
+    result = _bash(commit, ctx)
+    assert not result.is_error, result.content
+    assert str(result.content).startswith("1\n"), result.content
+
+
+def _git(*args: str | Path) -> None:
+    subprocess.run(["git", *map(str, args)], check=True, capture_output=True)
+
+
+@needs_bwrap
+def test_git_status_works_in_a_subfolder_of_a_repository_whose_git_dir_stays_read_only(
+    tmp_path: Path,
+) -> None:
+    outer = tmp_path / "repo"
+    (outer / "pkg").mkdir(parents=True)
+    _git("init", "-q", outer)
+    (outer / "pkg" / "a.py").write_text("x = 1\n")
+    before = (outer / ".git" / "config").read_bytes()
+    ctx = ToolContext(workspace=outer / "pkg", sandbox=_sandbox())
+    result = _bash("git status --short", ctx)
+    assert not result.is_error, result.content
+    assert str(result.content).startswith("?? ./"), result.content
+    assert _bash("echo '[core] fsmonitor = evil' >> ../.git/config", ctx).is_error
+    assert (outer / ".git" / "config").read_bytes() == before
+    assert sorted(p.name for p in (outer / "pkg").iterdir()) == ["a.py"]
+
+
+@needs_bwrap
+def test_git_status_works_in_a_worktree(repo: Path, tmp_path: Path) -> None:
+    _git(
+        "-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "one"
+    )
+    tree = tmp_path / "tree"
+    _git("-C", repo, "worktree", "add", "-q", tree)
+    (tree / "new.txt").write_text("n")
+    result = _bash("git status --short && git log --oneline", ToolContext(workspace=tree, sandbox=_sandbox()))
+    assert not result.is_error, result.content
+    assert "?? new.txt" in str(result.content)
+    assert " one" in str(result.content)
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home directory outside /tmp (which is private in the sandbox anyway), with a secret."""
+    home = Path("/var/tmp") / f"foldline-home-{os.getpid()}"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("SECRET")
+    (home / ".cargo").mkdir()
+    (home / ".cargo" / "config.toml").write_text("shared")
+    monkeypatch.setenv("HOME", str(home))
+    try:
+        yield home
+    finally:
+        subprocess.run(["rm", "-rf", str(home)], check=True)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("inside", [False, True], ids=["workspace-elsewhere", "workspace-in-home"])
+def test_the_home_is_hidden_except_what_the_settings_allow(inside: bool, repo: Path, home: Path) -> None:
+    workspace = repo
+    if inside:
+        workspace = home / "project"
+        workspace.mkdir()
+    ctx = ToolContext(workspace=workspace, sandbox=_sandbox(SandboxPolicy(home_readable=("~/.cargo",))))
+    assert _bash("cat ~/.ssh/id_rsa", ctx).is_error
+    assert "shared" in str(_bash("cat ~/.cargo/config.toml", ctx).content)
+    assert _bash("echo x >> ~/.cargo/config.toml", ctx).is_error
+    assert (home / ".cargo" / "config.toml").read_text() == "shared"
+    assert not _bash("echo kept > made.txt", ctx).is_error
+    assert (workspace / "made.txt").read_text() == "kept\n"
+
+
+@needs_bwrap
+def test_paths_rules_protect_are_read_only_or_hidden(repo: Path) -> None:
+    (repo / "deploy").mkdir()
+    (repo / "deploy" / "prod.yml").write_text("prod")
+    (repo / "sub").mkdir()
+    (repo / "sub" / ".env").write_text("KEY=secret")
+    outside = Path("/var/tmp") / f"foldline-sandbox-hidden-{os.getpid()}"  # readable unless hidden
+    outside.write_text("TOKEN=secret")
+    try:
+        rules = PermissionRules.from_lists(
+            deny=["Edit(/deploy/**)", "Read(.env)", f"Read(/{outside})", "Edit(//etc/**)"]
+        )
+        ctx = ToolContext(workspace=repo, sandbox=_sandbox(rules=rules, ws=repo))
+        # interpreters: the checker cannot see these accesses, only the sandbox stops them
+        result = _bash("python3 -c \"open('deploy/prod.yml', 'w').write('x')\"", ctx)
+        assert "Read-only file system" in str(result.content), result.content
+        assert (repo / "deploy" / "prod.yml").read_text() == "prod"
+        for path in ("sub/.env", str(outside)):
+            result = _bash(f"python3 -c \"print(repr(open('{path}').read()))\"", ctx)
+            assert result.is_error  # /dev/null in its place, on a mount without device access
+            assert "Permission denied" in str(result.content), result.content
+            assert "secret" not in str(result.content)
+    finally:
+        outside.unlink()
+
+
+@needs_bwrap
+def test_the_command_has_no_capabilities_even_as_root(repo: Path) -> None:
+    # as root, bwrap would keep every capability inside, and `mount -o remount,rw` undoes a bind
+    result = _bash("grep CapEff /proc/self/status", ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert str(result.content).split()[1] == "0000000000000000", result.content
+
+
+@needs_bwrap
+def test_a_timeout_or_the_shells_exit_takes_the_whole_tree_down(repo: Path) -> None:
+    marker = f"foldline-sandbox-sleep-{os.getpid()}"
+    ctx = ToolContext(workspace=repo, sandbox=_sandbox())
+    timed = anyio.run(
+        BashTool().run, {"command": f"exec -a {marker} sleep 60", "timeout": 1000}, ctx.for_turn()
+    )
+    assert timed.structured is not None
+    assert timed.structured["outcome"] == "timeout"
+    # the shell is the pid namespace's main process: when it exits, the kernel kills the rest
+    background = _bash(f"(exec -a {marker} sleep 60) & echo started", ctx)
+    assert not background.is_error, background.content
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left == ""
+
+
+# --- where bubblewrap cannot run ---------------------------------------------------------------
+
+
+def test_a_missing_binary_is_said_once_and_bash_runs_with_the_checker_alone(
+    workspace: Path, tmp_path: Path
+) -> None:
+    sandbox = detect_sandbox(SandboxPolicy(bwrap=str(tmp_path / "no-such-bwrap")))
+    assert not sandbox.active
+    assert not sandbox.refuses
+    notice = sandbox.notice()
+    assert notice is not None
+    assert "cannot run here" in notice
+    assert "no-such-bwrap" in notice
+    assert "permission checker alone" in notice
+    result = anyio.run(
+        BashTool().run, {"command": "echo plain"}, ToolContext(workspace=workspace, sandbox=sandbox)
+    )
+    assert not result.is_error
+    assert "plain" in str(result.content)
+
+
+def test_no_bwrap_on_path_is_detected(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without bwrap
+    sandbox = detect_sandbox(SandboxPolicy())
+    assert not sandbox.active
+    assert "bubblewrap is not installed" in str(sandbox.notice())
+
+
+def test_a_bwrap_that_fails_is_not_trusted(tmp_path: Path) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    sandbox = detect_sandbox(SandboxPolicy(bwrap=str(fake)))
+    assert not sandbox.active
+    assert "No permissions to creating new namespace" in str(sandbox.notice())
+
+
+def test_required_refuses_bash_where_the_sandbox_cannot_run(workspace: Path, tmp_path: Path) -> None:
+    sandbox = detect_sandbox(SandboxPolicy(mode="required", bwrap=str(tmp_path / "missing")))
+    assert sandbox.refuses
+    ctx = ToolContext(workspace=workspace, sandbox=sandbox)
+    result = anyio.run(BashTool().run, {"command": "touch made"}, ctx)
+    assert result.is_error
+    assert "Bash is refused" in str(result.content)
+    assert "required" in str(result.content)
+    assert not (workspace / "made").exists()
+    decision = check_permission("Bash", {"command": "ls"}, ctx, mode="bypassPermissions")
+    assert decision.behavior == "deny"  # refused up front: nobody is asked about a call that cannot run
+    assert "required" in decision.reason
+
+
+def test_off_is_silent_and_unsandboxed(tmp_path: Path) -> None:
+    sandbox = detect_sandbox(SandboxPolicy(mode="off"))
+    assert not sandbox.active
+    assert not sandbox.refuses
+    assert sandbox.notice() is None
+
+
+# --- prompts the sandbox makes moot ------------------------------------------------------------
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "command",
+    ["python3 -c 'print(1)'", "npm test", "echo x > notes.txt", "mkdir build && touch build/x",
+     "sed -i s/a/b/ README.md", "make", "X=1 ./run.sh"],
+)  # fmt: skip
+def test_a_contained_command_runs_without_asking(command: str, repo: Path) -> None:
+    plain = check_permission("Bash", {"command": command}, ToolContext(workspace=repo))
+    assert plain.behavior == "ask", plain
+    sandboxed = check_permission(
+        "Bash", {"command": command}, ToolContext(workspace=repo, sandbox=_sandbox())
+    )
+    assert sandboxed.behavior == "allow", sandboxed
+    assert "OS sandbox" in sandboxed.reason
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "command",
+    ["echo x > /etc/motd", "echo x >> .git/config", "cp a ~/.bashrc", "cat /etc/hostname", "rm -rf ../other"],
+)
+def test_what_leaves_the_workspace_or_touches_a_protected_path_still_asks(command: str, repo: Path) -> None:
+    decision = check_permission("Bash", {"command": command}, ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert decision.behavior == "ask", decision
+
+
+@needs_bwrap
+def test_rules_still_decide_first(repo: Path) -> None:
+    rules = PermissionRules.from_lists(deny=["Bash(npm publish:*)"], ask=["Bash(make:*)"])
+    ctx = ToolContext(workspace=repo, sandbox=_sandbox())
+    assert check_permission("Bash", {"command": "npm publish"}, ctx, rules).behavior == "deny"
+    assert check_permission("Bash", {"command": "make deploy"}, ctx, rules).behavior == "ask"
+    assert check_permission("Bash", {"command": "ls; make deploy"}, ctx, rules).behavior == "ask"
+
+
+@needs_bwrap
+@pytest.mark.parametrize("policy", [SandboxPolicy(auto_allow=False), SandboxPolicy(network=True)])
+def test_auto_allow_is_off_when_turned_off_or_with_the_network_on(policy: SandboxPolicy, repo: Path) -> None:
+    ctx = ToolContext(workspace=repo, sandbox=_sandbox(policy))
+    assert check_permission("Bash", {"command": "npm test"}, ctx).behavior == "ask"
+
+
+@needs_bwrap
+def test_what_the_checker_protects_at_the_top_of_the_workspace_is_read_only(repo: Path) -> None:
+    (repo / ".npmrc").write_text("registry=https://registry.npmjs.org/\n")
+    (repo / ".bashrc").write_text("")
+    script = "open('.npmrc', 'a').write('node-options=--require ./evil.js')"
+    result = _bash(f'python3 -c "{script}"', ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert "Read-only file system" in str(result.content), result.content
+    assert (repo / ".npmrc").read_text() == "registry=https://registry.npmjs.org/\n"
+
+
+def test_an_unavailable_sandbox_allows_nothing_more(repo: Path, tmp_path: Path) -> None:
+    sandbox = detect_sandbox(SandboxPolicy(bwrap=str(tmp_path / "missing")))
+    ctx = ToolContext(workspace=repo, sandbox=sandbox)
+    assert check_permission("Bash", {"command": "npm test"}, ctx).behavior == "ask"
+
+
+# --- settings ----------------------------------------------------------------------------------
+
+
+def _settings(
+    tmp_path: Path, project: str | None = None, local: str | None = None, user: str | None = None
+) -> Settings:
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    files = {"settings.json": project, "settings.local.json": local}
+    for text, path in (
+        *((t, ws / ".foldline" / n) for n, t in files.items()),
+        (user, home / ".foldline" / "settings.json"),
+    ):
+        if text is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    ws.mkdir(exist_ok=True)
+    return load_settings(ws, home=home)
+
+
+def test_sandbox_settings_default_to_on_without_network(tmp_path: Path) -> None:
+    assert _settings(tmp_path).sandbox == SandboxPolicy()
+
+
+def test_sandbox_settings_take_a_mode_or_an_object_most_specific_scope_first(tmp_path: Path) -> None:
+    assert _settings(tmp_path, local='{"sandbox": "required"}').sandbox.mode == "required"
+    assert _settings(tmp_path, local='{"sandbox": false}').sandbox.mode == "off"
+    policy = _settings(
+        tmp_path,
+        user='{"sandbox": {"network": true, "homeReadable": ["~/.cargo"], "mode": "required"}}',
+        local='{"sandbox": {"mode": "auto", "bwrap": "/opt/bwrap"}}',
+    ).sandbox
+    assert policy == SandboxPolicy("auto", True, ("~/.cargo",), True, "/opt/bwrap")
+
+
+def test_a_checked_in_project_file_may_tighten_the_sandbox_but_not_loosen_it(tmp_path: Path) -> None:
+    tight = _settings(tmp_path, project='{"sandbox": {"mode": "required", "autoAllow": false}}')
+    assert tight.sandbox == SandboxPolicy(mode="required", auto_allow=False)
+    assert tight.warnings == ()
+    loose = _settings(
+        tmp_path,
+        project='{"sandbox": {"mode": "off", "network": true, "homeReadable": ["~/.ssh"], "bwrap": "./x"}}',
+    )
+    assert loose.sandbox == SandboxPolicy()
+    assert len(loose.warnings) == 1
+    assert "may not loosen the sandbox" in loose.warnings[0]
+
+
+@pytest.mark.parametrize(
+    "text", ['{"sandbox": "sometimes"}', '{"sandbox": {"net": true}}', '{"sandbox": {"network": "yes"}}',
+             '{"sandbox": {"homeReadable": "~/.cargo"}}', '{"sandbox": 3}'],
+)  # fmt: skip
+def test_a_malformed_sandbox_setting_names_the_file(tmp_path: Path, text: str) -> None:
+    with pytest.raises(UserError, match=r"settings\.local\.json.*sandbox"):
+        _settings(tmp_path, local=text)
+
+
+# --- foldline chat says it once ----------------------------------------------------------------
+
+
+def _chat_output(tmp_path: Path, settings: str | None) -> str:
+    from click.testing import CliRunner
+
+    from foldline.cli import cli
+    from foldline.server.app import create_app
+    from foldline.server.backend import ScriptedBackend
+    from foldline.server.testing import run_server
+
+    ws = tmp_path / "ws"
+    (ws / ".foldline").mkdir(parents=True, exist_ok=True)
+    if settings is not None:
+        (ws / ".foldline" / "settings.local.json").write_text(settings)
+    with run_server(create_app(backend=ScriptedBackend())) as url:
+        result = CliRunner().invoke(
+            cli, ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(ws),
+                  "--sessions-dir", str(tmp_path / "sessions"), "-p", "hi"],
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_chat_says_once_that_the_sandbox_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    output = _chat_output(tmp_path, '{"sandbox": {"bwrap": "/nonexistent/bwrap"}}')
+    assert output.count("the Bash sandbox cannot run here") == 1, output
+    assert "permission checker alone" in output
+    required = _chat_output(tmp_path, '{"sandbox": {"mode": "required", "bwrap": "/nonexistent/bwrap"}}')
+    assert required.count("Bash is refused") == 1, required
+
+
+@needs_bwrap
+def test_chat_says_nothing_where_the_sandbox_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert "sandbox" not in _chat_output(tmp_path, None)
