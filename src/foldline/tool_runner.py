@@ -105,7 +105,11 @@ class ToolRunner:
             self.config.transcript.sessions_dir / (self.log.timeline.session_id or "session") / "tool-results"
         )
         kept, moved = apply_result_budget(
-            results, names, limit=self.config.tool_result_budget_chars, directory=directory
+            results,
+            names,
+            limit=self.config.tool_result_budget_chars,
+            directory=directory,
+            preview=self.config.tool_result_preview_chars,
         )
         if moved:
             chars = sum(m.chars for m in moved)

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from foldline.config import CacheConfig
 from foldline.timeline import AnyRecord, AssistantEntry, Usage
 
 __all__ = ["SONNET_PRICES", "CacheReadDrop", "UsageTotals", "cache_breaks", "is_cache_break", "usage_of"]
@@ -20,14 +21,13 @@ SONNET_PRICES: Mapping[str, float] = MappingProxyType(
 )
 """Sonnet 4.5 list prices in $ per million tokens (design.md P7)."""
 
-BREAK_MIN_FRACTION = 0.05
-BREAK_MIN_TOKENS = 2_000
+_CACHE = CacheConfig()
 
 
-def is_cache_break(before: int, after: int) -> bool:
-    """R7.3: cache reads fell by more than 5% AND by more than 2,000 tokens."""
+def is_cache_break(before: int, after: int, config: CacheConfig = _CACHE) -> bool:
+    """R7.3: cache reads fell by more than 5% AND by more than 2,000 tokens (`config`'s thresholds)."""
     drop = before - after
-    return drop > BREAK_MIN_TOKENS and drop > before * BREAK_MIN_FRACTION
+    return drop > config.break_min_tokens and drop > before * config.break_min_fraction
 
 
 @dataclass
