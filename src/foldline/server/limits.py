@@ -6,9 +6,9 @@ Three bounds beside the guard's body cap (`guard`), each a number in `ServerConf
   hold at most `max_json_values` values (objects, arrays, strings, numbers...): a decoded empty `{}`
   costs about 70 bytes for its 3 bytes of JSON, and a one-letter string 50 bytes for 4, so 8 MB of
   `{},` became ~180 MB of Python objects (and many seconds of work) before any rule could refuse
-  it. After decoding (`check_depth`), a body must nest no
-  deeper than the encoder goes: orjson decodes 1,024 levels but encodes 254, and the server
-  re-encodes what it is sent, so a body between the two was a 500; now it is a 400 that says so.
+  it. After decoding (`check_depth`), a body must nest no deeper than the encoder goes: orjson
+  decodes 1,024 levels but encodes 254, and the server re-encodes what it is sent, so a body
+  between the two was a 500; now it is a 400 that says so.
 - **Concurrency** (`ConcurrencyLimit`): at most `max_concurrent_requests` requests in flight,
   streams until their last event; one more is answered at once with the API's 529
   `overloaded_error`, which every client already retries with backoff. With the shape bound, this
