@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -158,19 +157,15 @@ def test_a_body_over_the_value_cap_is_refused(serve: Callable[..., Served], path
 
 
 def test_past_the_concurrency_limit_the_answer_is_529_overloaded(serve: Callable[..., Served]) -> None:
-    served = serve(config=ServerConfig(max_concurrent_requests=2), faults=parse_faults("1-2:stall/3"))
+    served = serve(config=ServerConfig(max_concurrent_requests=2), faults=parse_faults("1-2:stall/5"))
     body = dumps({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})
-    slow: list[int] = []
-
-    def stalled() -> None:
-        slow.append(_post(served, "/v1/messages", body).status_code)
-
-    threads = [threading.Thread(target=stalled) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    # Both stalled requests hold their slot for 3 s; until both arrive, a third may still get one.
+    # Two requests that hold their slots for 5 s, sent whole before anything else is: raw sockets, so
+    # that no client thread can be late and lose its slot to the third request below.
+    stalled = [_connect(served) for _ in range(2)]
+    for sock in stalled:
+        sock.sendall(_request("/v1/messages", body))
     refused = None
-    deadline = time.monotonic() + 2.5
+    deadline = time.monotonic() + 4
     while refused is None and time.monotonic() < deadline:
         response = _post(served, "/v1/messages/count_tokens", body)
         if response.status_code == 529:
@@ -179,11 +174,26 @@ def test_past_the_concurrency_limit_the_answer_is_529_overloaded(serve: Callable
     error = _error(refused)
     assert error["type"] == "overloaded_error"
     assert "max_concurrent_requests" in error["message"]
-    for thread in threads:
-        thread.join()
-    assert slow == [200, 200]
+    for sock in stalled:
+        with sock:
+            assert _status_line(sock) == b"HTTP/1.1 200 OK"
     # The slots are free again.
     assert _post(served, "/v1/messages", body).status_code == 200
+
+
+def _request(path: str, body: bytes) -> bytes:
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    return head.encode() + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _status_line(sock: socket.socket) -> bytes:
+    sock.settimeout(30)
+    received = b""
+    while b"\r\n" not in received:
+        chunk = sock.recv(4096)
+        assert chunk, "the server closed the connection without answering"
+        received += chunk
+    return received.split(b"\r\n", 1)[0]
 
 
 # --- idle connections ----------------------------------------------------------------------------
@@ -222,9 +232,8 @@ def test_a_connection_without_a_complete_request_head_is_closed(
 def test_an_idle_keep_alive_connection_is_closed(serve: Callable[..., Served]) -> None:
     served = serve(config=ServerConfig(keep_alive_timeout=1, header_timeout=60))
     body = dumps({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})
-    head = b"POST /v1/messages/count_tokens HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
     with _connect(served) as sock:
-        sock.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        sock.sendall(_request("/v1/messages/count_tokens", body))
         assert _closed_within(sock, 5.0)
 
 
