@@ -38,8 +38,11 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
+# One pytest worker per core (pytest-xdist); `--dist loadgroup` keeps tests marked
+# `@pytest.mark.xdist_group` on one worker. `make test TEST_JOBS=0` runs in one process.
+TEST_JOBS ?= auto
 test: lint typecheck
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest --cov=foldline --cov-report=term:skip-covered
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(TEST_JOBS) --dist loadgroup --cov=foldline --cov-report=term:skip-covered
 
 # 3 profiles x 7 strategies x BENCH_TURNS turns over HTTP, BENCH_JOBS pairs at a time: about
 # an hour on 2 cores at the issue's 300 turns (no management alone grows to a 2-million-token

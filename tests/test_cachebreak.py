@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from foldline.api.cache import prompt_state_hashes
-from foldline.cachebreak import CACHE_TTL_S, CacheBreak, CacheBreakDetector
+from foldline.cachebreak import CacheBreak, CacheBreakDetector
+from foldline.config import CacheConfig
 from foldline.timeline import Usage
+
+TTL = CacheConfig().ttl_seconds
 
 
 class _Clock:
@@ -58,7 +63,7 @@ def test_no_client_change_within_the_ttl_is_likely_server_side(tmp_path: Path) -
     assert report.likely_server_side
     assert "likely server-side" in report.describe()
     _call(detector, _body(), 40_000)
-    clock.now += CACHE_TTL_S + 1
+    clock.now += TTL["5m"] + 1
     expired = _call(detector, _body(), 0)
     assert expired is not None
     assert not expired.likely_server_side
@@ -74,3 +79,52 @@ def test_small_drops_and_expected_drops_do_not_alarm(tmp_path: Path) -> None:
     detector.reset_baseline()  # a compaction is about to shrink the prompt
     assert _call(detector, _body(), 5_000) is None
     assert list(tmp_path.iterdir()) == []
+
+
+def _marked(*ttls: str) -> dict[str, object]:
+    """`_body()` with a breakpoint per TTL: on the system prompt, then on the message's blocks."""
+    body = _body()
+    marks = [{"type": "ephemeral", "ttl": t} if t != "default" else {"type": "ephemeral"} for t in ttls]
+    body["system"] = [{"type": "text", "text": "sys", "cache_control": marks[0]}]
+    blocks = [{"type": "text", "text": f"part {n}", "cache_control": m} for n, m in enumerate(marks[1:])]
+    body["messages"] = [{"role": "user", "content": blocks or "hi"}]
+    return body
+
+
+def test_a_pause_under_an_hour_is_server_side_when_every_breakpoint_lasts_an_hour(tmp_path: Path) -> None:
+    clock = _Clock()
+    detector = CacheBreakDetector(diff_dir=tmp_path, clock=clock)
+    _call(detector, _marked("1h", "1h"), 40_000)
+    clock.now += TTL["5m"] * 4  # 20 minutes: past 5m, well inside 1h
+    report = _call(detector, _marked("1h", "1h"), 0)
+    assert report is not None
+    assert report.likely_server_side
+    clock.now += TTL["1h"] + 1
+    _call(detector, _marked("1h", "1h"), 40_000)
+    clock.now += TTL["1h"] + 1
+    expired = _call(detector, _marked("1h", "1h"), 0)
+    assert expired is not None
+    assert not expired.likely_server_side
+
+
+@pytest.mark.parametrize("ttls", [("1h", "5m"), ("1h", "default"), ("5m", "5m")])
+def test_the_shortest_breakpoint_ttl_decides(tmp_path: Path, ttls: tuple[str, ...]) -> None:
+    clock = _Clock()
+    detector = CacheBreakDetector(diff_dir=tmp_path, clock=clock)
+    _call(detector, _marked(*ttls), 40_000)
+    clock.now += TTL["5m"] * 4
+    report = _call(detector, _marked(*ttls), 0)
+    assert report is not None
+    assert not report.likely_server_side  # a 5-minute entry had expired
+    assert "TTL had passed" in report.describe()
+
+
+def test_the_break_thresholds_are_the_configs(tmp_path: Path) -> None:
+    loose = CacheBreakDetector(diff_dir=tmp_path, clock=_Clock())
+    strict = CacheBreakDetector(
+        diff_dir=tmp_path, clock=_Clock(), config=CacheConfig(break_min_fraction=0.01, break_min_tokens=500)
+    )
+    for detector in (loose, strict):
+        _call(detector, _body(), 100_000)
+    assert _call(loose, _body(), 96_000) is None
+    assert _call(strict, _body(), 96_000) is not None  # 4,000 tokens and 4%: past both of its bars

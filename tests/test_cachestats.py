@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 
-from foldline.cachebreak import CACHE_TTL_S, CacheBreak
+from foldline.cachebreak import CacheBreak
 from foldline.cachestats import break_cost, cache_stats
+from foldline.config import CacheConfig
 from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
@@ -21,6 +23,7 @@ from foldline.timeline import (
 )
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
+CACHE_TTL_S = CacheConfig().ttl_seconds["5m"]
 
 
 def _at(seconds: float) -> str:
@@ -175,3 +178,28 @@ def test_break_cost_prices_one_hour_writes_at_twice_the_base_rate() -> None:
     split = {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 50_000}
     usage = Usage(cache_creation_input_tokens=50_000, cache_creation=split, cache_read_input_tokens=10_000)
     assert break_cost(60_000, usage) == pytest.approx(50_000 * (6.00 - 0.30) / 1e6)
+
+
+def _written(read: int, *, at: float, five: int, hour: int) -> AssistantEntry:
+    """`_call` whose writes the API split by TTL (`cache_creation`)."""
+    entry = _call(read, five + hour, at=at)
+    split = {"ephemeral_5m_input_tokens": five, "ephemeral_1h_input_tokens": hour}
+    usage = msgspec.structs.replace(entry.message.usage, cache_creation=split)
+    return msgspec.structs.replace(entry, message=msgspec.structs.replace(entry.message, usage=usage))
+
+
+def test_a_pause_inside_the_hour_is_server_side_after_1h_writes() -> None:
+    later = 60 + 20 * 60  # twenty minutes after the second call: past 5m, inside 1h
+
+    def session(five: int) -> list[AssistantEntry]:
+        return [
+            _written(0, at=0, five=0, hour=50_000),
+            _written(50_000, at=60, five=five, hour=500),
+            _written(1_000, at=later, five=0, hour=49_000),
+        ]
+
+    [brk] = cache_stats(session(five=0)).breaks
+    assert brk.call == 3
+    assert brk.detail.likely_server_side
+    [brk] = cache_stats(session(five=500)).breaks
+    assert not brk.detail.likely_server_side  # the last writes were for 5 minutes only

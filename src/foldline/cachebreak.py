@@ -4,9 +4,10 @@ Phase 1, before each request: the request's ten cache-relevant dimensions are ha
 (`api.cache.prompt_state_hashes`) and compared with the previous request's; what changed is kept as
 `pending_changes`. Phase 2, after each response: a break is declared only when
 `cache_read_input_tokens` fell by more than 5% AND by more than 2,000 tokens. It is explained by
-the pending changes; with none, and a gap under the cache TTL, it is reported as a likely
-server-side cause (routing or eviction). Each confirmed break writes a diff of the previous and
-current request into a temp directory, named in the report.
+the pending changes; with none, and a gap under the cache TTL (the shortest `cache_control.ttl`
+the previous request set: 5 minutes, or an hour when every breakpoint asked for `1h`), it is
+reported as a likely server-side cause (routing or eviction). Each confirmed break writes a diff
+of the previous and current request into a temp directory, named in the report.
 
 Expected drops reset the baseline instead of alarming (R7.4): after cache_edits deletions, a
 compaction or snip, `/clear` and resume (a new detector starts without a baseline).
@@ -18,19 +19,20 @@ import difflib
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from foldline._json import dumps_readable
 from foldline.api.cache import PromptState, diff_states
+from foldline.config import CacheConfig
 from foldline.timeline import Usage
 from foldline.usage import is_cache_break
 
 __all__ = ["CacheBreak", "CacheBreakDetector"]
 
-CACHE_TTL_S = 5 * 60
+_CACHE = CacheConfig()
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,19 @@ class CacheBreak:
 class CacheBreakDetector:
     """Watches one session's requests and responses for cache breaks."""
 
-    def __init__(self, *, diff_dir: Path | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        diff_dir: Path | None = None,
+        clock: Callable[[], float] = time.time,
+        config: CacheConfig = _CACHE,
+    ) -> None:
         self._diff_dir = diff_dir
         self._clock = clock
+        self._config = config
+        self._ttl = config.ttl_seconds["5m"]
+        """Seconds the previous request's shortest-lived cache entry lasts (its `cache_control` TTLs)."""
+        self._next_ttl = self._ttl
         self._state: PromptState | None = None
         self._body: Mapping[str, Any] | None = None
         self._previous_body: Mapping[str, Any] | None = None
@@ -81,6 +93,7 @@ class CacheBreakDetector:
         self._pending = diff_states(self._state, state)
         self._state = state
         self._previous_body, self._body = self._body, body
+        self._ttl, self._next_ttl = self._next_ttl, self._shortest_ttl(body)
 
     def reset_baseline(self) -> None:
         """An expected drop is coming (cache_edits deletion, compaction, snip): don't alarm on it."""
@@ -93,10 +106,21 @@ class CacheBreakDetector:
         self._last_read, self._last_at = read, now
         if usage.cache_deleted_input_tokens or previous is None:
             return None  # deletions are an expected drop (R7.4); no baseline yet
-        if not is_cache_break(previous, read):
+        if not is_cache_break(previous, read, self._config):
             return None
-        server_side = not self._pending and gap is not None and gap < CACHE_TTL_S
+        server_side = not self._pending and gap is not None and gap < self._ttl
         return CacheBreak(previous, read, self._pending, server_side, self._write_diff(), server_reason)
+
+    def _shortest_ttl(self, body: Mapping[str, Any]) -> float:
+        """Seconds the shortest-lived breakpoint of `body` keeps its entry (5m when none says)."""
+        ttls, found = self._config.ttl_seconds, []
+        for block in _blocks_newest_last(body):
+            mark = block.get("cache_control") if isinstance(block, dict) else None
+            if isinstance(mark, dict):
+                found.append(ttls.get(str(mark.get("ttl", "5m")), ttls["5m"]))
+                if len(found) == self._config.max_breakpoints:
+                    break  # the API allows no more: the rest of a long history need not be read
+        return min(found, default=ttls["5m"])
 
     def _write_diff(self) -> Path | None:
         if self._previous_body is None or self._body is None:
@@ -112,3 +136,14 @@ class CacheBreakDetector:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write("\n".join(diff) + "\n")
         return Path(name)
+
+
+def _blocks_newest_last(body: Mapping[str, Any]) -> Iterator[Any]:
+    """Tools, system blocks, then message content blocks from the newest message back: the order in
+    which a request's few breakpoints are found soonest (messages' sit near the end)."""
+    system = body.get("system")
+    yield from body.get("tools") or ()
+    yield from system if isinstance(system, list) else ()
+    for message in reversed(body.get("messages") or ()):
+        content = message.get("content") if isinstance(message, dict) else None
+        yield from reversed(content) if isinstance(content, list) else ()

@@ -8,7 +8,8 @@ R7.3's rule (`usage.is_cache_break`), and explained with what the transcript hol
 - a `cache_break` notice the engine recorded before that call (`cachebreak.CacheBreak`, with the
   client-side changes of R7.2, the diff path and the provider's own miss reason, R7.5.1);
 - otherwise what a transcript alone can tell: a model change between the two calls, or the gap
-  between them against the cache TTL (`cachebreak.CACHE_TTL_S`: under it, likely server-side).
+  between them against the cache TTL (under it, likely server-side): an hour when the calls before
+  wrote their cache entries with the 1h TTL only, else 5 minutes (`CacheConfig.ttl_seconds`).
 
 Invariants:
 - Expected drops are not breaks (R7.4): a call that reports `cache_deleted_input_tokens`, and the
@@ -26,7 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from foldline.cachebreak import CACHE_TTL_S, CacheBreak
+from foldline.cachebreak import CacheBreak
+from foldline.config import CacheConfig
 from foldline.pricing import prices_for
 from foldline.timeline import (
     AnyRecord,
@@ -54,6 +56,8 @@ COMPACTION_SUBTYPE_WORDS = ("compact", "collapse", "snip", "clear")
 collapse, snip, `/clear`): the levels each name their own receipts, so they are recognized by name."""
 
 _FELL = re.compile(r"reads fell ([\d,]+) -> ([\d,]+)")
+
+_CACHE = CacheConfig()
 
 
 def is_compaction_receipt(entry: SystemEntry) -> bool:
@@ -151,11 +155,20 @@ def _recorded(entry: SystemEntry) -> CacheBreak | None:
     )
 
 
-def _inferred(before: int, usage: Usage, model_change: str | None, gap: float | None) -> CacheBreak:
+def _inferred(
+    before: int, usage: Usage, model_change: str | None, gap: float | None, ttl: float
+) -> CacheBreak:
     """A break explained from the transcript alone: a model change, else the gap against the TTL."""
     changes = (model_change,) if model_change else ()
-    server_side = not changes and gap is not None and gap < CACHE_TTL_S
+    server_side = not changes and gap is not None and gap < ttl
     return CacheBreak(before, usage.cache_read_input_tokens, changes, server_side, None)
+
+
+def _written_ttl(five: int, hour: int, ttl: float) -> float:
+    """The TTL of what a call wrote: an hour if all 1h, 5 minutes if any 5m, else unchanged (`ttl`)."""
+    if five:
+        return _CACHE.ttl_seconds["5m"]
+    return _CACHE.ttl_seconds["1h"] if hour else ttl
 
 
 def _writes_by_ttl(usage: Usage) -> tuple[int, int]:
@@ -177,6 +190,7 @@ def cache_stats(records: Iterable[AnyRecord]) -> CacheStats:
     previous: AssistantEntry | None = None
     reset = False  # a compaction happened since the previous main-chain call
     notice: CacheBreak | None = None  # a break the engine recorded for the next call
+    ttl = _CACHE.ttl_seconds["5m"]  # how long the entries the main chain last wrote live
     for record in records:
         if isinstance(record, SnipBoundary | CollapseCommit | CompactBoundary):
             reset = True
@@ -208,10 +222,12 @@ def cache_stats(records: Iterable[AnyRecord]) -> CacheStats:
                 # The engine's own notice wins: it saw the requests, a transcript only their usage.
                 detail = notice if notice is not None and recorded else None
                 if detail is None:
-                    detail = _inferred(before, usage, _model_change(previous, record), _gap(previous, record))
+                    change, gap = _model_change(previous, record), _gap(previous, record)
+                    detail = _inferred(before, usage, change, gap, ttl)
                 cost = break_cost(before, usage, record.message.model)
                 breaks.append(SessionBreak(main_calls, record.timestamp, detail, cost, recorded))
         previous, reset, notice = record, False, None
+        ttl = _written_ttl(five, hour, ttl)
     return CacheStats(totals, main_calls, writes_5m, writes_1h, breaks, expected, diagnostics)
 
 

@@ -7,15 +7,19 @@ Defaults are docs/design.md's. Nothing else in the package hard-codes a threshol
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal
 
 __all__ = [
+    "TOKEN_ESTIMATE",
     "AutoCompactConfig",
     "CacheConfig",
     "CollapseConfig",
     "Config",
+    "EstimateConfig",
     "MicrocompactConfig",
     "ModelLimits",
     "RetryConfig",
@@ -235,8 +239,25 @@ class ToolsConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EstimateConfig:
+    """How tokens are estimated between the API's counts (R3.0.2, `foldline.tokens`)."""
+
+    chars_per_token: int = 4
+    media_tokens: int = 2_000
+    """Tokens counted for one image or document, whatever its size."""
+    padding: float = 4 / 3
+    """Estimates are multiplied by this so they err high: an underestimate sends a request over."""
+
+
+TOKEN_ESTIMATE = EstimateConfig()
+"""The one estimator setting of the process. Not per `Config`: every level (budget, snip nudge,
+Microcompact, Collapse, AutoCompact) and every tool must agree on what a count means, and
+`foldline.tokens`' functions are called from all of them without a `Config` at hand."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class CacheConfig:
-    """Prompt-cache breakpoints (design.md §4.2, A42-A45, §P)."""
+    """Prompt-cache breakpoints (design.md §4.2, A42-A45, §P) and how a cache break is judged (R7.3)."""
 
     static_ttl: Literal["5m", "1h"] = "5m"
     """TTL of the tools and system breakpoints; a 1h one never follows a 5m one (A44)."""
@@ -244,6 +265,14 @@ class CacheConfig:
     max_breakpoints: int = 4
     lookback_blocks: int = 20
     """The API looks back this many blocks from a breakpoint for an earlier cache entry."""
+    ttl_seconds: Mapping[str, float] = field(
+        default_factory=lambda: MappingProxyType({"5m": 5 * 60.0, "1h": 60 * 60.0})
+    )
+    """Seconds each `cache_control.ttl` keeps an entry; a request's shortest decides whether a break
+    after a pause is the TTL passing or the server evicting early (`cachebreak`)."""
+    break_min_fraction: float = 0.05
+    break_min_tokens: int = 2_000
+    """R7.3: a cache break is cache reads falling by more than both of these (share and tokens)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,6 +307,8 @@ class Config:
     escalated_max_output_tokens: int = 64_000
     max_output_recoveries: int = 3
     tool_result_budget_chars: int = 50_000
+    tool_result_preview_chars: int = 2_000
+    """Characters of an oversized result kept in the context as its preview (R3.0)."""
     snip_enabled: bool = True
     snip_nudge_share: float = 0.5
     """Past this share of the effective window the model is reminded it can Snip (R3.1, *default*)."""

@@ -2,7 +2,8 @@
 
 Counts anchor on the last API response's `usage` for the prefix it covered and estimate only what
 was added since: 4 characters per token, 2,000 tokens per image or document, padded by 4/3 so the
-estimate errs high (an underestimate is what sends a request over the window).
+estimate errs high (an underestimate is what sends a request over the window). The numbers are
+`config.TOKEN_ESTIMATE`'s.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, NamedTuple
 
 from foldline._json import dumps
 from foldline._types import Block
+from foldline.config import TOKEN_ESTIMATE
 from foldline.timeline import AssistantEntry, AttachmentEntry, Entry, SystemEntry, UserEntry
 
 __all__ = [
@@ -29,9 +31,9 @@ __all__ = [
     "padded",
 ]
 
-CHARS_PER_TOKEN = 4
-MEDIA_TOKENS = 2_000
-PADDING = 4 / 3
+CHARS_PER_TOKEN = TOKEN_ESTIMATE.chars_per_token
+MEDIA_TOKENS = TOKEN_ESTIMATE.media_tokens
+PADDING = TOKEN_ESTIMATE.padding
 
 
 def estimate_text(text: str) -> int:

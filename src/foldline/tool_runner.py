@@ -115,6 +115,7 @@ class ToolRunner:
             limit=self.config.tool_result_budget_chars,
             directory=directory,
             exempt_limit=self.config.tools.read_max_output_chars,
+            preview=self.config.tool_result_preview_chars,
         )
         if moved:
             chars = sum(m.chars for m in moved)

@@ -12,19 +12,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from foldline.config import CacheConfig
 from foldline.pricing import call_cost
 from foldline.timeline import AnyRecord, AssistantEntry, Usage
 
 __all__ = ["CacheReadDrop", "UsageTotals", "cache_breaks", "is_cache_break", "usage_of"]
 
-BREAK_MIN_FRACTION = 0.05
-BREAK_MIN_TOKENS = 2_000
+_CACHE = CacheConfig()
 
 
-def is_cache_break(before: int, after: int) -> bool:
-    """R7.3: cache reads fell by more than 5% AND by more than 2,000 tokens."""
+def is_cache_break(before: int, after: int, config: CacheConfig = _CACHE) -> bool:
+    """R7.3: cache reads fell by more than 5% AND by more than 2,000 tokens (`config`'s thresholds)."""
     drop = before - after
-    return drop > BREAK_MIN_TOKENS and drop > before * BREAK_MIN_FRACTION
+    return drop > config.break_min_tokens and drop > before * config.break_min_fraction
 
 
 @dataclass

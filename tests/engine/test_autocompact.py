@@ -6,6 +6,7 @@ Windows are scaled down (a 20K-token model) so that a few turns fill them; the n
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from foldline.timeline import (
     now_iso,
     ui_view,
 )
+from foldline.tokens import estimate_text
 
 from .conftest import Harness, assert_valid_next_request, reload
 
@@ -307,3 +309,82 @@ async def test_recently_read_files_are_reattached_within_budget(scripted: Callab
     assert len(files) == 1
     assert "moved to the HSM" in str(files[0].content)  # as the file is now, not as it was read
     assert "keep the file names" in str(h.requests()[-1].messages[-1])
+
+
+async def test_reattached_files_keep_to_the_count_and_token_limits(scripted: Callable[..., Harness]) -> None:
+    """R3.4.8's limits: the newest `reattach_files` files, each cut at `reattach_tokens_per_file`,
+    all together within `reattach_tokens_total`."""
+    names = [f"f{n}.txt" for n in range(6)]  # read in this order: f5 is the newest
+    sizes = {"f5.txt": 100, "f4.txt": 4_000, "f3.txt": 100, "f2.txt": 100, "f1.txt": 100, "f0.txt": 100}
+    small = _small()
+    small["autocompact"] = dataclasses.replace(
+        small["autocompact"], reattach_files=4, reattach_tokens_per_file=300, reattach_tokens_total=500
+    )
+    reads = [{"name": "Read", "input": {"file_path": name}} for name in names]
+    h = scripted([{"tool_calls": reads}, {"text": "read them"}, {"text": _summary()}], **small)
+    for name in names:
+        (h.workspace / name).write_text(f"{name}: " + "y" * (4 * sizes[name]))
+    engine = await h.engine()
+    install_autocompact(engine)
+    await engine.submit_message("read every file")
+    added = await engine.compact()
+    files = [r for r in added if isinstance(r, AttachmentEntry) and r.attachment_type == "file"]
+    shown = {Path(str(f.path)).name: str(f.content) for f in files}
+    # f5 (~100 tokens), then f4 cut to 300, then f3 gets the 100 left of the 500; the count limit
+    # (4) is never reached because the total ran out first.
+    assert list(shown) == ["f5.txt", "f4.txt", "f3.txt"]
+    assert "truncated; Read" not in shown["f5.txt"]
+    assert "truncated; Read" in shown["f4.txt"]
+    assert len(shown["f4.txt"]) < 4 * 300 + 400
+    assert "truncated; Read" in shown["f3.txt"]
+    assert sum(estimate_text(c.split("\n\n", 1)[1]) for c in shown.values()) <= 500 + 3 * 20
+
+
+async def test_reattached_files_stop_at_the_count_limit(scripted: Callable[..., Harness]) -> None:
+    names = [f"g{n}.txt" for n in range(5)]
+    small = _small()
+    small["autocompact"] = dataclasses.replace(small["autocompact"], reattach_files=2)
+    reads = [{"name": "Read", "input": {"file_path": name}} for name in names]
+    h = scripted([{"tool_calls": reads}, {"text": "read them"}, {"text": _summary()}], **small)
+    for name in names:
+        (h.workspace / name).write_text(f"{name} is short\n")
+    engine = await h.engine()
+    install_autocompact(engine)
+    await engine.submit_message("read every file")
+    added = await engine.compact()
+    files = [r for r in added if isinstance(r, AttachmentEntry) and r.attachment_type == "file"]
+    assert [Path(str(f.path)).name for f in files] == ["g4.txt", "g3.txt"]  # the newest two
+
+
+async def test_precompact_hooks_run_once_before_the_summary_request(scripted: Callable[..., Harness]) -> None:
+    h = scripted([{"text": "hello back"}, {"text": _summary()}], **_small())
+    sent_before_hook: list[int] = []
+
+    async def hook(ctx: CompactionContext) -> None:
+        sent_before_hook.append(len(h.requests()))
+
+    engine = await h.engine(pre_compact_hooks=[hook])
+    install_autocompact(engine)
+    await engine.submit_message("hello")
+    await engine.compact()
+    assert sent_before_hook == [1]  # after the turn's request, before the summary's
+    assert SUMMARY_ASK in str(h.requests()[-1].messages[-1])
+
+
+async def test_precompact_hooks_run_before_an_automatic_compaction(harness: Callable[..., Harness]) -> None:
+    summary = {"text": _summary(), "when": {"last_user_contains": SUMMARY_ASK}}
+    h = harness([summary, *({"text": f"ok {i}"} for i in range(12))], **_small())
+    hooked: list[int] = []
+
+    async def hook(ctx: CompactionContext) -> None:
+        hooked.append(len(h.requests()))
+
+    engine = await h.engine(pre_compact_hooks=[hook])
+    stage = install_autocompact(engine)
+    turns = 0
+    while not stage.receipts:
+        await engine.submit_message(f"step {turns}: " + _words(700, f"t{turns}w"))
+        turns += 1
+        assert turns < 12
+    summary_at = next(n for n, r in enumerate(h.requests()) if SUMMARY_ASK in str(r.last_user_text()))
+    assert hooked == [summary_at]  # once, just before the summary request went out

@@ -484,13 +484,16 @@ def _harness_config() -> dict[str, Any]:
 # --- kill -9 after a commit --------------------------------------------------------------------------
 
 CHILD = Path(__file__).with_name("_collapse_child.py")
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository root: the child imports `tests.compact` and `foldline` from here, whatever the cwd."""
 
 
 @pytest.mark.slow  # a second Python process: about 6 s, most of it importing the SDK
 def test_a_commit_survives_kill_9_and_resume_sends_the_same_bytes(tmp_path: Path) -> None:
     transcript = tmp_path / "s1.jsonl"
     sent = tmp_path / "sent.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd() / "src"), str(Path.cwd())])}
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), *inherited])}
     done = subprocess.run(
         [sys.executable, str(CHILD), str(transcript), str(sent)],
         env=env,

@@ -18,7 +18,13 @@ import foldline.cli.serve as serve_command
 from foldline.cli import cli
 
 
-def _capture(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def _capture(monkeypatch: pytest.MonkeyPatch, *, free_port: bool = True) -> dict[str, Any]:
+    """What `serve` bound and served, with uvicorn's loop replaced.
+
+    With `free_port` the address `serve` asks for is recorded as `asked` and a free loopback port is
+    bound instead: the default 8765 may be held by a real server on the machine (or by a parallel
+    test), and a test must not depend on it being free.
+    """
     seen: dict[str, Any] = {}
 
     def fake_run(server: uvicorn.Server, sockets: list[socket.socket]) -> None:
@@ -27,6 +33,14 @@ def _capture(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         seen.update(host=host, port=port, app=server.config.app)
 
     monkeypatch.setattr(uvicorn.Server, "run", fake_run)
+    if free_port:
+        bind = serve_command._bind
+
+        def free(host: str, port: int) -> socket.socket:
+            seen["asked"] = (host, port)
+            return bind("127.0.0.1", 0)
+
+        monkeypatch.setattr(serve_command, "_bind", free)
     return seen
 
 
@@ -34,6 +48,7 @@ def test_defaults_bind_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _capture(monkeypatch)
     result = CliRunner().invoke(cli, ["serve"])
     assert result.exit_code == 0, result.output
+    assert seen["asked"] == ("127.0.0.1", 8765)
     assert seen["host"] == "127.0.0.1"
     state = seen["app"].state.foldline
     assert state.config.api_key is None
@@ -88,10 +103,8 @@ def test_allow_host_and_origin_reach_the_guard(monkeypatch: pytest.MonkeyPatch) 
 def test_a_non_loopback_bind_address_is_an_allowed_host(
     monkeypatch: pytest.MonkeyPatch, host: str, allowed: tuple[str, ...]
 ) -> None:
-    seen = _capture(monkeypatch)
     # Only loopback may be bound in tests: the address is what the guard allows, not what is bound.
-    bind = serve_command._bind
-    monkeypatch.setattr(serve_command, "_bind", lambda host, port: bind("127.0.0.1", 0))
+    seen = _capture(monkeypatch)
     result = CliRunner().invoke(cli, ["serve", "--host", host])
     assert result.exit_code == 0, result.output
     assert seen["app"].state.foldline.config.allowed_hosts == allowed
@@ -106,7 +119,7 @@ def test_bad_input_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, args: list[
 
 
 def test_a_busy_port_is_one_clear_error_before_any_banner(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = _capture(monkeypatch)
+    seen = _capture(monkeypatch, free_port=False)
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()

@@ -88,6 +88,7 @@ def serve(
         import uvicorn
 
         from foldline.server.app import create_app
+        from foldline.server.limits import uvicorn_config
     except ImportError as e:
         raise click.ClickException(
             f"foldline serve needs the 'server' extra ({e.name} is missing): pip install 'foldline[server]'"
@@ -116,7 +117,7 @@ def serve(
     listener = _bind(host, port)
     bound_port = listener.getsockname()[1]
     click.echo(f"foldline serve ({backend_name}) on http://{host}:{bound_port} (Ctrl+C to stop)", err=True)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=bound_port, log_level="info"))
+    server = uvicorn.Server(uvicorn_config(app, config, host=host, port=bound_port, log_level="info"))
     with listener:
         server.run(sockets=[listener])
 

@@ -20,10 +20,9 @@ from pathlib import Path
 
 from foldline._types import Block
 
-__all__ = ["EXEMPT_TOOLS", "PREVIEW_CHARS", "MovedResult", "apply_result_budget"]
+__all__ = ["EXEMPT_TOOLS", "MovedResult", "apply_result_budget"]
 
 EXEMPT_TOOLS = frozenset({"Read"})
-PREVIEW_CHARS = 2_000
 
 
 @dataclass(frozen=True)
@@ -54,11 +53,11 @@ def _store(text: str, directory: Path, tool_use_id: str) -> Path:
     return path
 
 
-def _replacement(text: str, path: Path) -> str:
+def _replacement(text: str, path: Path, preview: int) -> str:
     return (
         f"[Output too large for the context: {len(text):,} characters. The full output is saved to "
         f"{path}; Read it (with offset/limit) if you need more than this preview.]\n\n"
-        f"{text[:PREVIEW_CHARS]}\n…"
+        f"{text[:preview]}\n…"
     )
 
 
@@ -68,6 +67,7 @@ def apply_result_budget(
     *,
     limit: int,
     directory: Path,
+    preview: int,
     exempt_limit: int | None = None,
 ) -> tuple[list[Block], list[MovedResult]]:
     """Results with every oversized, text-only, non-exempt one moved to a file under `directory`.
@@ -77,6 +77,7 @@ def apply_result_budget(
         tool_names: tool_use id -> tool name, to honour `EXEMPT_TOOLS`.
         limit: the budget in characters.
         directory: where the full outputs are written (the session's directory).
+        preview: characters of a moved result kept in its place (`Config.tool_result_preview_chars`).
         exempt_limit: the budget of `EXEMPT_TOOLS` (Read's own cap); None: they are never moved.
 
     Returns:
@@ -92,6 +93,6 @@ def apply_result_budget(
             out.append(block)
             continue
         path = _store(text, directory, tool_use_id)
-        out.append({**block, "content": _replacement(text, path)})
+        out.append({**block, "content": _replacement(text, path, preview)})
         moved.append(MovedResult(tool_use_id, len(text), path))
     return out, moved

@@ -1,8 +1,9 @@
 """The Starlette application behind `foldline serve`: routes, auth, validation, caching, faults.
 
 Request pipeline for `POST /v1/messages` (one concern per step):
+concurrency (529; see `limits`) ->
 guard (Host, Origin 403; Content-Type 415; body size 413 while it streams in; see `guard`) ->
-auth (401) -> request number and fault (429/529/500, stall) -> JSON (400) ->
+auth (401) -> request number and fault (429/529/500, stall) -> JSON (400, its shape too: `limits`) ->
 validator (400/413) -> cache_edits (400) -> model (404) -> backend -> prompt cache and
 usage -> JSON body or SSE stream (with mid-stream faults).
 
@@ -52,6 +53,7 @@ from foldline.server.config import ServerConfig
 from foldline.server.envelope import FAULT_MESSAGES, error_body, request_id
 from foldline.server.faults import Fault, FaultPlan
 from foldline.server.guard import BodyTooLarge, RequestGuard
+from foldline.server.limits import ConcurrencyLimit, check_depth, check_values
 from foldline.server.sse import error_event, format_event, message_events
 
 __all__ = ["RequestRecord", "ServerState", "create_app", "error_body"]
@@ -121,12 +123,15 @@ def _fault_error(fault: Fault) -> _ApiError | None:
 
 async def _read_json(request: Request) -> tuple[dict[str, Any], int]:
     raw = await request.body()  # the guard stops a body over the cap while it streams in
+    config: ServerConfig = request.app.state.foldline.config
+    check_values(raw, config.max_json_values)  # before decoding: bounds its memory
     try:
         body = loads(raw)
     except ValueError as e:
         raise _ApiError(400, f"There was an error parsing the body: {e}") from None
     if not isinstance(body, dict):
         raise _ApiError(400, "Input should be a valid dictionary")
+    check_depth(body)
     return body, len(raw)
 
 
@@ -380,7 +385,11 @@ def create_app(
             Route("/v1/messages", _messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
         ],
-        middleware=[Middleware(_AdvertiseCapabilities), Middleware(RequestGuard, config=config)],
+        middleware=[
+            Middleware(_AdvertiseCapabilities),
+            Middleware(ConcurrencyLimit, config=config),
+            Middleware(RequestGuard, config=config),
+        ],
         exception_handlers={
             _ApiError: _on_api_error,
             RequestValidationError: _on_validation_error,

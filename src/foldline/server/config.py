@@ -39,6 +39,15 @@ class ServerConfig:
     engine caps its `max_tokens` escalation with (`foldline.config.MODEL_LIMITS`)."""
     max_request_bytes: int = 32 * 1024 * 1024
     """A larger body is a 413 `request_too_large`, refused while it streams in (`guard`)."""
+    max_json_values: int = 1_000_000
+    """Most JSON values one body may hold (`limits.check_values`): about 31,000 per MB at the body cap,
+    half again what a tool-heavy session's requests carry (about 21,000); 8 MB of `{}` is 2.7 million."""
+    max_concurrent_requests: int = 32
+    """Requests in flight at once (streams until their last event); one more is a 529 `overloaded_error`."""
+    header_timeout: float = 10.0
+    """Seconds a connection may take to send a complete request head before it is closed (slowloris)."""
+    keep_alive_timeout: int = 5
+    """Seconds an idle keep-alive connection is kept after a response (uvicorn's `timeout_keep_alive`)."""
     max_media: int = 100
     prefill_allowed: bool = True
     api_key: str | None = None

@@ -15,6 +15,9 @@ from contextlib import contextmanager
 
 from starlette.types import ASGIApp
 
+from foldline.server.config import ServerConfig
+from foldline.server.limits import uvicorn_config
+
 __all__ = ["run_server"]
 
 
@@ -41,8 +44,13 @@ def run_server(app: ASGIApp, *, host: str = "127.0.0.1", startup_timeout: float 
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1, access_log=False
+    config = uvicorn_config(
+        app,
+        _server_config(app),
+        log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+        access_log=False,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(
@@ -60,3 +68,10 @@ def run_server(app: ASGIApp, *, host: str = "127.0.0.1", startup_timeout: float 
         server.should_exit = True
         thread.join(timeout=startup_timeout)
         sock.close()
+
+
+def _server_config(app: ASGIApp) -> ServerConfig:
+    """The `ServerConfig` of an app from `create_app` (its idle timeouts), else the defaults."""
+    state = getattr(getattr(app, "state", None), "foldline", None)
+    config = getattr(state, "config", None)
+    return config if isinstance(config, ServerConfig) else ServerConfig()

@@ -1,0 +1,191 @@
+"""What one request, and the server as a whole, may cost: JSON shape, concurrency, idle connections.
+
+Three bounds beside the guard's body cap (`guard`), each a number in `ServerConfig`:
+
+- **JSON shape**, on every endpoint that reads a body. Before decoding (`check_values`), a body may
+  hold at most `max_json_values` values (objects, arrays, strings, numbers...): a decoded empty `{}`
+  costs about 70 bytes for its 3 bytes of JSON, and a one-letter string 50 bytes for 4, so 8 MB of
+  `{},` became ~180 MB of Python objects (and many seconds of work) before any rule could refuse
+  it. After decoding (`check_depth`), a body must nest no deeper than the encoder goes: orjson
+  decodes 1,024 levels but encodes 254, and the server re-encodes what it is sent, so a body
+  between the two was a 500; now it is a 400 that says so.
+- **Concurrency** (`ConcurrencyLimit`): at most `max_concurrent_requests` requests in flight,
+  streams until their last event; one more is answered at once with the API's 529
+  `overloaded_error`, which every client already retries with backoff. With the shape bound, this
+  bounds the server's memory: concurrency x the cost of one capped body.
+- **Idle connections** (`uvicorn_config`): uvicorn closes a keep-alive connection idle for
+  `keep_alive_timeout` seconds after a response, but never one that has not finished sending its
+  request head (a client that connects and says nothing, or trickles headers: slowloris). The
+  protocol here closes a connection whose request head is not complete `header_timeout` seconds
+  after its first byte could have come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from foldline._json import JSONEncodeError, dumps
+from foldline.errors import RequestValidationError
+from foldline.server._envelope import error_response
+from foldline.server.config import ServerConfig
+
+__all__ = ["ConcurrencyLimit", "check_depth", "check_values", "uvicorn_config"]
+
+_CHUNK = 1 << 20
+"""Bytes of body `_values_outside_strings` looks at at once."""
+
+
+def check_values(raw: bytes, max_values: int) -> None:
+    """Raise a 400 `RequestValidationError` if `raw` holds more than `max_values` JSON values.
+
+    Runs before the body is decoded, so a refused body never becomes Python objects. Every value
+    but the first is a container or follows a comma, so `1 + commas + containers` outside string
+    literals bounds the count. Counting those bytes in the whole body (C speed) settles almost
+    every body; only one over the cap by that count pays for skipping its strings (see
+    `_values_outside_strings`), in constant memory.
+    """
+    if 1 + _punctuation(raw, 0, len(raw)) <= max_values:
+        return
+    values = _values_outside_strings(raw, max_values)
+    if values > max_values:
+        raise RequestValidationError(
+            f"The request body holds more than {max_values} JSON values, the most accepted per request "
+            f"(ServerConfig.max_json_values; counted {values} so far); send fewer, larger values."
+        )
+
+
+def _punctuation(raw: bytes, start: int, end: int) -> int:
+    return raw.count(b",", start, end) + raw.count(b"{", start, end) + raw.count(b"[", start, end)
+
+
+def _values_outside_strings(raw: bytes, cap: int, chunk: int = _CHUNK) -> int:
+    """`1 +` commas and containers outside string literals, or a count past `cap` once it passes it.
+
+    A `chunk` of bytes at a time (memory a few times that): escaped backslashes and quotes
+    are dropped, the rest split at quotes, and every other piece (outside a string) counted, all
+    at C speed. A chunk never ends inside an escape: it is stretched past a trailing backslash run.
+    """
+    values, inside, start = 1, False, 0
+    while start < len(raw) and values <= cap:
+        end = min(start + chunk, len(raw))
+        while end < len(raw) and raw[end - 1] == 0x5C:  # a backslash: keep its escaped byte too
+            end += 1
+        pieces = raw[start:end].replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')
+        outside = b"".join(pieces[1 if inside else 0 :: 2])
+        values += _punctuation(outside, 0, len(outside))
+        inside ^= len(pieces) % 2 == 0  # an odd number of quotes in the chunk
+        start = end
+    return values
+
+
+def check_depth(body: object) -> None:
+    """Raise a 400 `RequestValidationError` if `body` nests too deep for the server to encode again.
+
+    The decoder accepts 1,024 levels, the encoder 254, and the server re-encodes what it was sent
+    (cache keys, events), so a body between the two would fail mid-answer. Encoding the whole body
+    once proves every part of it encodes: each part nests less deeply than the body, and nothing
+    the server writes wraps a part deeper than the body's own request envelope does.
+    """
+    try:
+        dumps(body)
+    except JSONEncodeError as e:
+        raise RequestValidationError(
+            "The request body nests JSON objects and arrays more deeply than this server can encode "
+            f"({e}: at most 254 levels, counting the body itself); flatten the deepest values "
+            "(tool inputs, metadata)."
+        ) from None
+
+
+class ConcurrencyLimit:
+    """ASGI middleware: at most `max_concurrent_requests` HTTP requests in flight, else 529 at once.
+
+    A request counts from its first byte to its response's last (a stream until its final event),
+    so slow readers of long streams hold their slot. Counting is plain: every request runs on the
+    one event loop.
+    """
+
+    def __init__(self, app: ASGIApp, *, config: ServerConfig) -> None:
+        self.app = app
+        self.limit = config.max_concurrent_requests
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.limit:
+            response = error_response(
+                529,
+                f"Overloaded: this server is already answering {self.limit} requests "
+                "(ServerConfig.max_concurrent_requests); retry with backoff.",
+                "overloaded_error",
+            )
+            await response(scope, receive, send)
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+
+def uvicorn_config(app: ASGIApp, config: ServerConfig, **options: Any) -> Any:
+    """A `uvicorn.Config` for `app` with the idle-connection bounds of `config` (see the module).
+
+    `options` are passed on (`host`, `port`, `log_level`, ...). Returns `uvicorn.Config` (untyped).
+    """
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    header_timeout = config.header_timeout
+
+    class HeaderTimedProtocol(H11Protocol):
+        """uvicorn's h11 protocol, closing a connection whose request head is late (see the module)."""
+
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm_header_timer()
+
+        def on_response_complete(self) -> None:
+            # The next request's head is due now: uvicorn's keep-alive timer covers the silence,
+            # this one a head that starts and never ends. Armed first, because the parent goes on
+            # to start a pipelined request at once (and `handle_events` then disarms it).
+            if not self.transport.is_closing():
+                self._arm_header_timer()
+            super().on_response_complete()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                self._cancel_header_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_header_timer()
+            super().connection_lost(exc)
+
+        def _arm_header_timer(self) -> None:
+            self._cancel_header_timer()
+            self._header_timer = self.loop.call_later(header_timeout, self._header_timed_out)
+
+        def _cancel_header_timer(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _header_timed_out(self) -> None:
+            self._header_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return uvicorn.Config(
+        app,
+        http=HeaderTimedProtocol,
+        timeout_keep_alive=config.keep_alive_timeout,
+        **options,
+    )
