@@ -64,6 +64,8 @@ class MeteredRequest:
     input: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    cache_write_1h: int = 0
+    """The part of `cache_write` written with a 1-hour TTL (billed at 2x the input price, not 1.25x)."""
     output: int = 0
     status: int | None = None
     """The HTTP status of a refused request (its usage is then empty); None when answered."""
@@ -102,6 +104,7 @@ class _Meter:
                     request.input = usage.input_tokens
                     request.cache_read = usage.cache_read_input_tokens
                     request.cache_write = usage.cache_creation_input_tokens
+                    request.cache_write_1h = (usage.cache_creation or {}).get("ephemeral_1h_input_tokens", 0)
                 elif isinstance(event, MessageDelta):
                     request.output = event.usage.output_tokens
                 yield event
