@@ -909,25 +909,28 @@ def feasible(cell: dict[str, Any]) -> bool:
     return cell["turns_completed"].low >= cell["turns_planned"].high and cell["http_400"].high == 0
 
 
-def print_table(rows: Sequence[dict[str, Any]], out: Any = sys.stdout) -> None:
-    """The side-by-side table (markdown), one line per (profile, strategy): mean (range) over seeds."""
-    head = (
-        "| profile | strategy | seeds | cost | cache read | peak ctx | API calls | summary calls "
-        "| HTTP 400 | facts (user) | facts (tool output) | turns |"
-    )
-    print(head, file=out)
-    print("|" + "---|" * 12, file=out)
-    for c in aggregate(rows):
-        print(
-            f"| {c['profile']} | {c['strategy']} | {len(c['seeds'])} | ${c['cost_usd'].show(',.2f')} | "
-            f"{c['cache_read_share'].show('.1%')} | {c['peak_context_tokens'].show(',.0f')} | "
-            f"{c['api_calls'].show('.0f')} | {c['summary_calls'].show('.0f')} | "
-            f"{c['http_400'].show('.0f')} | "
-            f"{c['user_facts_retained'].show('.1f')}/{c['user_facts_asked'].show('.0f')} | "
-            f"{c['output_facts_retained'].show('.1f')}/{c['output_facts_asked'].show('.0f')} | "
-            f"{c['turns_completed'].show('.0f')}/{c['turns_planned'].show('.0f')} |",
-            file=out,
+def table_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
+    """The side-by-side table (markdown), one line per `aggregate` cell: mean (range) over seeds."""
+    out = [
+        "| profile | strategy | seeds | cost | cache read | peak context | API calls | summary calls "
+        "| HTTP 400 | facts (user) | facts (tool output) | turns |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for c in cells:
+        out.append(
+            f"| {c['profile']} | {c['strategy']} | {len(c['seeds'])} | ${c['cost_usd'].show(',.2f')} "
+            f"| {c['cache_read_share'].show('.1%')} | {c['peak_context_tokens'].show(',.0f')} "
+            f"| {c['api_calls'].show('.0f')} | {c['summary_calls'].show('.0f')} "
+            f"| {c['http_400'].show('.0f')} "
+            f"| {c['user_facts_retained'].show('.1f')}/{c['user_facts_asked'].show('.0f')} "
+            f"| {c['output_facts_retained'].show('.1f')}/{c['output_facts_asked'].show('.0f')} "
+            f"| {c['turns_completed'].show('.0f')}/{c['turns_planned'].show('.0f')} |"
         )
+    return out
+
+
+def print_table(rows: Sequence[dict[str, Any]], out: Any = sys.stdout) -> None:
+    print("\n".join(table_lines(aggregate(rows))), file=out)
 
 
 def main() -> None:
