@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from foldline._json import dumps
-from foldline.config import CollapseConfig, Config, TranscriptConfig
+from foldline.config import AutoCompactConfig, CollapseConfig, Config, SessionMemoryConfig, TranscriptConfig
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.providers.base import Capabilities, Provider
 from foldline.server.caching import flatten, total_tokens
@@ -497,6 +497,8 @@ class Strategy(Protocol):
     """foldline's levels installed (`install_levels`)."""
     collapse: bool
     """Context Collapse among them (Claude Code's design has none)."""
+    memory_with_collapse: bool
+    """Session memory refreshed in the background although Collapse is on (the old default)."""
 
     def engine_window(self, window: int) -> int:
         """The engine's `Config.context_window` for a managed window of `window` tokens."""
@@ -517,6 +519,7 @@ class NoManagement:
     label: str = "no management, unlimited window (no real model takes it)"
     levels: bool = False
     collapse: bool = False
+    memory_with_collapse: bool = False
 
     def engine_window(self, window: int) -> int:
         return UNLIMITED
@@ -622,6 +625,7 @@ class Foldline:
     levels: bool = True
     collapse: bool = True
     cache_edits: bool = True
+    memory_with_collapse: bool = False
 
     def engine_window(self, window: int) -> int:
         return window
@@ -651,9 +655,16 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         name="foldline-no-edits", label="foldline, every level, public API (headline)", cache_edits=False
     ),
     "foldline": Foldline,
+    "foldline-no-edits-memory": lambda: Foldline(
+        name="foldline-no-edits-memory",
+        label="foldline-no-edits with session memory refreshed beside Collapse (the old default)",
+        cache_edits=False,
+        memory_with_collapse=True,
+    ),
 }
-"""Every strategy, in table order. `none` is opt-in (`--strategies`): no model takes its window."""
-DEFAULT_STRATEGIES = tuple(n for n in STRATEGIES if n != "none")
+"""Every strategy, in table order. `none` is opt-in (`--strategies`): no model takes its window;
+`foldline-no-edits-memory` too: it measures one change of foldline's defaults side by side."""
+DEFAULT_STRATEGIES = tuple(n for n in STRATEGIES if n not in ("none", "foldline-no-edits-memory"))
 
 
 # --- pricing ------------------------------------------------------------------------------------
@@ -758,6 +769,9 @@ async def play(
     config = Config(
         context_window=strategy.engine_window(window),
         collapse=CollapseConfig(enabled=strategy.collapse),
+        autocompact=AutoCompactConfig(
+            memory=SessionMemoryConfig(with_collapse=strategy.memory_with_collapse)
+        ),
         transcript=TranscriptConfig(sessions_dir=root / "sessions", fsync="never"),
     )
     report = await simulate(
