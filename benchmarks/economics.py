@@ -55,6 +55,7 @@ import argparse
 import asyncio
 import copy
 import multiprocessing
+import statistics
 import sys
 import tempfile
 import time
@@ -65,7 +66,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from foldline._json import dumps
-from foldline.config import Config, TranscriptConfig
+from foldline.config import AutoCompactConfig, CollapseConfig, Config, SessionMemoryConfig, TranscriptConfig
+from foldline.pricing import LONG_CONTEXT_THRESHOLD
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.providers.base import Capabilities, Provider
 from foldline.server.caching import flatten, total_tokens
@@ -142,6 +144,21 @@ class Rewriter(Protocol):
     async def rewrite(self, body: dict[str, Any], inner: Provider) -> dict[str, Any]: ...
 
 
+def summarizers(rewriter: Rewriter | None) -> list[Summarize]:
+    """The summary steps of a rewrite (their requests are outside the main loop's meter)."""
+    if isinstance(rewriter, Chain):
+        return [s for step in rewriter.steps for s in summarizers(step)]
+    return [rewriter] if isinstance(rewriter, Summarize) else []
+
+
+def rewriter_betas(rewriter: Rewriter) -> list[str]:
+    """The beta headers a rewrite needs (`ContextManagement`'s), through a `Chain` too."""
+    if isinstance(rewriter, Chain):
+        return [b for step in rewriter.steps for b in rewriter_betas(step)]
+    beta = getattr(rewriter, "beta", None)
+    return [beta] if isinstance(beta, str) else []
+
+
 class Rewriting:
     """A provider that rewrites each request body before sending it (the engine's history is untouched)."""
 
@@ -158,7 +175,8 @@ class Rewriting:
 
     async def _stream(self, body: dict[str, Any], betas: Sequence[str]) -> AsyncIterator[StreamEvent]:
         sent = await self.rewriter.rewrite(body, self.inner)
-        async for event in self.inner.stream(sent, betas=betas):
+        extra = [b for b in rewriter_betas(self.rewriter) if b not in betas]
+        async for event in self.inner.stream(sent, betas=[*betas, *extra]):
             yield event
 
     async def aclose(self) -> None:
@@ -216,27 +234,169 @@ class Mask:
         return {**body, "messages": mask_results(body["messages"], self.keep, self.placeholder)}
 
 
+@dataclass
+class MaskBatched:
+    """Mask old tool results in batches: the prefix moves once per `batch` results, not on every request.
+
+    Once more than `keep + batch` results are unmasked, every result but the newest `keep` is masked,
+    and those stay masked; between two batches the masked prefix is byte-identical, so it is read from
+    the cache. This is the cache-friendly form of observation masking (the OpenHands condenser's
+    keep-last-N applied in steps).
+    """
+
+    keep: int
+    batch: int
+    placeholder: str
+    masked: int = 0
+    """The oldest tool results masked so far (the history only grows, so they stay the oldest)."""
+
+    async def rewrite(self, body: dict[str, Any], inner: Provider) -> dict[str, Any]:
+        total = sum(
+            1
+            for m in body["messages"]
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        )
+        if total - self.masked > self.keep + self.batch:
+            self.masked = total - self.keep
+        return {**body, "messages": mask_results(body["messages"], total - self.masked, self.placeholder)}
+
+
+@dataclass
+class Prune:
+    """opencode's prune of old tool outputs: walking back from the newest, tool output past the newest
+    `protect` tokens is cleared, and only when at least `minimum` tokens would go (so the prefix moves
+    in large steps). Cleared results stay cleared."""
+
+    protect: int
+    minimum: int
+    placeholder: str
+    counter: TokenCounter = field(default_factory=TokenCounter)
+    cleared: int = 0
+    """The oldest tool results cleared so far."""
+
+    def sizes(self, messages: Sequence[dict[str, Any]]) -> list[int]:
+        return [
+            count_block(b)
+            for m in messages
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        ]
+
+    async def rewrite(self, body: dict[str, Any], inner: Provider) -> dict[str, Any]:
+        sizes = self.sizes(body["messages"])
+        seen, cut = 0, 0
+        for i in range(len(sizes) - 1, -1, -1):
+            seen += sizes[i]
+            if seen > self.protect:
+                cut = i + 1
+                break
+        if cut > self.cleared and sum(sizes[self.cleared : cut]) >= self.minimum:
+            self.cleared = cut
+        return {
+            **body,
+            "messages": mask_results(body["messages"], len(sizes) - self.cleared, self.placeholder),
+        }
+
+
+@dataclass
+class Chain:
+    """Rewriters applied in order (opencode prunes, then summarizes what is still too big)."""
+
+    steps: Sequence[Rewriter]
+
+    async def rewrite(self, body: dict[str, Any], inner: Provider) -> dict[str, Any]:
+        for step in self.steps:
+            body = await step.rewrite(body, inner)
+        return body
+
+
+@dataclass
+class ContextManagement:
+    """Ask the server for Anthropic's context editing: the request carries `context_management` and the
+    `context-management-2025-06-27` beta, and `foldline serve` clears tool results server-side
+    (the client's history is untouched, as with the real API)."""
+
+    edits: list[dict[str, Any]]
+    beta: str = "context-management-2025-06-27"
+
+    async def rewrite(self, body: dict[str, Any], inner: Provider) -> dict[str, Any]:
+        return {**body, "context_management": {"edits": self.edits}}
+
+
 SUMMARY_SYSTEM = (
     "You are a helpful AI assistant tasked with summarizing conversations. Summarize what was done, "
     "what is being worked on, which files matter and what comes next, for another agent that will "
     "continue the work."
 )
-SUMMARY_INSTRUCTION = (
-    "Provide a detailed summary of the conversation above. Use these sections:\n"
-    "## Goal\n## Instructions\n## Discoveries\n## Accomplished\n## Relevant files\n"
+OPENCODE_INSTRUCTION = (
+    "Write a detailed prompt that lets another agent continue the conversation above: what we did, "
+    "what we are doing, which files we are working on and what comes next. Keep to this template:\n"
+    "## Goal\n[the goals the user is after]\n"
+    "## Instructions\n[the user's instructions that still matter; a plan or spec if there is one]\n"
+    "## Discoveries\n[what was learned that the next agent needs when it goes on]\n"
+    "## Accomplished\n[what is done, what is in progress, what is left]\n"
+    "## Relevant files / directories\n[the files read, edited or created that matter for the task]\n"
 )
+"""opencode's compaction request (its template's headings, each with its guidance, in our words)."""
+SUMMARY_INSTRUCTION = OPENCODE_INSTRUCTION
+OPENHANDS_INSTRUCTION = (
+    "You keep a state summary for an interactive agent, from the events it took and the previous "
+    "summary if there is one. Track:\n"
+    "USER_CONTEXT: (the user's essential requirements, goals and clarifications, concisely)\n"
+    "COMPLETED: (tasks done so far, with brief results)\n"
+    "PENDING: (tasks still to do)\n"
+    "CURRENT_STATE: (current variables, data structures or other state that matters)\n"
+    "For code tasks also: CODE_STATE (file paths, function signatures), TESTS (failing cases, errors, "
+    "outputs), CHANGES (edits made), DEPS (dependencies, imports), VERSION_CONTROL_STATUS (branch, "
+    "commits).\n"
+    "Put first: the user's requirements and goals; tell completed from pending; keep every section "
+    "short and relevant; skip what the task does not need.\n"
+)
+"""OpenHands' LLMSummarizingCondenser request (its sections and priorities, in our words): one user
+message holding the previous summary and the forgotten events as text, no system prompt, no tools."""
+
+
+def _event_text(message: dict[str, Any]) -> str:
+    """One message as the plain text of an event (OpenHands renders events, not API messages)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content or ():
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(block.get("text", ""))
+        elif kind == "tool_use":
+            parts.append(f"[{block.get('name')}] {dumps(block.get('input', {})).decode()}")
+        elif kind == "tool_result":
+            inner = block.get("content")
+            parts.append(inner if isinstance(inner, str) else _event_text({"content": inner}))
+    return "\n".join(parts)
 
 
 @dataclass
 class Summarize:
-    """Over `threshold`, summarize the older turns in a separate request and keep `tail` tokens verbatim.
+    """Over `threshold` tokens (or `max_messages` messages), summarize the older turns in a separate
+    request and keep `tail` tokens (or half of `max_messages`) verbatim.
 
     The summary request has its own system prompt and no tools, so it shares no cached prefix with the
     main loop; the next main request starts with the summary, so its prefix is written anew.
+    `events=True` is OpenHands' form: the previous summary and the forgotten messages go as text in
+    one user message under `instruction`; otherwise the older messages go as they are, followed by
+    `instruction` (opencode's form).
     """
 
     threshold: int
     tail: int
+    instruction: str = OPENCODE_INSTRUCTION
+    system: str | None = SUMMARY_SYSTEM
+    events: bool = False
+    max_messages: int = 0
     counter: TokenCounter = field(default_factory=TokenCounter)
     summary: str | None = None
     covered: int = 0
@@ -256,14 +416,28 @@ class Summarize:
             *messages[self.covered + 1 :],
         ]
 
+    def too_many(self, view: list[dict[str, Any]]) -> bool:
+        return bool(self.max_messages) and len(view) > self.max_messages
+
+    def over(self, body: dict[str, Any], view: list[dict[str, Any]]) -> bool:
+        if self.too_many(view):
+            return True
+        return self.counter.fixed(body) + sum(self.counter.message(m) for m in view) > self.threshold
+
+    def cut_at(self, messages: list[dict[str, Any]]) -> int:
+        starts = [s for s in turn_starts(messages) if s > self.covered]
+        if self.too_many(self.view(messages)):
+            keep_from = len(messages) - self.max_messages // 2
+            return next((s for s in starts if s >= keep_from), starts[-1] if starts else 0)
+        sizes = [self.counter.message(m) for m in messages]
+        return next((s for s in starts if sum(sizes[s:]) <= self.tail), starts[-1] if starts else 0)
+
     async def rewrite(self, body: dict[str, Any], inner: Provider) -> dict[str, Any]:
         messages = body["messages"]
         view = self.view(messages)
-        if self.counter.fixed(body) + sum(self.counter.message(m) for m in view) <= self.threshold:
+        if not self.over(body, view):
             return {**body, "messages": view}
-        sizes = [self.counter.message(m) for m in messages]
-        starts = [s for s in turn_starts(messages) if s > self.covered]
-        cut = next((s for s in starts if sum(sizes[s:]) <= self.tail), starts[-1] if starts else 0)
+        cut = self.cut_at(messages)
         if cut <= self.covered:
             return {**body, "messages": view}  # nothing older to fold: send it and let the server judge
         older = self.view(messages[:cut])
@@ -271,17 +445,26 @@ class Summarize:
         self.covered = cut
         return {**body, "messages": self.view(messages)}
 
+    def _request(self, body: dict[str, Any], older: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.events:
+            previous = f"<PREVIOUS SUMMARY>\n{self.summary or ''}\n</PREVIOUS SUMMARY>\n"
+            start = self.covered + 1 if self.summary is not None else 0
+            events = "".join(
+                f"<EVENT id={i}>\n{_event_text(m)}\n</EVENT>\n" for i, m in enumerate(older[start:], start)
+            )
+            messages = [{"role": "user", "content": f"{self.instruction}\n{previous}{events}"}]
+        else:
+            messages = [*_strip_cache_control(older), {"role": "user", "content": self.instruction}]
+        request = {"model": body["model"], "max_tokens": body.get("max_tokens", 8192), "messages": messages}
+        if self.system is not None:
+            request["system"] = self.system
+        return request
+
     async def _summarize(self, body: dict[str, Any], older: list[dict[str, Any]], inner: Provider) -> str:
-        request = {
-            "model": body["model"],
-            "max_tokens": body.get("max_tokens", 8192),
-            "system": SUMMARY_SYSTEM,
-            "messages": [*_strip_cache_control(older), {"role": "user", "content": SUMMARY_INSTRUCTION}],
-        }
-        metered = MeteredRequest()
+        metered = MeteredRequest(model=str(body["model"]))
         self.requests.append(metered)
         text: list[str] = []
-        async for event in inner.stream(request):
+        async for event in inner.stream(self._request(body, older)):
             if isinstance(event, MessageStart):
                 metered.input = event.usage.input_tokens
                 metered.cache_read = event.usage.cache_read_input_tokens
@@ -313,6 +496,10 @@ class Strategy(Protocol):
     label: str
     levels: bool
     """foldline's levels installed (`install_levels`)."""
+    collapse: bool
+    """Context Collapse among them (Claude Code's design has none)."""
+    memory_with_collapse: bool
+    """Session memory refreshed in the background although Collapse is on (the old default)."""
 
     def engine_window(self, window: int) -> int:
         """The engine's `Config.context_window` for a managed window of `window` tokens."""
@@ -330,8 +517,10 @@ class Strategy(Protocol):
 @dataclass
 class NoManagement:
     name: str = "none"
-    label: str = "no management, unlimited window"
+    label: str = "no management, unlimited window (no real model takes it)"
     levels: bool = False
+    collapse: bool = False
+    memory_with_collapse: bool = False
 
     def engine_window(self, window: int) -> int:
         return UNLIMITED
@@ -355,7 +544,7 @@ class Truncation(NoManagement):
 @dataclass
 class Masking(NoManagement):
     name: str = "mask10"
-    label: str = "observation masking, keep 10"
+    label: str = "observation masking, keep 10, re-masked every request (naive)"
     keep: int = 10
 
     def rewriter(self, window: int) -> Rewriter | None:
@@ -363,33 +552,81 @@ class Masking(NoManagement):
 
 
 @dataclass
-class Summary(NoManagement):
-    name: str = "summary"
-    label: str = "LLM summary, no cache sharing"
+class BatchedMasking(NoManagement):
+    name: str = "mask-batched"
+    label: str = "observation masking, keep 10, masked in batches of 30"
+    keep: int = 10
+    batch: int = 30
 
     def rewriter(self, window: int) -> Rewriter | None:
-        return Summarize(Config(context_window=window).autocompact_threshold, tail=window // 4)
+        return MaskBatched(self.keep, self.batch, "<MASKED>")
+
+
+@dataclass
+class OpencodeSummary(NoManagement):
+    name: str = "summary-opencode"
+    label: str = "opencode: prune old tool output + summary on overflow"
+    protect: int = 40_000
+    """opencode's PRUNE_PROTECT: the newest tool output tokens never pruned."""
+    minimum: int = 20_000
+    """opencode's PRUNE_MINIMUM: a prune happens only when it frees this many tokens."""
+    output_reserve: int = 32_000
+    """opencode's overflow test: the prompt passes the window less the output room."""
+
+    def rewriter(self, window: int) -> Rewriter | None:
+        prune = Prune(self.protect, self.minimum, "[Old tool result content cleared]")
+        return Chain([prune, Summarize(window - self.output_reserve, tail=0)])
+
+
+@dataclass
+class OpenhandsSummary(NoManagement):
+    name: str = "summary-openhands"
+    label: str = "OpenHands: LLM summarizing condenser (120 events, keep half)"
+    max_events: int = 120
+
+    def rewriter(self, window: int) -> Rewriter | None:
+        threshold = Config(context_window=window).autocompact_threshold
+        return Summarize(
+            threshold,
+            tail=window // 4,
+            instruction=OPENHANDS_INSTRUCTION,
+            system=None,
+            events=True,
+            max_messages=self.max_events,
+        )
 
 
 @dataclass
 class AnthropicClearing(NoManagement):
     name: str = "anthropic-clear"
-    label: str = "clear_tool_uses defaults (client-side)"
+    label: str = "context_management clear_tool_uses (server-side), clear_at_least 30K"
     trigger: int = 100_000
     """Anthropic's default trigger, in input tokens (scaled by `window / 200K` for other windows)."""
     keep: int = 3
+    clear_at_least: int = 30_000
 
     def rewriter(self, window: int) -> Rewriter | None:
-        trigger = self.trigger * window // WINDOW
-        return Mask(self.keep, "[tool result cleared]", trigger=trigger)
+        scale = window / WINDOW
+        return ContextManagement(
+            [
+                {
+                    "type": "clear_tool_uses_20250919",
+                    "trigger": {"type": "input_tokens", "value": int(self.trigger * scale)},
+                    "keep": {"type": "tool_uses", "value": self.keep},
+                    "clear_at_least": {"type": "input_tokens", "value": int(self.clear_at_least * scale)},
+                }
+            ]
+        )
 
 
 @dataclass
 class Foldline:
     name: str = "foldline"
-    label: str = "foldline, every level, cache_edits"
+    label: str = "foldline, every level, cache_edits (no public pricing: this server's model)"
     levels: bool = True
+    collapse: bool = True
     cache_edits: bool = True
+    memory_with_collapse: bool = False
 
     def engine_window(self, window: int) -> int:
         return window
@@ -405,13 +642,30 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
     "none": NoManagement,
     "truncate": Truncation,
     "mask10": Masking,
-    "summary": Summary,
+    "mask-batched": BatchedMasking,
+    "summary-opencode": OpencodeSummary,
+    "summary-openhands": OpenhandsSummary,
     "anthropic-clear": AnthropicClearing,
-    "foldline": Foldline,
+    "claude-code-design": lambda: Foldline(
+        name="claude-code-design",
+        label="Claude Code's design: AutoCompact with a cache-sharing fork, no Collapse, public API",
+        collapse=False,
+        cache_edits=False,
+    ),
     "foldline-no-edits": lambda: Foldline(
-        name="foldline-no-edits", label="foldline, every level, no cache_edits", cache_edits=False
+        name="foldline-no-edits", label="foldline, every level, public API (headline)", cache_edits=False
+    ),
+    "foldline": Foldline,
+    "foldline-no-edits-memory": lambda: Foldline(
+        name="foldline-no-edits-memory",
+        label="foldline-no-edits with session memory refreshed beside Collapse (the old default)",
+        cache_edits=False,
+        memory_with_collapse=True,
     ),
 }
+"""Every strategy, in table order. `none` is opt-in (`--strategies`): no model takes its window;
+`foldline-no-edits-memory` too: it measures one change of foldline's defaults side by side."""
+DEFAULT_STRATEGIES = tuple(n for n in STRATEGIES if n not in ("none", "foldline-no-edits-memory"))
 
 
 # --- running ------------------------------------------------------------------------------------
@@ -427,7 +681,7 @@ class Outcome:
     http_400_server: int
     summary_requests: int
 
-    def row(self, baseline_cost: float | None) -> dict[str, Any]:
+    def row(self) -> dict[str, Any]:
         report, usage = self.report, self.report.usage
         cost = usage.cost()
         last: dict[int, int] = {}
@@ -439,7 +693,8 @@ class Outcome:
             "label": self.strategy.label,
             "cost_usd": round(cost, 4),
             "cost_uncached_usd": round(usage.cost(cached=False), 4),
-            "ratio_vs_none": round(cost / baseline_cost, 4) if baseline_cost else None,
+            "seed": report.seed,
+            "long_context_requests": sum(1 for r in report.requests if r.prompt > LONG_CONTEXT_THRESHOLD),
             "cache_read_share": round(usage.read_share, 4),
             "cache_write_share": round(usage.cache_write / usage.prompt, 4) if usage.prompt else 0.0,
             "peak_context_tokens": report.peak_request,
@@ -479,6 +734,10 @@ async def play(
     sent: Provider = Rewriting(provider, rewriter) if rewriter is not None else provider
     config = Config(
         context_window=strategy.engine_window(window),
+        collapse=CollapseConfig(enabled=strategy.collapse),
+        autocompact=AutoCompactConfig(
+            memory=SessionMemoryConfig(with_collapse=strategy.memory_with_collapse)
+        ),
         transcript=TranscriptConfig(sessions_dir=root / "sessions", fsync="never"),
     )
     report = await simulate(
@@ -493,12 +752,12 @@ async def play(
         levels=strategy.levels,
         output_facts=True,
     )
-    if isinstance(rewriter, Summarize):
-        report.requests.extend(rewriter.requests)  # answered requests outside the main loop
+    for summarizer in summarizers(rewriter):
+        report.requests.extend(summarizer.requests)  # answered requests outside the main loop
     return report
 
 
-def run_pair(profile: str, strategy: Strategy, args: argparse.Namespace, root: Path) -> Outcome:
+def run_pair(profile: str, strategy: Strategy, seed: int, args: argparse.Namespace, root: Path) -> Outcome:
     from simulator import serve  # benchmarks/ is on sys.path when run as a script
 
     started = time.perf_counter()
@@ -517,7 +776,7 @@ def run_pair(profile: str, strategy: Strategy, args: argparse.Namespace, root: P
             )
 
     server_window = UNLIMITED if strategy.name == "none" else args.window
-    with serve(args.seed, profile, server_window) as server:
+    with serve(seed, profile, server_window) as server:
         provider = AnthropicProvider(
             base_url=server.url, api_key="benchmark", capabilities=strategy.capabilities()
         )
@@ -531,7 +790,7 @@ def run_pair(profile: str, strategy: Strategy, args: argparse.Namespace, root: P
                         rewriter,
                         profile=profile,
                         turns=args.turns,
-                        seed=args.seed,
+                        seed=seed,
                         window=args.window,
                         root=root,
                         on_turn=progress,
@@ -542,12 +801,12 @@ def run_pair(profile: str, strategy: Strategy, args: argparse.Namespace, root: P
         except TimeoutError:
             # A hung run must not stall the table: keep what the last completed turn saw.
             report = seen.get("report") or SimulationReport(
-                profile=profile, seed=args.seed, turns_planned=args.turns
+                profile=profile, seed=seed, turns_planned=args.turns
             )
             report.wall_s = time.perf_counter() - started
             report.errors.append(f"timed out after {args.pair_timeout} s")
         statuses = server.statuses()
-    summaries = len(rewriter.requests) if isinstance(rewriter, Summarize) else 0
+    summaries = sum(len(s.requests) for s in summarizers(rewriter))
     return Outcome(profile, strategy, report, statuses.get(400, 0), summaries)
 
 
@@ -558,13 +817,13 @@ def user_facts(row: dict[str, Any]) -> tuple[int, int]:
     return row["facts_retained"] - output[0], row["facts_asked"] - output[1]
 
 
-def pair_row(profile: str, name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    """One pair's row, its ratio to `none` left for the caller (pairs may run in other processes)."""
+def pair_row(profile: str, name: str, seed: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """One (profile, strategy, seed) row (pairs may run in other processes)."""
     strategy = STRATEGIES[name]()
-    print(f"== {profile} / {strategy.label}, {args.turns} turns", file=sys.stderr, flush=True)
-    row = run_pair(profile, strategy, args, root).row(None)
+    print(f"== {profile} / {strategy.label}, seed {seed}, {args.turns} turns", file=sys.stderr, flush=True)
+    row = run_pair(profile, strategy, seed, args, root).row()
     print(
-        f"   {profile}/{name}: ${row['cost_usd']:.2f}, read {row['cache_read_share']:.1%}, "
+        f"   {profile}/{name}/{seed}: ${row['cost_usd']:.2f}, read {row['cache_read_share']:.1%}, "
         f"peak {row['peak_context_tokens']:,}, 400s {row['http_400']}, facts "
         f"{row['facts_retained']}/{row['facts_asked']}, {row['wall_s']} s",
         file=sys.stderr,
@@ -573,76 +832,127 @@ def pair_row(profile: str, name: str, args: argparse.Namespace, root: Path) -> d
     return row
 
 
-def print_table(rows: Sequence[dict[str, Any]], out: Any = sys.stdout) -> None:
-    """The side-by-side table (markdown), one line per (profile, strategy)."""
-    head = (
-        "| profile | strategy | cost | vs none | cache read | peak ctx | API calls | summary calls "
-        "| HTTP 400 | facts (user) | facts (tool output) | turns |"
-    )
-    print(head, file=out)
-    print("|" + "---|" * 12, file=out)
+@dataclass(frozen=True)
+class Spread:
+    """Mean and range of one column over seeds."""
+
+    mean: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        return cls(statistics.fmean(values), min(values), max(values))
+
+    def show(self, fmt: str) -> str:
+        if self.low == self.high:
+            return format(self.mean, fmt)
+        return f"{format(self.mean, fmt)} ({format(self.low, fmt)}–{format(self.high, fmt)})"
+
+
+COLUMNS = (
+    "cost_usd",
+    "cache_read_share",
+    "peak_context_tokens",
+    "api_calls",
+    "summary_calls",
+    "http_400",
+    "facts_retained",
+    "facts_asked",
+    "output_facts_retained",
+    "output_facts_asked",
+    "turns_completed",
+    "turns_planned",
+)
+
+
+def aggregate(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (profile, strategy): each column's `Spread` over the seeds that ran, in row order."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        ratio = f"{r['ratio_vs_none']:.2f}x" if r["ratio_vs_none"] is not None else "-"
-        print(
-            f"| {r['profile']} | {r['strategy']} | ${r['cost_usd']:,.2f} | {ratio} | "
-            f"{r['cache_read_share']:.1%} | {r['peak_context_tokens']:,} | {r['api_calls']} | "
-            f"{r['summary_calls']} | {r['http_400']} | {'/'.join(map(str, user_facts(r)))} | "
-            f"{r['output_facts_retained']}/{r['output_facts_asked']} | "
-            f"{r['turns_completed']}/{r['turns_planned']} |",
-            file=out,
+        groups.setdefault((r["profile"], r["strategy"]), []).append(r)
+    out = []
+    for (profile, strategy), group in groups.items():
+        cells: dict[str, Any] = {"profile": profile, "strategy": strategy, "label": group[0]["label"]}
+        cells["seeds"] = sorted(r["seed"] for r in group)
+        for column in COLUMNS:
+            cells[column] = Spread.of([float(r[column]) for r in group])
+        user = [user_facts(r) for r in group]
+        cells["user_facts_retained"] = Spread.of([float(k) for k, _ in user])
+        cells["user_facts_asked"] = Spread.of([float(a) for _, a in user])
+        out.append(cells)
+    return out
+
+
+def feasible(cell: dict[str, Any]) -> bool:
+    """Completed every turn of every seed with no HTTP 400."""
+    return cell["turns_completed"].low >= cell["turns_planned"].high and cell["http_400"].high == 0
+
+
+def table_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
+    """The side-by-side table (markdown), one line per `aggregate` cell: mean (range) over seeds."""
+    out = [
+        "| profile | strategy | seeds | cost | cache read | peak context | API calls | summary calls "
+        "| HTTP 400 | facts (user) | facts (tool output) | turns |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for c in cells:
+        out.append(
+            f"| {c['profile']} | {c['strategy']} | {len(c['seeds'])} | ${c['cost_usd'].show(',.2f')} "
+            f"| {c['cache_read_share'].show('.1%')} | {c['peak_context_tokens'].show(',.0f')} "
+            f"| {c['api_calls'].show('.0f')} | {c['summary_calls'].show('.0f')} "
+            f"| {c['http_400'].show('.0f')} "
+            f"| {c['user_facts_retained'].show('.1f')}/{c['user_facts_asked'].show('.0f')} "
+            f"| {c['output_facts_retained'].show('.1f')}/{c['output_facts_asked'].show('.0f')} "
+            f"| {c['turns_completed'].show('.0f')}/{c['turns_planned'].show('.0f')} |"
         )
+    return out
+
+
+def print_table(rows: Sequence[dict[str, Any]], out: Any = sys.stdout) -> None:
+    print("\n".join(table_lines(aggregate(rows))), file=out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--profiles", default=",".join(DEFAULT_PROFILES))
-    parser.add_argument("--strategies", default=",".join(STRATEGIES))
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES))
+    parser.add_argument("--seeds", default="7,8,9", help="comma-separated seeds; every cell runs each")
     parser.add_argument("--pair-timeout", type=float, default=3600.0, help="seconds per (profile, strategy)")
     parser.add_argument("--window", type=int, default=WINDOW, help="the managed strategies' window")
-    parser.add_argument("--json", action="store_true", help="one JSON object per (profile, strategy)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per (profile, strategy, seed)")
     parser.add_argument("--jobs", type=int, default=1, help="pairs run at once, each in its own process")
     args = parser.parse_args()
     profiles = [p for p in args.profiles.split(",") if p]
     names = [s for s in args.strategies.split(",") if s]
+    seeds = [int(s) for s in args.seeds.split(",") if s]
     unknown = [n for n in names if n not in STRATEGIES]
     if unknown:
         parser.error(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
-    names = ["none", *(n for n in names if n != "none")]  # first: every ratio is against it
-    pairs = [(profile, name) for profile in profiles for name in names]
+    cells = [(p, n, seed) for p in profiles for n in names for seed in seeds]
     rows: list[dict[str, Any]] = []
-    held: dict[str, list[dict[str, Any]]] = {p: [] for p in profiles}
-    baseline: dict[str, float] = {}
 
     def done(row: dict[str, Any]) -> None:
-        """Hold a profile's rows until its `none` run gives the cost every ratio divides by."""
-        profile = row["profile"]
-        if row["strategy"] == "none":
-            baseline[profile] = row["cost_usd"]
-        held[profile].append(row)
-        if profile not in baseline:
-            return
-        ready, held[profile] = held[profile], []
-        base = baseline[profile]
-        for r in ready:
-            r["ratio_vs_none"] = round(r["cost_usd"] / base, 4) if base else None
-            rows.append(r)
-            if args.json:
-                print(dumps(r).decode(), flush=True)
+        rows.append(row)
+        if args.json:
+            print(dumps(row).decode(), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.jobs > 1:
             with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [pool.submit(pair_row, p, n, args, Path(tmp) / p / n) for p, n in pairs]
+                futures = [
+                    pool.submit(pair_row, p, n, seed, args, Path(tmp) / p / n / str(seed))
+                    for p, n, seed in cells
+                ]
                 for future in as_completed(futures):
                     done(future.result())
         else:
-            for p, n in pairs:
-                done(pair_row(p, n, args, Path(tmp) / p / n))
+            for p, n, seed in cells:
+                done(pair_row(p, n, seed, args, Path(tmp) / p / n / str(seed)))
     if not args.json:
-        order = {pair: i for i, pair in enumerate(pairs)}
-        print_table(sorted(rows, key=lambda r: order[(r["profile"], r["strategy"])]))
+        order = {cell: i for i, cell in enumerate(cells)}
+        print_table(sorted(rows, key=lambda r: order[(r["profile"], r["strategy"], r["seed"])]))
 
 
 if __name__ == "__main__":

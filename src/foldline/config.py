@@ -89,6 +89,10 @@ class SessionMemoryConfig:
     """The session-memory file AutoCompact uses instead of a summary request (R3.4.2, R3.4.10)."""
 
     enabled: bool = True
+    with_collapse: bool = False
+    """Keep the memory current in the background also while Context Collapse is on. Off by default:
+    with Collapse on, AutoCompact only answers a prompt-too-long, so a memory refreshed every 5,000
+    tokens is paid for on every session and used on almost none (design.md R3.4.10)."""
     init_tokens: int = 10_000
     """First written once the session's context passes this."""
     update_tokens: int = 5_000

@@ -118,6 +118,22 @@ def _resumed_request(engine: QueryEngine) -> dict[str, Any]:
     return dict(engine.build_request(engine.timeline.snapshot(), max_tokens=100).body)
 
 
+@pytest.mark.parametrize(("with_collapse", "kept"), [(False, False), (True, True)])
+async def test_with_collapse_on_the_memory_is_not_refreshed_in_the_background_unless_asked(
+    harness: Callable[..., Harness], tmp_path: Path, with_collapse: bool, kept: bool
+) -> None:
+    # With Collapse on, AutoCompact only answers a prompt-too-long: a memory refreshed every 5,000
+    # tokens would be a fork per refresh on every session, for a summary almost never used.
+    h = harness([{"text": "ok"}], **_small(init_tokens=1_500, with_collapse=with_collapse))
+    engine = await h.engine()
+    tails = len(engine.tail_hooks)
+    stage = install_autocompact(engine, collapse_enabled=True, memory_path=tmp_path / "session-memory.md")
+    assert (stage.memory is not None) is kept
+    assert len(engine.tail_hooks) == tails + kept
+    plain = install_autocompact(engine, collapse_enabled=False, memory_path=tmp_path / "other.md")
+    assert plain.memory is not None  # without Collapse the memory is AutoCompact's first resort
+
+
 async def test_session_memory_compaction_makes_no_api_call_and_keeps_the_recent_tail(
     harness: Callable[..., Harness], tmp_path: Path
 ) -> None:

@@ -59,3 +59,17 @@ async def test_provider_sees_cache_and_deleted_usage() -> None:
         == count_text(words(1500))
     )
     assert start.usage.cache_read_input_tokens > 0
+
+
+@pytest.mark.anyio
+async def test_provider_sends_body_fields_the_sdk_does_not_name() -> None:
+    # `context_management` (a beta) is not a parameter of this SDK's `messages.create`: passed as a
+    # keyword it raised TypeError client-side; it must reach the server as part of the body.
+    body = {**_body(edit=False), "context_management": {"edits": [{"type": "clear_thinking_20251015"}]}}
+    with run_server(create_app()) as url:
+        provider = AnthropicProvider(base_url=url)
+        try:
+            events = [e async for e in provider.stream(body, betas=["context-management-2025-06-27"])]
+        finally:
+            await provider.aclose()
+    assert isinstance(events[-1], MessageStop)

@@ -499,12 +499,14 @@ def install_autocompact(
         collapse_enabled: Context Collapse is on: AutoCompact runs only as prompt-too-long recovery
             and on `/compact` (R3.3.4).
         memory_path: The session-memory file; default `<session dir>/session-memory.md`. Without
-            either (no session directory), session memory is off.
+            either (no session directory), session memory is off; with Collapse on it is off unless
+            `SessionMemoryConfig.with_collapse`.
     """
     specs = tool_specs(list(engine.tools))
     path = memory_path or (engine.session_dir / MEMORY_FILE if engine.session_dir else None)
     memory = None
-    if path is not None and engine.config.autocompact.memory.enabled:
+    settings = engine.config.autocompact.memory
+    if path is not None and settings.enabled and (settings.with_collapse or not collapse_enabled):
         memory = SessionMemory(path, engine.provider, engine.system, specs, engine.config, engine.events)
     stage = AutoCompactStage(
         engine.provider,

@@ -7,6 +7,7 @@ foldline's in one context manager.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -93,9 +94,12 @@ class AnthropicProvider:
         """One streaming HTTP attempt; yields foldline stream events."""
         model = str(body.get("model", ""))
         headers = {"anthropic-beta": ",".join(betas)} if betas else None
-        request = {k: v for k, v in body.items() if k != "stream"}
+        request = {k: v for k, v in body.items() if k != "stream" and k in _SDK_PARAMS}
+        extra = {k: v for k, v in body.items() if k != "stream" and k not in _SDK_PARAMS} or None
         with _map_api_errors(model, str(self._client.base_url)):
-            events = await self._client.messages.create(**request, stream=True, extra_headers=headers)
+            events = await self._client.messages.create(
+                **request, stream=True, extra_headers=headers, extra_body=extra
+            )
             try:
                 async for raw in events:
                     event = map_event(raw.model_dump(mode="json", exclude_none=True))
@@ -117,6 +121,16 @@ class AnthropicProvider:
         """Close the underlying HTTP client."""
         await self._client.close()
 
+
+_SDK_PARAMS = frozenset(inspect.signature(anthropic.resources.AsyncMessages.create).parameters) - {
+    "self",
+    "extra_body",
+    "extra_headers",
+    "extra_query",
+    "timeout",
+}
+"""The body fields this SDK version names; the rest (a beta's `context_management`, newer fields) go
+through `extra_body` as they are, so a field the SDK predates is never refused client-side."""
 
 _COUNTED = ("model", "messages", "system", "tools", "tool_choice", "thinking")
 """The request fields `count_tokens` takes (max_tokens, stream, metadata and sampling are refused)."""
