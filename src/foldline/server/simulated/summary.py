@@ -54,6 +54,7 @@ _ASK = re.compile(
     r"discussion|work|progress|part)\b"
     r"|\b(conversation|session|events?|history|work so far)\b[^.?!\n]{0,60}?\b(summar\w*|condens\w*)\b"
     r"|\bprompt for continu\w+\b"
+    r"|\b(?:previous|prior|running|state|updated?)\s+summary\b"
     r"|\bcontinu\w+ (?:our|the|this) (?:conversation|session|work)\b[^.?!\n]{0,40}?\bsummar\w*",
     re.IGNORECASE,
 )
