@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from foldline.config import Config, TranscriptConfig
 from foldline.server.backend import BackendRequest
-from foldline.server.simulated import SimulatedBackend, generate_workspace
+from foldline.server.simulated import SimulatedBackend, generate_workspace, output_facts_for
 from foldline.server.simulated.toolbox import Toolbox, working_directory
 from foldline.session import Session
 from foldline.testing import SimulatedProvider
@@ -547,3 +547,43 @@ async def test_where_is_add_defined_greps_for_add_and_finds_its_definition_and_t
     assert "calc.py" in result.text
     assert "test_calc.py" in result.text
     assert "nothing matching" not in result.text
+
+
+# --- Snip knows nothing of facts ------------------------------------------------------------------
+
+
+def test_snip_takes_an_old_result_that_states_a_planted_fact_like_any_bulky_output(tmp_path: Path) -> None:
+    ws = generate_workspace(tmp_path / "ws", seed=3, data_rows=100, log_lines=100)
+    fact = output_facts_for(3)[0]
+    assert fact.script is not None
+    output = subprocess.run(["sh", fact.script], cwd=ws, capture_output=True, text=True, check=True).stdout
+    assert fact.line in output
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": fact.statement}]}]
+    messages.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "x"}}],
+        }
+    )
+    messages.append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": output},
+                {"type": "text", "text": "[id:r1]"},
+            ],
+        }
+    )
+    messages += [{"role": "assistant", "content": [{"type": "text", "text": "It passes."}]}]
+    for n in range(4):
+        messages += [
+            {"role": "user", "content": [{"type": "text", "text": f"Tell me about module {n}."}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+        ]
+    nudge = "<system-reminder>The context is 85% full. You may call the Snip tool.</system-reminder>"
+    messages.append(
+        {"role": "user", "content": [{"type": "text", "text": "Now explain the parser.\n" + nudge}]}
+    )
+    reply = SimulatedBackend(seed=1).reply(BackendRequest(model=MODEL, messages=messages, tools=FOLDLINE))
+    snips = [b for b in reply.content if b.get("type") == "tool_use" and b["name"] == "Snip"]
+    assert [s["input"]["ids"] for s in snips] == [["r1"]]
