@@ -340,10 +340,11 @@ def _play(
     seed: int = 5,
     rename: Callable[[str, Mapping[str, Any]], tuple[str, dict[str, Any]]] | None = None,
     canon: Mapping[str, str] | None = None,
+    history: list[dict[str, Any]] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """Play `prompts` as `style`'s agent loop would; every call, read back in the model's terms."""
     backend = SimulatedBackend(seed=seed)
-    messages: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = list(history or [])
     calls: list[tuple[str, dict[str, Any]]] = []
     schemas = {t["name"]: t["input_schema"] for t in tools}
     for prompt in prompts:
@@ -587,3 +588,66 @@ def test_snip_takes_an_old_result_that_states_a_planted_fact_like_any_bulky_outp
     reply = SimulatedBackend(seed=1).reply(BackendRequest(model=MODEL, messages=messages, tools=FOLDLINE))
     snips = [b for b in reply.content if b.get("type") == "tool_use" and b["name"] == "Snip"]
     assert [s["input"]["ids"] for s in snips] == [["r1"]]
+
+
+# --- the workload is the user's ---------------------------------------------------------------------
+
+
+def test_a_turns_work_is_the_same_whatever_the_strategy_left_of_the_session(tmp_path: Path) -> None:
+    """The rounds a prompt takes depend on the prompt, not on how many earlier prompts are visible."""
+    prompt = PROMPTS[0]
+    seen: list[list[str]] = []
+    for shown in (0, 1, 5):
+        ws = generate_workspace(tmp_path / f"ws{shown}", seed=4, data_rows=200, log_lines=300)
+        earlier = [
+            m
+            for n in range(shown)
+            for m in (
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": f"Earlier request {n}: what is in reports?"}],
+                },
+                {"role": "assistant", "content": [{"type": "text", "text": "Reports renders totals."}]},
+            )
+        ]
+        calls = _play(
+            CLAUDE_CODE_LIKE, KINDS_OF["claude-code"], ws, [prompt], style="claude-code", history=earlier
+        )
+        seen.append([kind for kind, _ in calls])
+    assert seen[0]
+    assert seen[1] == seen[0]
+    assert seen[2] == seen[0]
+
+
+@pytest.mark.parametrize("placeholder", ["[Old tool result content cleared]", "[tool result cleared]"])
+def test_a_cleared_read_is_read_again_and_the_extra_round_costs_work_not_progress(placeholder: str) -> None:
+    prompt = "Review src/ledgerly/orders.py for edge cases with negative values and fix what you find."
+    read = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "src/ledgerly/orders.py"}}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": prompt}]},
+        {"role": "assistant", "content": [read]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": placeholder}]},
+    ]
+    backend = SimulatedBackend(seed=0)  # a turn of 10 planned rounds for this prompt
+    reply = backend.reply(BackendRequest(model=MODEL, messages=messages, tools=FOLDLINE))
+    again = [b for b in reply.content if b.get("type") == "tool_use"]
+    assert [(b["name"], b["input"]) for b in again] == [("Read", {"file_path": "src/ledgerly/orders.py"})]
+    # the re-read round is not counted against the turn's planned rounds: with it answered, the
+    # model carries on as if the first read had never been lost (the same next call)
+    listing = "\n".join(f"{n:6}\tline {n} = {n}" for n in range(1, 30))
+    again[0]["id"] = "t2"
+    reread = [
+        *messages,
+        {"role": "assistant", "content": again},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": listing}]},
+    ]
+    kept = [
+        messages[0],
+        messages[1],
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": listing}]},
+    ]
+    after_reread = backend.reply(BackendRequest(model=MODEL, messages=reread, tools=FOLDLINE)).content
+    never_lost = backend.reply(BackendRequest(model=MODEL, messages=kept, tools=FOLDLINE)).content
+    uses = [(b["name"], b["input"]) for b in after_reread if b.get("type") == "tool_use"]
+    assert uses
+    assert uses == [(b["name"], b["input"]) for b in never_lost if b.get("type") == "tool_use"]

@@ -409,7 +409,7 @@ class SimulatedBackend:
 
     def _round(self, turn: _Turn, tools: Toolbox, target: int) -> list[Block]:
         """The tool calls of round `turn.rounds` (empty when nothing sensible is left to do)."""
-        k = turn.rounds
+        k = turn.rounds - turn.rereads  # a re-read round is extra work, not progress through the plan
         prompt = turn.prompt
         change = bool(_CHANGE.search(prompt))
         pick = _hash(self.seed, prompt, k)
