@@ -39,7 +39,7 @@ from foldline.server.config import SimulatedConfig
 from foldline.server.simulated.summary import build_summary, items_of, summary_request
 from foldline.server.simulated.toolbox import Kind, Toolbox
 
-__all__ = ["SimulatedBackend", "draw_rounds"]
+__all__ = ["SimulatedBackend", "draw_quantile", "draw_rounds", "think_time"]
 
 _TAG_BLOCK = re.compile(r"^\s*(?:\[id:[0-9a-z]+\]\s*)+$")
 _TAG = re.compile(r"\[id:([0-9a-z]+)\]")
@@ -85,17 +85,29 @@ def _unit(*parts: object) -> float:
     return _hash(*parts) / 2**64
 
 
-def draw_rounds(u: float, quantiles: Sequence[tuple[float, int]]) -> int:
-    """The rounds at cumulative share `u` in [0, 1): geometric between the anchors around it."""
+def draw_quantile(u: float, quantiles: Sequence[tuple[float, float]]) -> float:
+    """The value at cumulative share `u` in [0, 1): geometric between the anchors around it (linear
+    from a zero anchor)."""
     for (p0, r0), (p1, r1) in itertools.pairwise(quantiles):
         if u < p1 or p1 >= 1.0:
             if p1 == p0 or r0 == r1:
                 return r0
             t = (u - p0) / (p1 - p0)
             if r0 == 0:
-                return round(r1 * t)
-            return round(r0 * math.pow(r1 / r0, t))
+                return r1 * t
+            return r0 * math.pow(r1 / r0, t)
     return quantiles[-1][1]
+
+
+def draw_rounds(u: float, quantiles: Sequence[tuple[float, int]]) -> int:
+    """The rounds at cumulative share `u` in [0, 1) (`draw_quantile`, rounded)."""
+    return round(draw_quantile(u, quantiles))
+
+
+def think_time(seed: int, turn: int, quantiles: Sequence[tuple[float, float]]) -> float:
+    """Seconds the simulated user pauses before prompt `turn` (0-based; none before the first): a
+    pure function of the seed and the turn, so a session's time is the same for every strategy."""
+    return 0.0 if turn == 0 else draw_quantile(_unit(seed, "think", turn), quantiles)
 
 
 def _text_blocks(message: dict[str, Any]) -> list[str]:
@@ -159,17 +171,20 @@ class _Turn:
         return any(c.name == name and _same_path(c.input.get("file_path"), path) for c in self.calls)
 
     def lost_reads(self) -> list[str]:
-        """Files read in full this turn whose listing was cleared since and not read again."""
+        """Files read in full this turn whose listing was cleared since and not read again (each file
+        is read again once per turn at most: a strategy that keeps clearing costs work, not a loop)."""
         lost: dict[str, None] = {}
+        reads: dict[str, int] = {}
         for call in self.calls:
-            path = str(call.input.get("file_path", ""))
+            path = _path_key(call.input.get("file_path", ""))
             if call.name != "Read" or call.result is None or "offset" in call.input:
                 continue
+            reads[path] = reads.get(path, 0) + 1
             if _cleared(call.result):
-                lost[_path_key(path)] = None
+                lost[path] = None
             else:
-                lost.pop(_path_key(path), None)
-        return list(lost)
+                lost.pop(path, None)
+        return [path for path in lost if reads[path] < 2]
 
     @property
     def command(self) -> str | None:
