@@ -1,25 +1,31 @@
 """`SimulatedBackend`: a deterministic stand-in for a coding model, acting only on the request.
 
-Given a request it answers as a coding model would in a real workspace, so foldline's real tools
-run: a typed prompt becomes rounds of tool calls (Glob and Grep to explore, parallel Reads of what
-they found, Bash running the tests or searching logs, Edit and Write), then a final answer about
-what the turn found. Everything it decides comes from the request:
+Given a request it answers as a coding model would in a real workspace, with whatever tools the
+request offers (`toolbox.py` reads them from their names and schemas: foldline's, Claude Code's,
+opencode's): a typed prompt becomes rounds of tool calls (a search or a listing to explore, parallel
+reads of what they found, shell commands running the tests or searching logs, edits and writes),
+then a final answer about what the turn found. Everything it decides comes from the request:
 
 - The current turn starts at the last user message with typed text; the rounds so far are the
   assistant messages with tool calls after it. The number of rounds the turn will take is drawn
-  from a seeded hash of the seed, the prompt and its position (how many prompts the request
-  shows), from the measured distribution (`SimulatedConfig.round_quantiles`).
-- Targets come from visible tool results: Glob and Grep output gives paths to Read; an Edit's
-  `old_string` is copied from a visible Read of that file in this turn, so it really applies.
-- A compaction instruction (sections asked as `## Title` lines) gets an extractive summary
-  (`summary.py`). "What is the X?" is answered from a visible "the X is Y." statement, or with
-  "I don't know" when the request shows none.
+  from a seeded hash of the seed and the prompt alone (the simulated user never types the same
+  prompt twice, so the prompt is the turn's id), from the measured distribution
+  (`SimulatedConfig.round_quantiles`): the work is the user's, whatever a strategy left visible.
+- Lost information costs work, the same for every strategy: a file read in full this turn whose
+  listing was cleared since is read again (once), and that round does not count as progress.
+- Targets come from visible tool results: search output gives paths to read; an edit's old text is
+  copied from a visible read of that file in this turn, so it really applies. Search terms are the
+  identifiers the prompt names ("Where is add defined?" searches for `add`), never its verbs.
+- A summary request, in any wording, gets an extractive, title-blind summary (`summary.py`).
+  "What is the X?" is answered from a visible "the X is Y." statement, or with "I don't know" when
+  the request shows none.
 - When a `<system-reminder>` in the turn says the Snip tool may be used and Snip is offered, the
-  model snips old bulky tool-result messages by their `[id:...]` tags.
+  model snips old bulky tool-result messages by their `[id:...]` tags, by size alone.
 
 Invariants: the same seed and request give the same reply (no clock, no global randomness); the
 work per request is bounded by the current turn, except for the rare requests that must look at
-everything (a summary, a fact question, a snip).
+everything (a summary, a fact question, a snip); a tool whose purpose the model cannot tell, or a
+deferred tool not loaded, is never called.
 """
 
 from __future__ import annotations
