@@ -342,6 +342,7 @@ def _play(
     rename: Callable[[str, Mapping[str, Any]], tuple[str, dict[str, Any]]] | None = None,
     canon: Mapping[str, str] | None = None,
     history: list[dict[str, Any]] | None = None,
+    answers: list[str] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """Play `prompts` as `style`'s agent loop would; every call, read back in the model's terms."""
     backend = SimulatedBackend(seed=seed)
@@ -358,6 +359,8 @@ def _play(
                 block["id"] = f"toolu_{len(messages)}_{n}"
             messages.append({"role": "assistant", "content": content})
             if not uses:
+                if answers is not None:
+                    answers.append("".join(str(b.get("text", "")) for b in content))
                 break
             results = []
             for block in uses:
@@ -713,3 +716,29 @@ async def test_a_simulated_session_runs_on_virtual_time_and_the_server_cache_exp
     assert warm
     assert [first_of_turn[t].cache_read for t in expired] == [0] * len(expired)
     assert all(first_of_turn[t].cache_read > 0 for t in warm), [first_of_turn[t] for t in warm]
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "opencode"])
+def test_with_only_a_shell_to_search_with_the_question_still_greps_for_the_identifier(
+    agent: str, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "calc.py").write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
+    (ws / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n")
+    tools = [t for t in SETS[agent] if KINDS_OF[agent].get(t["name"]) in ("Bash", "Read")]
+    answers: list[str] = []
+    calls = _play(
+        tools,
+        KINDS_OF[agent],
+        ws,
+        ["Where is add defined and is it tested?"],
+        style=agent,
+        seed=1,
+        answers=answers,
+    )
+    assert calls[0][0] == "Bash"
+    assert "grep" in calls[0][1]["command"]
+    assert "'add'" in calls[0][1]["command"]
+    assert "calc.py" in answers[-1]
+    assert "test_calc.py" in answers[-1]

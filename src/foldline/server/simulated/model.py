@@ -562,8 +562,9 @@ class SimulatedBackend:
             # a question about something: search the code for the thing it names, not for its verbs
             word = words[0]
             if "Grep" in tools:
-                return [_use("Grep", {"pattern": rf"\b{re.escape(word)}\b", "output_mode": "content"})]
-            command = f"grep -rnw -- {_shell_quote(word)} . | head -n 40"
+                search = {"pattern": rf"\b{re.escape(word)}\b", "output_mode": "files_with_matches"}
+                return [_use("Grep", search)]
+            command = f"grep -rlw -- {_shell_quote(word)} . | head -n 40"
             return [_use("Bash", {"command": command, "description": f"Find {word}"})]
         elif "Bash" in tools and pick % 4:
             name = f"*{named[0]}*" if named else "*.py"  # the first content word: the subject
@@ -746,7 +747,7 @@ class SimulatedBackend:
 
 def _where_named(word: str, searches: Sequence[_Call]) -> list[str] | None:
     """The files this turn's search for `word` found it in (None when the turn did not search for it)."""
-    pattern, command = rf"\b{re.escape(word)}\b", f"grep -rnw -- {_shell_quote(word)} "
+    pattern, command = rf"\b{re.escape(word)}\b", f"grep -rlw -- {_shell_quote(word)} "
     hits = [
         c
         for c in searches
