@@ -237,3 +237,25 @@ def test_renaming_reordering_or_rewording_sections_never_changes_which_facts_sur
         assert _kept(_summary(messages, _instruction(lead, variant, form)), planted) == reference
     if len(planted) <= 40:
         assert reference == {f"{s}={v}" for s, v in planted}  # within the caps, every one survives
+
+
+def test_over_http_every_wording_keeps_the_users_own_note() -> None:
+    import anthropic
+
+    from foldline.server.app import create_app
+    from foldline.server.testing import run_server
+
+    messages = _conversation(USER_FACTS, OUTPUT_FACTS)
+    kept = {}
+    with run_server(create_app(backend=SimulatedBackend(seed=1))) as url:
+        client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
+        for name, wording in WORDINGS.items():
+            reply = client.messages.create(
+                model=MODEL,
+                max_tokens=8192,
+                messages=[*messages, _user(wording)],  # type: ignore[list-item]
+            )
+            text = "".join(b.text for b in reply.content if b.type == "text")
+            kept[name] = _kept(text, USER_FACTS + OUTPUT_FACTS)
+    everything = frozenset(f"{s}={v}" for s, v in USER_FACTS + OUTPUT_FACTS)
+    assert kept == dict.fromkeys(WORDINGS, everything)
