@@ -150,7 +150,6 @@ class _Turn:
 
     prompt: str
     prompt_index: int
-    position: int
     calls: list[_Call] = field(default_factory=list)
     rounds: int = 0
     rereads: int = 0
@@ -213,8 +212,7 @@ def _read_turn(messages: Sequence[dict[str, Any]], tools: Toolbox) -> _Turn | No
             break
     if start is None:
         return None
-    position = 1 + sum(1 for m in messages[:start] if m.get("role") == "user" and _typed_text(m))
-    turn = _Turn(_typed_text(messages[start]), start, position)
+    turn = _Turn(_typed_text(messages[start]), start)
     by_id: dict[str, _Call] = {}
     for message in messages[start:]:
         content = message.get("content")
