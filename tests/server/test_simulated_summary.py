@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from foldline.compact.autocompact import SUMMARY_LEAD
 from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_prompt
 from foldline.server.backend import BackendRequest
 from foldline.server.simulated import SimulatedBackend, user_prompts
@@ -137,6 +138,9 @@ def test_a_summary_request_is_recognised_in_any_wording(wording: str) -> None:
 def test_ordinary_prompts_are_not_summary_requests() -> None:
     prompts = [p for profile in ("feature", "debug", "refactor", "swe") for p in user_prompts(profile, 60, 3)]
     prompts += ["Summarize what calc.py does.", "Where is add defined and is it tested?"]
+    # a summary handed back after a compaction presents one; it asks for none
+    prompts += [SUMMARY_LEAD + "## Primary Request and Intent\nFix the parser.", SUMMARY_LEAD]
+    prompts += ["This session is being continued from a previous conversation. The summary below covers it."]
     assert [p for p in prompts if summary_request(p) is not None] == []
 
 
