@@ -276,8 +276,9 @@ No strategy is judged against "no management": no model takes an unbounded windo
 strategies run on a 200K window (the server answers a larger prompt with a 400). Cost is at the
 model's list prices from `foldline.pricing` (Sonnet: $3 input, $3.75 5-minute write, $6 1-hour write,
 $0.30 read, $15 output per million) over the main loop and every other request (forks, summaries),
-with the long-context rates (2x input, 1.5x output) on any request whose prompt passes 200K tokens. Facts are planted in two ways, and each
-is asked for about 60% of the session later; a fact is retained when the answer contains its value:
+with the long-context rates (2x input, 1.5x output) on any request whose prompt passes 200K tokens.
+Facts are planted in two ways, and each is asked for about 60% of the session later; a fact is
+retained when the answer contains its value:
 
 - **user**: the user states five facts early ("Note for later: the staging port is 6543.").
 - **tool output**: the user has three scripts run early; each prints one value among 60 lines of
