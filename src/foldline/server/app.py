@@ -15,9 +15,10 @@ config allows; the cache is written only for requests that were accepted.
 from __future__ import annotations
 
 import hmac
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -44,14 +45,26 @@ from foldline.server.caching import (
     cache_edits_deletions,
     deleted_tokens,
     flatten,
-    has_beta,
     total_tokens,
 )
 from foldline.server.config import ServerConfig
+from foldline.server.context_edits import (
+    CONTEXT_MANAGEMENT_BETA,
+    EditOutcome,
+    apply_context_edits,
+    parse_context_management,
+)
 from foldline.server.envelope import FAULT_MESSAGES, error_body, request_id
 from foldline.server.faults import Fault, FaultPlan
 from foldline.server.guard import BodyTooLarge, RequestGuard
 from foldline.server.sse import error_event, format_event, message_events
+from foldline.server.thinking import (
+    INTERLEAVED_THINKING_BETA,
+    ThinkingSigner,
+    check_signatures,
+    display_omitted,
+    with_thinking,
+)
 
 __all__ = ["RequestRecord", "ServerState", "create_app", "error_body"]
 
@@ -78,6 +91,8 @@ class ServerState:
     """Keys and token counts of blocks seen before, so a resent history is not hashed again."""
     references: ReferenceRegistry = field(default_factory=ReferenceRegistry)
     records: list[RequestRecord] = field(default_factory=list)
+    signer: ThinkingSigner = field(default_factory=lambda: ThinkingSigner(secrets.token_bytes(32)))
+    """Signs the thinking blocks of this launch's replies and checks the ones sent back."""
     _count: int = 0
 
     def next_number(self) -> int:
@@ -129,7 +144,7 @@ async def _read_json(request: Request) -> tuple[dict[str, Any], int]:
     return body, len(raw)
 
 
-def _limits(state: ServerState, input_tokens: int | None) -> ValidationLimits:
+def _limits(state: ServerState, input_tokens: int | None, *, interleaved: bool = False) -> ValidationLimits:
     config = state.config
     return ValidationLimits(
         max_output_tokens={"": config.max_output_tokens},
@@ -138,38 +153,72 @@ def _limits(state: ServerState, input_tokens: int | None) -> ValidationLimits:
         max_request_bytes=config.max_request_bytes,
         max_media=config.max_media,
         prefill_allowed=config.prefill_allowed,
+        interleaved_thinking=interleaved,
     )
+
+
+def _betas(request: Request) -> frozenset[str]:
+    """The request's `anthropic-beta` values (a comma-separated header, possibly repeated)."""
+    values = request.headers.getlist("anthropic-beta")
+    return frozenset(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
 @dataclass(frozen=True, slots=True)
 class _Accepted:
     body: dict[str, Any]
+    """What the model sees: the request after server-side context edits."""
     blocks: list[FlatBlock]
     deleted: set[str]
+    betas: frozenset[str]
+    edits: EditOutcome | None
+    """None when the request had no `context_management`."""
+    anchor: int
+    """The last block before the first one a context edit changed (-1: none changed)."""
+    original_tokens: int
+    """The prompt before context edits and cache_edits."""
+
+
+def _first_change(before: list[FlatBlock], after: list[FlatBlock]) -> int:
+    for index, (old, new) in enumerate(zip(before, after, strict=False)):
+        if old.key != new.key:
+            return index
+    return min(len(before), len(after))
 
 
 def _accept(request: Request, state: ServerState, body: dict[str, Any], size: int) -> _Accepted:
     """Validate a messages body; raises `RequestValidationError` or `_ApiError` when rejected."""
+    betas = _betas(request)
+    interleaved = INTERLEAVED_THINKING_BETA in betas
     # flatten assumes a well-formed body, so the schema and every rule but the window run first.
-    validate_request(body, _limits(state, None), body_bytes=size)
+    validate_request(body, _limits(state, None, interleaved=interleaved), body_bytes=size)
+    check_signatures(body, state.signer)
+    edits = parse_context_management(body.get("context_management"), beta=CONTEXT_MANAGEMENT_BETA in betas)
     blocks = flatten(body, state.memo)
-    beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
+    original, outcome, anchor = total_tokens(blocks), None, -1
+    if body.get("context_management") is not None:
+        outcome = apply_context_edits(body, edits, original)
+        if outcome.applied:
+            edited = flatten(outcome.body, state.memo)
+            anchor = _first_change(blocks, edited) - 1
+            body, blocks = outcome.body, edited
     try:
-        deleted = cache_edits_deletions(body, blocks, beta_enabled=beta, known=state.references.spans)
+        deleted = cache_edits_deletions(
+            body, blocks, beta_enabled=CACHE_EDITS_BETA in betas, known=state.references.spans
+        )
         edits_error = None
     except RequestValidationError as e:
         deleted, edits_error = set(), e
-    # Deleted spans do not occupy the window: cache_edits are how a client stays inside it.
+    # Deleted and cleared spans do not occupy the window: edits are how a client stays inside it.
     prompt = total_tokens(blocks) - deleted_tokens(blocks, deleted)
     # Every other rule passed above and none of them reads the prompt size: the window is all
     # that is left to check.
-    validate_window(body, _limits(state, prompt))
+    validate_window(body, _limits(state, prompt, interleaved=interleaved))
     if edits_error is not None:
         raise edits_error
     model = str(body["model"])
     if not model.startswith(state.config.model_prefixes):
         raise _ApiError(404, f"model: {model}")
-    return _Accepted(body, blocks, deleted)
+    return _Accepted(body, blocks, deleted, betas, outcome, anchor, original)
 
 
 def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
@@ -184,10 +233,18 @@ def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
         thinking=body.get("thinking"),
         request_key=blocks[-1].key if blocks else "",
     )
-    rendered = state.backend.reply(backend_request).render(backend_request)
-    usage = state.cache.apply(blocks, state.config.min_cacheable(backend_request.model), accepted.deleted)
+    interleaved = INTERLEAVED_THINKING_BETA in accepted.betas
+    reply = with_thinking(state.backend.reply(backend_request), backend_request, interleaved=interleaved)
+    rendered = reply.render(backend_request)
+    sealed = state.signer.seal(rendered.content, omitted=display_omitted(backend_request.thinking))
+    rendered = replace(rendered, content=sealed)
+    min_tokens = state.config.min_cacheable(backend_request.model)
+    usage = state.cache.apply(blocks, min_tokens, accepted.deleted, anchor=accepted.anchor)
     state.references.record(blocks)
-    return rendered.message(backend_request, usage.as_usage(rendered.output_tokens))
+    message = rendered.message(backend_request, usage.as_usage(rendered.output_tokens))
+    if accepted.edits is not None:
+        message["context_management"] = accepted.edits.response_field()
+    return message
 
 
 class _EventStream(StreamingResponse):
@@ -286,20 +343,20 @@ async def _count_tokens(request: Request) -> Response:
     state: ServerState = request.app.state.foldline
     _check_auth(request, state)
     body, size = await _read_json(request)
-    # count_tokens takes no max_tokens; the validator's rules need one that breaks none of them.
+    # count_tokens takes no max_tokens; the validator's rules need one that breaks none of them,
+    # and the window check must not charge an output the caller never asked for.
     thinking = body.get("thinking")
     budget = thinking.get("budget_tokens", 0) if isinstance(thinking, dict) else 0
     placeholder = budget + 1 if isinstance(budget, int) else 1  # must exceed any thinking budget (rule A26)
     checked = {**body, "max_tokens": placeholder} if "max_tokens" not in body else body
-    # flatten assumes a well-formed body: validate without the window first, then with it.
-    validate_request(checked, _limits(state, None), body_bytes=size)
-    blocks = flatten(body, state.memo)
-    beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
-    # The count is what the request would bill and what the window holds: deletions excluded.
-    deleted = cache_edits_deletions(body, blocks, beta_enabled=beta, known=state.references.spans)
-    prompt = total_tokens(blocks) - deleted_tokens(blocks, deleted)
-    validate_window(checked, _limits(state, prompt))
-    return JSONResponse({"input_tokens": prompt})
+    # Everything messages accepts is accepted here, checked the same way (signatures, betas, edits).
+    accepted = _accept(request, state, checked, size)
+    # The count is what the request would bill and what the window holds: edits and deletions excluded.
+    prompt = total_tokens(accepted.blocks) - deleted_tokens(accepted.blocks, accepted.deleted)
+    answer: dict[str, Any] = {"input_tokens": prompt}
+    if accepted.edits is not None:
+        answer["context_management"] = {"original_input_tokens": accepted.original_tokens}
+    return JSONResponse(answer)
 
 
 async def _on_api_error(request: Request, exc: Exception) -> Response:
