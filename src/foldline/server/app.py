@@ -28,7 +28,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from foldline._json import dumps, loads
 from foldline.api.validate import ValidationLimits, validate_request, validate_window
@@ -66,7 +66,7 @@ from foldline.server.thinking import (
     with_thinking,
 )
 
-__all__ = ["RequestRecord", "ServerState", "create_app", "error_body"]
+__all__ = ["AccessRecord", "RequestRecord", "ServerState", "create_app", "error_body"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +77,15 @@ class RequestRecord:
     status: int
     fault: str | None
     stream: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AccessRecord:
+    """One HTTP request as answered, whatever the route (the guard's refusals included)."""
+
+    method: str
+    path: str
+    status: int
 
 
 @dataclass
@@ -91,6 +100,8 @@ class ServerState:
     """Keys and token counts of blocks seen before, so a resent history is not hashed again."""
     references: ReferenceRegistry = field(default_factory=ReferenceRegistry)
     records: list[RequestRecord] = field(default_factory=list)
+    access: list[AccessRecord] = field(default_factory=list)
+    """Every answered HTTP request, any route (`AccessRecord`); a status of 0 means none was sent."""
     signer: ThinkingSigner = field(default_factory=lambda: ThinkingSigner(secrets.token_bytes(32)))
     """Signs the thinking blocks of this launch's replies and checks the ones sent back."""
     _count: int = 0
@@ -359,6 +370,69 @@ async def _count_tokens(request: Request) -> Response:
     return JSONResponse(answer)
 
 
+def _model_object(model_id: str, display_name: str, created_at: str) -> dict[str, Any]:
+    return {"type": "model", "id": model_id, "display_name": display_name, "created_at": created_at}
+
+
+async def _list_models(request: Request) -> Response:
+    state: ServerState = request.app.state.foldline
+    _check_auth(request, state)
+    data = [_model_object(*model) for model in state.config.models]
+    return JSONResponse(
+        {
+            "data": data,
+            "has_more": False,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+        }
+    )
+
+
+async def _get_model(request: Request) -> Response:
+    """A listed model by id or alias (`claude-sonnet-4-5`); any other name messages accepts too."""
+    state: ServerState = request.app.state.foldline
+    _check_auth(request, state)
+    wanted = str(request.path_params["model_id"])
+    for model_id, name, created in state.config.models:
+        if wanted == model_id or model_id.startswith(wanted + "-"):
+            return JSONResponse(_model_object(model_id, name, created))
+    if wanted.startswith(state.config.model_prefixes):
+        return JSONResponse(_model_object(wanted, wanted, "2025-01-01T00:00:00Z"))
+    raise _ApiError(404, f"model: {wanted}")
+
+
+class _AccessLog:
+    """Outermost middleware: records every answered request's status (`ServerState.access`, `request_log`)."""
+
+    def __init__(self, app: ASGIApp, *, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = [0]
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            self._record(AccessRecord(str(scope["method"]), str(scope["path"]), status[0]))
+
+    def _record(self, record: AccessRecord) -> None:
+        state = self.state
+        state.access.append(record)
+        if state.config.request_log:
+            line = dumps({"method": record.method, "path": record.path, "status": record.status})
+            with open(state.config.request_log, "ab") as log:
+                log.write(line + b"\n")
+
+
 async def _on_api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, _ApiError)
     return error_response(exc.status, exc.message, headers=exc.headers)
@@ -407,12 +481,26 @@ def create_app(
         The ASGI app; its `state.foldline` is the `ServerState` (cache, request records, backend).
     """
     config = config or ServerConfig()
+    state = ServerState(
+        config=config,
+        backend=backend if backend is not None else ScriptedBackend(),
+        faults=faults or FaultPlan(),
+        cache=PromptCache(clock=clock, lookback_blocks=config.lookback_blocks),
+        memo=FlattenMemo(config.flatten_memo_bytes),
+    )
+    if config.thinking_key is not None:
+        state.signer = ThinkingSigner(config.thinking_key)
     app = Starlette(
         routes=[
             Route("/v1/messages", _messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
+            Route("/v1/models", _list_models, methods=["GET"]),
+            Route("/v1/models/{model_id:path}", _get_model, methods=["GET"]),
         ],
-        middleware=[Middleware(RequestGuard, config=config)],
+        middleware=[
+            Middleware(_AccessLog, state=state),
+            Middleware(RequestGuard, config=config),
+        ],
         exception_handlers={
             _ApiError: _on_api_error,
             RequestValidationError: _on_validation_error,
@@ -421,11 +509,5 @@ def create_app(
             Exception: _on_unexpected,
         },
     )
-    app.state.foldline = ServerState(
-        config=config,
-        backend=backend if backend is not None else ScriptedBackend(),
-        faults=faults or FaultPlan(),
-        cache=PromptCache(clock=clock, lookback_blocks=config.lookback_blocks),
-        memo=FlattenMemo(config.flatten_memo_bytes),
-    )
+    app.state.foldline = state
     return app

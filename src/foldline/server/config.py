@@ -51,6 +51,16 @@ class ServerConfig:
     bytes per entry; past it the oldest entries go (they are only recomputed)."""
     stream_chunk_tokens: int = 8
     """Tokens per `text_delta` / `thinking_delta` / `input_json_delta` event."""
+    thinking_key: bytes | None = None
+    """The key thinking signatures are HMACs under; None draws a fresh one per launch."""
+    request_log: str | None = None
+    """A file every answered HTTP request is appended to, one JSON line each (`--request-log`)."""
+    models: tuple[tuple[str, str, str], ...] = (
+        ("claude-opus-4-5-20251101", "Claude Opus 4.5", "2025-11-01T00:00:00Z"),
+        ("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", "2025-09-29T00:00:00Z"),
+        ("claude-haiku-4-5-20251001", "Claude Haiku 4.5", "2025-10-01T00:00:00Z"),
+    )
+    """What `GET /v1/models` lists, newest first: (id, display name, created_at)."""
 
     def min_cacheable(self, model: str) -> int:
         """Minimum cacheable prefix for `model`: the longest matching prefix's value, else the default."""
