@@ -187,6 +187,21 @@ class _Accepted:
     """The last block before the first one a context edit changed (-1: none changed)."""
     original_tokens: int
     """The prompt before context edits and cache_edits."""
+    max_tokens: int
+    """What the reply may use: the request's `max_tokens`, less where the window stops it first."""
+
+
+WINDOW_STOP_BETA = "model-context-window-exceeded-2025-08-26"
+
+
+def _output_room(state: ServerState, body: Mapping[str, Any], prompt: int, betas: frozenset[str]) -> int:
+    """`max_tokens`, cut to the room the window leaves on models that stop there rather than refuse."""
+    asked = int(body["max_tokens"])
+    model = str(body.get("model", ""))
+    if WINDOW_STOP_BETA not in betas and not model.startswith(state.config.window_stop_models):
+        return asked
+    # A prompt over the window is still refused (rule A38); one that fits gets what is left.
+    return max(1, min(asked, state.config.context_window - prompt))
 
 
 def _first_change(before: list[FlatBlock], after: list[FlatBlock]) -> int:
@@ -221,15 +236,17 @@ def _accept(request: Request, state: ServerState, body: dict[str, Any], size: in
         deleted, edits_error = set(), e
     # Deleted and cleared spans do not occupy the window: edits are how a client stays inside it.
     prompt = total_tokens(blocks) - deleted_tokens(blocks, deleted)
+    max_tokens = _output_room(state, body, prompt, betas)
     # Every other rule passed above and none of them reads the prompt size: the window is all
     # that is left to check.
-    validate_window(body, _limits(state, prompt, interleaved=interleaved))
+    checked = body if max_tokens == body["max_tokens"] else {**body, "max_tokens": max_tokens}
+    validate_window(checked, _limits(state, prompt, interleaved=interleaved))
     if edits_error is not None:
         raise edits_error
     model = str(body["model"])
     if not model.startswith(state.config.model_prefixes):
         raise _ApiError(404, f"model: {model}")
-    return _Accepted(body, blocks, deleted, betas, outcome, anchor, original)
+    return _Accepted(body, blocks, deleted, betas, outcome, anchor, original, max_tokens)
 
 
 def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
@@ -240,7 +257,7 @@ def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
         messages=backend_messages(body, accepted.deleted),
         system=body.get("system"),
         tools=list(body.get("tools") or ()),
-        max_tokens=int(body["max_tokens"]),
+        max_tokens=accepted.max_tokens,
         thinking=body.get("thinking"),
         request_key=blocks[-1].key if blocks else "",
     )
@@ -249,6 +266,8 @@ def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
     rendered = reply.render(backend_request)
     sealed = state.signer.seal(rendered.content, omitted=display_omitted(backend_request.thinking))
     rendered = replace(rendered, content=sealed)
+    if rendered.stop_reason == "max_tokens" and accepted.max_tokens < int(body["max_tokens"]):
+        rendered = replace(rendered, stop_reason="model_context_window_exceeded")
     min_tokens = state.config.min_cacheable(backend_request.model)
     usage = state.cache.apply(blocks, min_tokens, accepted.deleted, anchor=accepted.anchor)
     state.references.record(blocks)

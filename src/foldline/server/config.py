@@ -51,6 +51,16 @@ class ServerConfig:
     bytes per entry; past it the oldest entries go (they are only recomputed)."""
     stream_chunk_tokens: int = 8
     """Tokens per `text_delta` / `thinking_delta` / `input_json_delta` event."""
+    window_stop_models: tuple[str, ...] = (
+        "claude-sonnet-4-5",
+        "claude-sonnet-4-6",
+        "claude-opus-4-5",
+        "claude-opus-4-6",
+        "claude-haiku-4-5",
+    )
+    """Model-name prefixes that stop at the context window with `model_context_window_exceeded`
+    instead of refusing a prompt plus `max_tokens` over it (the API's default from Sonnet 4.5 on;
+    older models get it with the `model-context-window-exceeded-2025-08-26` beta)."""
     thinking_key: bytes | None = None
     """The key thinking signatures are HMACs under; None draws a fresh one per launch."""
     request_log: str | None = None
