@@ -146,6 +146,20 @@ def test_every_answered_request_is_logged_with_its_status(tmp_path: Path) -> Non
     assert [(r.method, r.path, r.status) for r in app.state.foldline.access] == expected
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(r["method"], r["path"], r["status"]) for r in lines] == expected
+    assert "error" not in lines[0]
+    assert lines[2]["error"] == "messages: Field required"
+    assert lines[4]["error"].startswith("Origin 'https://evil.example' is not allowed")
+
+
+def test_consecutive_user_messages_are_combined_not_refused() -> None:
+    body = {
+        "model": MODEL,
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}],
+    }
+    assert _send(create_app(), "POST", "/v1/messages", body).status_code == 200
+    strict = create_app(ServerConfig(allow_consecutive_roles=False))
+    assert "roles must alternate" in _send(strict, "POST", "/v1/messages", body).json()["error"]["message"]
 
 
 @pytest.mark.parametrize(

@@ -86,6 +86,8 @@ class AccessRecord:
     method: str
     path: str
     status: int
+    error: str | None = None
+    """The error envelope's `error.message` of a non-2xx answer (what the client was told)."""
 
 
 @dataclass
@@ -164,6 +166,7 @@ def _limits(state: ServerState, input_tokens: int | None, *, interleaved: bool =
         max_request_bytes=config.max_request_bytes,
         max_media=config.max_media,
         prefill_allowed=config.prefill_allowed,
+        allow_consecutive_roles=config.allow_consecutive_roles,
         interleaved_thinking=interleaved,
     )
 
@@ -432,24 +435,46 @@ class _AccessLog:
             await self.app(scope, receive, send)
             return
         status = [0]
+        error_body = bytearray()
 
         async def watched(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = int(message["status"])
+            elif message["type"] == "http.response.body" and not 200 <= status[0] < 300:
+                error_body.extend(message.get("body", b"")[: _ERROR_BYTES - len(error_body)])
             await send(message)
 
         try:
             await self.app(scope, receive, watched)
         finally:
-            self._record(AccessRecord(str(scope["method"]), str(scope["path"]), status[0]))
+            record = AccessRecord(
+                str(scope["method"]), str(scope["path"]), status[0], _error_text(error_body)
+            )
+            self._record(record)
 
     def _record(self, record: AccessRecord) -> None:
         state = self.state
         state.access.append(record)
         if state.config.request_log:
-            line = dumps({"method": record.method, "path": record.path, "status": record.status})
+            entry: dict[str, Any] = {"method": record.method, "path": record.path, "status": record.status}
+            if record.error is not None:
+                entry["error"] = record.error
             with open(state.config.request_log, "ab") as log:
-                log.write(line + b"\n")
+                log.write(dumps(entry) + b"\n")
+
+
+_ERROR_BYTES = 4096
+"""How much of an error answer's body the access log reads for its message."""
+
+
+def _error_text(body: bytes | bytearray) -> str | None:
+    """The envelope's `error.message`, or None when the body is not an error envelope."""
+    try:
+        parsed = loads(bytes(body))
+    except ValueError:
+        return None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return str(error.get("message")) if isinstance(error, dict) else None
 
 
 async def _on_api_error(request: Request, exc: Exception) -> Response:

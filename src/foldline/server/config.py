@@ -34,6 +34,10 @@ class ServerConfig:
     """A larger body is a 413 `request_too_large`, refused while it streams in (`guard`)."""
     max_media: int = 100
     prefill_allowed: bool = True
+    allow_consecutive_roles: bool = True
+    """The first-party API combines consecutive same-role messages into one turn instead of refusing
+    them (rule A3 is other providers' and the API's old behaviour); Claude Code sends such runs after
+    it compacts."""
     api_key: str | None = None
     """When set, every request must carry it in `x-api-key` (or `Authorization: Bearer`)."""
     allowed_hosts: tuple[str, ...] = ()
