@@ -39,10 +39,12 @@ from foldline.server.simulated.summary import items_of
 from foldline.server.testing import run_server
 from foldline.simulation import SimulationReport, quantile, simulate
 from foldline.testing import SimulatedProvider
+from foldline.tools import default_tools
+from foldline.tools.base import tool_specs
 
 MODEL = "claude-sonnet-4-5"
 TOOLS = [
-    {"name": n, "input_schema": {"type": "object"}} for n in ("Read", "Edit", "Bash", "Grep", "Glob", "Snip")
+    t for t in tool_specs(default_tools()) if t["name"] in ("Read", "Edit", "Bash", "Grep", "Glob", "Snip")
 ]
 
 
@@ -450,7 +452,7 @@ def test_without_the_reminder_or_the_tool_the_model_never_snips() -> None:
 
 @pytest.mark.anyio
 async def test_a_session_explores_reads_edits_and_runs_the_tests(tmp_path: Path) -> None:
-    report = await _run(tmp_path, "refactor", 16, seed=3)
+    report = await _run(tmp_path, "refactor", 16, seed=0)
     assert report.errors == []
     assert report.stopped is None
     assert report.turns_done == 16

@@ -106,8 +106,10 @@ class SimulatedConfig:
     """(cumulative share, rounds) anchors; between two anchors the count grows geometrically."""
     max_parallel_reads: int = 3
     """Most Read calls one round makes at once."""
-    bulky_result_chars: int = 4_000
-    """A tool-result message at least this long is one the model snips when told it may."""
+    bulky_result_chars: int = 2_000
+    """A tool-result message at least this long is one the model snips when told it may. Below the
+    output of the profiles' scripts (about 2,800 characters), so a result that states a planted fact
+    is as snippable as any other bulky output: the model's Snip knows nothing of facts."""
     max_snips: int = 12
     """Most messages one Snip call removes."""
     keep_recent_messages: int = 6

@@ -36,7 +36,8 @@ from typing import Any
 from foldline._types import Block
 from foldline.server.backend import BackendRequest, Reply, text_of
 from foldline.server.config import SimulatedConfig
-from foldline.server.simulated.summary import build_summary, items_of, requested_sections
+from foldline.server.simulated.summary import build_summary, items_of, summary_request
+from foldline.server.simulated.toolbox import Kind, Toolbox
 
 __all__ = ["SimulatedBackend", "draw_rounds"]
 
@@ -47,7 +48,13 @@ _QUESTION = re.compile(r"^\s*what (?:is|was) the ([\w' -]+?)\s*\?\s*$", re.IGNOR
 _STATEMENT = re.compile(r"\bthe ([\w' -]+?) is (\w[^\n]*?)\.(?=\s|$)", re.IGNORECASE)
 _RUN = re.compile(r"\bRun `([^`]+)`")
 _PATH_WORD = re.compile(r"[\w./-]+\.(?:py|md|log|csv|toml|txt|json|cfg|ini|yaml|yml)\b")
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+_IDENTIFIER = re.compile(
+    r"`([^`\s]+)`|\b([A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*|[A-Za-z_]\w*\.[A-Za-z_]\w*(?:\(\))?|[A-Za-z]+\d\w*)\b"
+)
+"""Words that are code, whatever the sentence: `backticked`, snake_case, camelCase, dotted.name, x2."""
+_SENTENCE_START = re.compile(r"(?:^|[.?!;:]\s+|\n)\s*([A-Za-z]+)")
+_TURN_ID = re.compile(r"\s*\(turn \d+\)\s*$")
 _CHANGE = re.compile(
     r"\b(add|fix|write|document|tidy|comment|move|wire|rename|implement|update|change|refactor)\b", re.I
 )
@@ -60,7 +67,10 @@ _STOP = frozenset(
     "still pass passes passing whether anything rest them they same some more most only also just "
     "test tests suite write rename nothing across package imports review keep tidy entry changes "
     "explain interact behaviour behavior investigate reproduce compare group public function functions "
-    "read search codebase find look run fix what fail fails failing".split()
+    "read search codebase find look run fix what fail fails failing "
+    "the and for but not all any can how why its our you are was has did get set use one two "
+    "per via too out now yet who whom whose may might should would could will shall into onto "
+    "grep move after before turn where here again please thanks".split()
 )
 _NOTE = re.compile(r"(?:[\w ]+:\s*)?\bthe [\w' -]+? is \w[^\n]*?\.(?=\s|$)", re.IGNORECASE)
 _ASKS = re.compile(r"\?\s*$|^\s*(how|why|where|what|which|does|is|can)\b", re.IGNORECASE)
@@ -125,23 +135,41 @@ class _Turn:
     position: int
     calls: list[_Call] = field(default_factory=list)
     rounds: int = 0
+    rereads: int = 0
+    """Rounds that only read again files whose earlier listing had been cleared: extra work that
+    lost information costs, not counted against the turn's planned rounds."""
     reminders: str = ""
 
     def read_listing(self, path: str) -> str | None:
         """The latest complete Read listing of `path` in this turn, if no edit followed it."""
         for call in reversed(self.calls):
-            if call.input.get("file_path") != path:
+            if not _same_path(call.input.get("file_path"), path):
                 continue
             if call.name in ("Edit", "Write"):
                 return None
             if call.name == "Read" and call.result is not None and not call.is_error:
                 if "offset" in call.input or "limit" in call.input or "more lines; continue" in call.result:
                     return None
+                if _cleared(call.result):
+                    return None
                 return call.result
         return None
 
     def done(self, name: str, path: str) -> bool:
-        return any(c.name == name and c.input.get("file_path") == path for c in self.calls)
+        return any(c.name == name and _same_path(c.input.get("file_path"), path) for c in self.calls)
+
+    def lost_reads(self) -> list[str]:
+        """Files read in full this turn whose listing was cleared since and not read again."""
+        lost: dict[str, None] = {}
+        for call in self.calls:
+            path = str(call.input.get("file_path", ""))
+            if call.name != "Read" or call.result is None or "offset" in call.input:
+                continue
+            if _cleared(call.result):
+                lost[_path_key(path)] = None
+            else:
+                lost.pop(_path_key(path), None)
+        return list(lost)
 
     @property
     def command(self) -> str | None:
@@ -154,8 +182,9 @@ class _Turn:
         return self.command is not None and call.name == "Bash" and call.input.get("command") == self.command
 
 
-def _read_turn(messages: Sequence[dict[str, Any]]) -> _Turn | None:
-    """The current turn: the last user message with typed text and everything after it."""
+def _read_turn(messages: Sequence[dict[str, Any]], tools: Toolbox) -> _Turn | None:
+    """The current turn: the last user message with typed text and everything after it, its calls
+    read back into the model's own terms (`Toolbox.canonical`)."""
     start = None
     for index in range(len(messages) - 1, -1, -1):
         if _typed_text(messages[index]):
@@ -174,10 +203,21 @@ def _read_turn(messages: Sequence[dict[str, Any]]) -> _Turn | None:
             continue
         if message.get("role") == "assistant":
             uses = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+            read_before = {_path_key(str(c.input.get("file_path"))) for c in turn.calls if _full_read(c)}
+            calls = []
             for block in uses:
-                call = _Call(turn.rounds, str(block.get("name")), dict(block.get("input") or {}))
-                turn.calls.append(call)
+                name, tool_input = tools.canonical(str(block.get("name")), dict(block.get("input") or {}))
+                for key in ("file_path", "path"):
+                    if isinstance(tool_input.get(key), str):
+                        tool_input[key] = tools.relative(tool_input[key])
+                call = _Call(turn.rounds, name, tool_input)
+                calls.append(call)
                 by_id[str(block.get("id"))] = call
+            turn.calls += calls
+            if calls and all(
+                _full_read(c) and _path_key(str(c.input.get("file_path"))) in read_before for c in calls
+            ):
+                turn.rereads += 1
             turn.rounds += 1 if uses else 0
         else:
             for block in content:
@@ -189,24 +229,55 @@ def _read_turn(messages: Sequence[dict[str, Any]]) -> _Turn | None:
     return turn
 
 
+def _path_key(path: object) -> str:
+    text = str(path)
+    return text[2:] if text.startswith("./") else text
+
+
+def _same_path(a: object, b: object) -> bool:
+    return a is not None and b is not None and _path_key(a) == _path_key(b)
+
+
+def _full_read(call: _Call) -> bool:
+    return call.name == "Read" and "offset" not in call.input and "limit" not in call.input
+
+
+_CLEARED = re.compile(r"\b(cleared|removed|omitted|masked|pruned|elided|truncated away)\b", re.I)
+_CLEARED_CHARS = 300
+"""A tool result this short that says it was cleared is a placeholder, not the file."""
+
+
+def _cleared(result: str) -> bool:
+    """Whether a tool result is a placeholder left where a strategy cleared the real one."""
+    return len(result) <= _CLEARED_CHARS and bool(_CLEARED.search(result)) and not _listing_lines(result)
+
+
+_PATHLIKE = re.compile(r"^(?:/|\./)?[\w.-]+(?:/[\w.-]+)*\.[A-Za-z][A-Za-z0-9]{0,5}$")
+"""A file path with an extension, as search results list them (`src/x.py`, `/abs/x.py`, `./x.py`)."""
+
+
 def _paths_in(text: str) -> list[str]:
-    """Absolute paths a Glob or Grep result lists (one per line; `path:line:text` for content matches)."""
+    """The file paths a search result lists (one per line; `path:line:text` for content matches)."""
     out = []
     for line in text.splitlines():
-        if not line.startswith(("/", "./", "src/", "tests/", "docs/")):
-            continue
         head = line.split(":", 1)[0].strip()
-        if " " not in head and PurePosixPath(head).suffix:
+        if _PATHLIKE.match(head):
             out.append(head)
     return out
 
 
+_NUMBERED = re.compile(r"^\s*\d+(?:\t|\u2192|\| |: )")
+"""A numbered listing line: `cat -n` (`  12\tcode`), Claude Code's (`  12\u2192code`), opencode's
+(`00012| code` or `12: code`)."""
+
+
 def _listing_lines(listing: str) -> list[str]:
+    """The file lines of a Read listing, without their numbers."""
     lines = []
     for line in listing.splitlines():
-        number, tab, rest = line.partition("\t")
-        if tab and number.strip().isdigit():
-            lines.append(rest)
+        match = _NUMBERED.match(line)
+        if match:
+            lines.append(line[match.end() :])
     return lines
 
 
@@ -238,27 +309,34 @@ class SimulatedBackend:
     def _content(self, request: BackendRequest) -> list[Block]:
         messages = request.messages
         last = _typed_text(messages[-1]) if messages else ""
-        sections = requested_sections(last) if last else []
-        if sections:
+        sections = summary_request(last) if last else None
+        if sections is not None:
             return [_text(build_summary(messages, last, sections, self.config))]
-        turn = _read_turn(messages)
+        tools = Toolbox.of(request.tools, messages, _request_texts(request))
+        turn = _read_turn(messages, tools)
         if turn is None:
             return [_text("There is nothing to answer yet: I see no request from you.")]
         question = _QUESTION.match(turn.prompt)
         if question:
             return [_text(self._recall(messages, turn.prompt_index, question.group(1), request))]
-        tools = {str(t.get("name")) for t in request.tools}
-        target = draw_rounds(_unit(self.seed, turn.prompt, turn.position), self.config.round_quantiles)
-        if _keywords(turn.prompt):
+        # The workload is the user's: drawn from the prompt alone (the simulated user never types the
+        # same prompt twice in a session), never from how much of the session the request still shows.
+        target = draw_rounds(_unit(self.seed, turn.prompt), self.config.round_quantiles)
+        if _keywords(turn.prompt) or _PATH_WORD.search(turn.prompt):
             # a request about the work gets at least a look at it; a question, a look and a read
             target = max(2 if _ASKS.search(turn.prompt) else 1, target)
         if turn.command is not None and "Bash" in tools:
             # "Run `cmd`": run it, then report; the output's incidental lines go unmentioned
             if turn.rounds == 0:
                 command = {"command": turn.command, "description": "Run the command you asked for"}
-                return [_text("Running it now."), _use("Bash", command)]
+                run = _render(tools, [_use("Bash", command)])
+                if run:
+                    return [_text("Running it now."), *run]
             return [_text(self._answer(turn))]
-        if tools and turn.rounds < target:
+        if tools.specs and turn.rounds - turn.rereads < target:
+            lost = self._reread(turn, tools)
+            if lost:
+                return lost
             snip = self._snip(messages, turn, tools)
             if snip is not None:
                 return snip
@@ -266,6 +344,13 @@ class SimulatedBackend:
             if blocks:
                 return blocks
         return [_text(self._answer(turn))]
+
+    def _reread(self, turn: _Turn, tools: Toolbox) -> list[Block]:
+        """Read again the files whose listing this turn needs but a strategy cleared: the work lost
+        information costs, the same whoever cleared it."""
+        lost = turn.lost_reads()[: self.config.max_parallel_reads]
+        calls = _render(tools, [_use("Read", {"file_path": path}) for path in lost])
+        return [_text("That output is gone from my context; reading it again."), *calls] if calls else []
 
     def _recall(
         self, messages: Sequence[dict[str, Any]], at: int, subject: str, request: BackendRequest
@@ -289,7 +374,7 @@ class SimulatedBackend:
             )
         return f"The {subject} is {value}."
 
-    def _snip(self, messages: Sequence[dict[str, Any]], turn: _Turn, tools: set[str]) -> list[Block] | None:
+    def _snip(self, messages: Sequence[dict[str, Any]], turn: _Turn, tools: Toolbox) -> list[Block] | None:
         """A Snip call over old bulky tool-result messages, when a reminder in this turn allows it."""
         if "Snip" not in tools or "Snip tool" not in turn.reminders:
             return None
@@ -314,18 +399,20 @@ class SimulatedBackend:
                 break
         if not ids:
             return None
-        ids = ids[: self.config.max_snips]
+        calls = _render(tools, [_use("Snip", {"ids": ids[: self.config.max_snips]})])
+        if not calls:
+            return None
         return [
             _text("Some earlier tool output is bulky and no longer needed; removing it from the context."),
-            {"type": "tool_use", "name": "Snip", "input": {"ids": ids}},
+            *calls,
         ]
 
-    def _round(self, turn: _Turn, tools: set[str], target: int) -> list[Block]:
+    def _round(self, turn: _Turn, tools: Toolbox, target: int) -> list[Block]:
         """The tool calls of round `turn.rounds` (empty when nothing sensible is left to do)."""
-        k = turn.rounds
+        k = turn.rounds - turn.rereads  # a re-read round is extra work, not progress through the plan
         prompt = turn.prompt
         change = bool(_CHANGE.search(prompt))
-        pick = _hash(self.seed, prompt, turn.position, k)
+        pick = _hash(self.seed, prompt, k)
         phases: list[str] = []
         if k == 0:
             phases = ["explore"]
@@ -341,7 +428,9 @@ class SimulatedBackend:
                 "grep",
             ]
             if k == target - 1 and k >= 3:
-                phases = ["test", "edit", "read"]
+                # the last round of a change: make it if it is not made yet, else check it
+                edited = any(c.name == "Edit" and not c.is_error for c in turn.calls)
+                phases = ["test", "edit", "read"] if edited else ["edit", "test", "read"]
             else:
                 phases = [cycle[(k - 1) % len(cycle)], "edit", "read", "grep", "explore"]
         else:
@@ -356,7 +445,7 @@ class SimulatedBackend:
             first = "read" if k == 1 else cycle[(k - 1 + pick % 3) % len(cycle)]  # read what was found
             phases = [first, "read", "grep", "explore"]
         for phase in phases:
-            blocks = self._phase(phase, turn, tools, pick)
+            blocks = _render(tools, self._phase(phase, turn, tools, pick))
             if blocks:
                 lead = _NARRATION[phase][pick % len(_NARRATION[phase])]
                 return [_text(self._observations(turn) + lead), *blocks]
@@ -388,25 +477,11 @@ class SimulatedBackend:
         head = "Here is what the results show:" if final else "What I see so far:"
         return f"{head}\n" + "\n".join(seen) + "\n\n"
 
-    def _phase(self, phase: str, turn: _Turn, tools: set[str], pick: int) -> list[Block]:
+    def _phase(self, phase: str, turn: _Turn, tools: Toolbox, pick: int) -> list[_Planned]:
         words = _keywords(turn.prompt)
         mentioned = _PATH_WORD.findall(turn.prompt)
         if phase == "explore":
-            calls: list[Block] = []
-            named = [w for w in words if w.islower() and len(w) > 4]
-            if mentioned and "Read" in tools:
-                reads = mentioned[: self.config.max_parallel_reads]
-                calls += [_use("Read", self._read_input(p, pick)) for p in reads]
-            elif "Bash" in tools and pick % 4:
-                name = f"*{named[0]}*" if named else "*.py"  # the first content word: the subject
-                command = f"find . -name '{name}' -not -path '*/.*' | sort | head -n 40"
-                calls.append(_use("Bash", {"command": command, "description": "Find the relevant files"}))
-            elif "Glob" in tools:
-                pattern = f"**/*{named[0]}*" if named else "src/**/*.py"
-                calls.append(_use("Glob", {"pattern": pattern}))
-            if "Grep" in tools and words and pick % 4 == 0:
-                calls.append(_use("Grep", {"pattern": words[pick % len(words)], "glob": "*.py", "-i": True}))
-            return calls
+            return self._explore(turn, tools, pick, words, mentioned)
         if phase == "read" and "Read" in tools:
             paths = self._candidates(turn, words, mentioned)
             count = 1 + pick % self.config.max_parallel_reads
@@ -452,6 +527,34 @@ class SimulatedBackend:
             return [_use("Write", {"file_path": path, "content": body})]
         return []
 
+    def _explore(
+        self, turn: _Turn, tools: Toolbox, pick: int, words: list[str], mentioned: list[str]
+    ) -> list[_Planned]:
+        """The first round: read the files the prompt names, search for the thing a question names,
+        or look for the files the prompt's subject suggests."""
+        calls: list[_Planned] = []
+        named = [w for w in words if w.islower() and len(w) > 4]
+        if mentioned and "Read" in tools:
+            reads = mentioned[: self.config.max_parallel_reads]
+            calls += [_use("Read", self._read_input(p, pick)) for p in reads]
+        elif words and _ASKS.search(turn.prompt) and ("Grep" in tools or "Bash" in tools):
+            # a question about something: search the code for the thing it names, not for its verbs
+            word = words[0]
+            if "Grep" in tools:
+                return [_use("Grep", {"pattern": rf"\b{re.escape(word)}\b", "output_mode": "content"})]
+            command = f"grep -rnw -- {_shell_quote(word)} . | head -n 40"
+            return [_use("Bash", {"command": command, "description": f"Find {word}"})]
+        elif "Bash" in tools and pick % 4:
+            name = f"*{named[0]}*" if named else "*.py"  # the first content word: the subject
+            command = f"find . -name '{name}' -not -path '*/.*' | sort | head -n 40"
+            calls.append(_use("Bash", {"command": command, "description": "Find the relevant files"}))
+        elif "Glob" in tools:
+            pattern = f"**/*{named[0]}*" if named else "**/*.py"
+            calls.append(_use("Glob", {"pattern": pattern}))
+        if "Grep" in tools and words and pick % 4 == 0:
+            calls.append(_use("Grep", {"pattern": words[pick % len(words)], "glob": "*.py", "-i": True}))
+        return calls
+
     def _read_input(self, path: str, pick: int) -> dict[str, Any]:
         if path.endswith((".log", ".csv")):
             if _unit(pick, "full") < self.config.full_log_read_share:
@@ -473,7 +576,7 @@ class SimulatedBackend:
         ranked += _ranked([p for p in found if p.endswith(_TEXT_EXT) or hits_any(p, lowered)], lowered)
         return [p for p in dict.fromkeys(ranked) if not turn.done("Read", p)]
 
-    def _logs(self, turn: _Turn, tools: set[str], pick: int, mentioned: list[str]) -> list[Block]:
+    def _logs(self, turn: _Turn, tools: Toolbox, pick: int, mentioned: list[str]) -> list[_Planned]:
         logs = [p for p in mentioned if p.endswith(".log")] or ["logs/worker.log"]
         log = logs[pick % len(logs)]
         choice = pick % 5
@@ -507,7 +610,7 @@ class SimulatedBackend:
             return [_use("Bash", {"command": commands[pick % 3], "description": "Search the logs"})]
         return []
 
-    def _edit(self, turn: _Turn, pick: int) -> list[Block]:
+    def _edit(self, turn: _Turn, pick: int) -> list[_Planned]:
         """An Edit whose old_string is a unique line of a file read in full this turn."""
         for call in reversed(turn.calls):
             path = str(call.input.get("file_path", ""))
@@ -569,6 +672,12 @@ class SimulatedBackend:
             )
             shown = ", ".join(PurePosixPath(p).name for p in found[:6]) or "nothing matching"
             parts.append(f"I searched the workspace ({len(searches)} searches) and found {shown}.")
+        words = _keywords(turn.prompt)
+        if words and _ASKS.search(turn.prompt):
+            where = _where_named(words[0], searches)
+            if where is not None:
+                shown = ", ".join(PurePosixPath(p).name for p in where[:8])
+                parts.append(f"`{words[0]}` appears in {shown}." if where else f"I found no `{words[0]}`.")
         finding = self._finding(turn)
         if finding:
             parts.append(finding)
@@ -614,6 +723,19 @@ class SimulatedBackend:
         return ""
 
 
+def _where_named(word: str, searches: Sequence[_Call]) -> list[str] | None:
+    """The files this turn's search for `word` found it in (None when the turn did not search for it)."""
+    pattern, command = rf"\b{re.escape(word)}\b", f"grep -rnw -- {_shell_quote(word)} "
+    hits = [
+        c
+        for c in searches
+        if c.input.get("pattern") == pattern or str(c.input.get("command", "")).startswith(command)
+    ]
+    if not hits:
+        return None
+    return list(dict.fromkeys(p for c in hits for p in _paths_in(c.result or "")))
+
+
 def _ranked(paths: list[str], words: list[str]) -> list[str]:
     """`paths`, those naming more of `words` (lowercase) first, then sources before tests and docs."""
 
@@ -632,18 +754,55 @@ def hits_any(path: str, words: list[str]) -> bool:
 
 
 def _keywords(prompt: str) -> list[str]:
-    """The prompt's content words, in order, without duplicates, common words or stated facts."""
-    task = _NOTE.sub("", prompt)
-    words = [w for w in _WORD.findall(task) if w.lower() not in _STOP]
-    return list(dict.fromkeys(words))
+    """The prompt's search terms, in order, without duplicates: the identifiers it names first (code
+    words, whatever their position), then its other content words, leaving out common words, stated
+    facts, verb forms (`defined`, `tested`) and the verb a sentence starts with ("Add ...", "Grep ...")."""
+    task = _TURN_ID.sub("", _NOTE.sub("", prompt))
+    identifiers = [a or b for a, b in _IDENTIFIER.findall(task)]
+    identifiers = [w for w in identifiers if not _PATH_WORD.fullmatch(w)]
+    task = _PATH_WORD.sub(" ", task)  # a path is read, not searched for
+    starts = {m.start(1) for m in _SENTENCE_START.finditer(task)}
+    words = []
+    for match in _WORD.finditer(task):
+        word = match.group()
+        lowered = word.lower()
+        if lowered in _STOP or match.start() in starts:
+            continue
+        if lowered.endswith("ed") and len(lowered) > 4 and "_" not in word:
+            continue  # a verb form says what to do with the thing, not what the thing is
+        words.append(word)
+    return list(dict.fromkeys([*identifiers, *words]))
+
+
+def _shell_quote(word: str) -> str:
+    return "'" + word.replace("'", "'\\''") + "'"
 
 
 def _text(text: str) -> Block:
     return {"type": "text", "text": text}
 
 
-def _use(name: str, tool_input: dict[str, Any]) -> Block:
-    return {"type": "tool_use", "name": name, "input": tool_input}
+_Planned = tuple[Kind, dict[str, Any]]
+"""A call the model plans, in its own terms (foldline's tool and parameter names)."""
+
+
+def _use(kind: Kind, tool_input: dict[str, Any]) -> _Planned:
+    """A call in the model's own terms, rendered for the offered tools by `_render`."""
+    return kind, tool_input
+
+
+def _render(tools: Toolbox, calls: Sequence[_Planned]) -> list[Block]:
+    """`calls` in the offered tools' own names and parameters (those the tools cannot take dropped)."""
+    return [block for kind, tool_input in calls if (block := tools.use(kind, tool_input)) is not None]
+
+
+def _request_texts(request: BackendRequest) -> list[str]:
+    """Where a request states its working directory: the system prompt, then the users' texts."""
+    texts = [request.system_text()]
+    for message in request.messages:
+        if message.get("role") == "user":
+            texts += _text_blocks(message)
+    return texts
 
 
 _NARRATION: dict[str, tuple[str, ...]] = {

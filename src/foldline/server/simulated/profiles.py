@@ -12,6 +12,10 @@ A profile names two things, both a pure function of the seed:
   passing ("the stress test seed is 48213."), and asks for it much later: a fact only a tool
   result ever held, which masking or clearing old results can lose (`output_facts_for`).
 
+No prompt is typed twice in a session (a repeated request says which turn it is): the model draws
+each turn's workload from the prompt's text alone, so the prompt is the turn's id and the work a
+session asks for is the user's, whatever a strategy left visible.
+
 Profiles: `feature` (a long feature build), `debug` (a debugging hunt through huge logs),
 `refactor` (changes across many files), `swe` (SWE-agent-like: reading and running dominate, tool
 results are about 80% of the tokens). The model never reads this module: it acts on the request
@@ -355,4 +359,11 @@ def user_prompts(profile: str, turns: int, seed: int, *, output_facts: bool = Fa
     for fact, at in zip(facts, asked, strict=False):
         if at > stated[facts.index(fact)] and at not in stated:
             prompts[at] = fact.question
+    typed: set[str] = set()
+    for turn, prompt in enumerate(prompts):
+        if prompt in typed:
+            # The model draws a turn's workload from its prompt alone, so every prompt of a session is
+            # its own: a request typed again says which turn it is.
+            prompts[turn] = f"{prompt} (turn {turn + 1})"
+        typed.add(prompts[turn])
     return prompts

@@ -1,15 +1,30 @@
-"""Extractive summaries: how the simulated model answers a compaction request.
+"""Extractive summaries: how the simulated model answers a compaction request, in any wording.
 
-A compaction instruction (AutoCompact's summary prompt, the ctx-agent's span prompt) asks for
-sections as `## Title` lines after a lead sentence that mentions sections. The answer has exactly
-those headings, in order, each followed by lines copied from the request itself. Nothing is
-invented: every body line is a substring of a text the request carries (a text block, a tool
-result, a tool call's string input), which is what lets a test prove that a summary holds only
-what the request held, and what makes planted facts survive compaction exactly when the
-request still showed them.
+A summary request is recognised by what it asks (`summary_request`): to summarize or condense the
+conversation, the session or the work so far, or to write a prompt for continuing it, whatever the
+words (foldline's AutoCompact and ctx-agent prompts, opencode's, OpenHands', Claude Code's, or a bare
+"Summarize the conversation so far"). The sections it asks for (`## Title` headings, numbered items,
+`UPPER_CASE:` keys) shape only the layout of the answer.
 
-The request is read generically (no import of the client's prompt module: the server shares no
-code with the side that builds requests), so any instruction of that shape gets a usable answer.
+What the answer keeps is decided from the content alone, never from the section titles, their order
+or their number (`kept_lines`):
+
+- every plain statement anyone made ("the staging port is 6543."): in what the user typed, in an
+  assistant's text, in a tool result's line that is one plain statement, in a previous summary or a
+  folded span (they are text like any other, so recursive summaries carry facts forward), the most
+  recent ones first when there are too many;
+- what the user asked: the first prompt and the most recent ones;
+- what the work touched: tool calls' inputs (paths, commands, patterns), error lines of results;
+- what the assistant said last, and the first line of its earlier answers.
+
+The kept lines are then laid out under the requested headings by how well each group fits a title;
+a group that fits none goes under the last one. Nothing is invented: every body line is a substring
+of a text the request carries, which is what lets a test prove that a summary holds only what the
+request held, and what makes planted facts survive compaction exactly when the request still showed
+them.
+
+The request is read generically (no import of the client's prompt module: the server shares no code
+with the side that builds requests).
 """
 
 from __future__ import annotations
@@ -22,9 +37,8 @@ from typing import Any
 from foldline.server.backend import text_of
 from foldline.server.config import SimulatedConfig
 
-__all__ = ["Item", "build_summary", "items_of", "requested_sections", "span_bounds"]
+__all__ = ["Item", "build_summary", "items_of", "kept_lines", "span_bounds", "summary_request"]
 
-_HEADING = re.compile(r"^## (.+?)\s*$")
 _TAG = re.compile(r"\[id:([0-9a-z]+)\]")
 _TAG_BLOCK = re.compile(r"^\s*(?:\[id:[0-9a-z]+\]\s*)+$")
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
@@ -34,20 +48,42 @@ _FACT_LINE = re.compile(r"^the [\w' -]+? is \S+\.$", re.IGNORECASE)
 """A tool-output line that is one plain statement ("the stress test seed is 48213."): kept as a fact."""
 _ERROR = re.compile(r"error|fail|traceback|exception", re.IGNORECASE)
 
+_ASK = re.compile(
+    r"\b(summar\w*|recap\w*|condens\w*|compact\w*|distill\w*)\b[^.?!\n]{0,80}?"
+    r"\b(conversation|so far|above|history|session|context|thread|transcript|events?|span|messages|"
+    r"discussion|work|progress|part)\b"
+    r"|\b(conversation|session|events?|history|work so far)\b[^.?!\n]{0,60}?\b(summar\w*|condens\w*)\b"
+    r"|\bprompt for continu\w+\b"
+    r"|\b(?:previous|prior|running|state|updated?)\s+summary\b"
+    r"|\bcontinu\w+ (?:our|the|this) (?:conversation|session|work)\b[^.?!\n]{0,40}?\bsummar\w*",
+    re.IGNORECASE,
+)
+"""What a summary request asks for, in any of the wordings agents use."""
+_MD_HEADING = re.compile(r"^\s*#{1,4}\s+(.+?)\s*#*\s*$")
+_NUMBERED = re.compile(r"^\s*(\d{1,2})[.)]\s+\**([A-Z][^:*\n]{1,60}?)\**\s*(?::|$)")
+_KEY = re.compile(r"^\s*([A-Z][A-Z_ ]{2,40}[A-Z]):")
+_SUMMARY_TAGS = re.compile(r"<summary>", re.IGNORECASE)
+
+
+def summary_request(prompt: str) -> list[str] | None:
+    """The section titles a summary request asks for ([] when it asks for none), or None when
+    `prompt` is no summary request."""
+    if not _ASK.search(prompt):
+        return None
+    return requested_sections(prompt)
+
 
 def requested_sections(prompt: str) -> list[str]:
-    """The `## Title` lines that follow the first line mentioning sections ([] when none)."""
+    """The sections `prompt` lists, in order: markdown headings, else numbered items, else
+    `UPPER_CASE:` keys ([] when it lists none)."""
     lines = prompt.splitlines()
-    for i, line in enumerate(lines):
-        if "section" not in line.lower():
-            continue
-        titles: list[str] = []
-        for after in lines[i + 1 :]:
-            match = _HEADING.match(after)
-            if match:
-                titles.append(match.group(1))
-            elif titles or after.strip():
-                break
+    for pattern, group in ((_MD_HEADING, 1), (_NUMBERED, 2), (_KEY, 1)):
+        titles = [m.group(group).strip() for line in lines if (m := pattern.match(line))]
+        if pattern is _NUMBERED:
+            numbers = [int(m.group(1)) for line in lines if (m := pattern.match(line))]
+            if numbers[:1] != [1]:
+                continue  # a numbered list of sections starts at 1
+        titles = list(dict.fromkeys(t for t in titles if t))
         if titles:
             return titles
     return []
@@ -130,62 +166,119 @@ def _sentences(text: str) -> Iterator[str]:
             yield sentence
 
 
-def _pick(title: str, items: list[Item], config: SimulatedConfig) -> list[str]:
-    """The lines for one section, by what its title asks for."""
-    name = title.lower()
+_GROUPS: dict[str, frozenset[str]] = {
+    "facts": frozenset(
+        "fact facts concept concepts key keep knowledge discover discoveries discovered note notes "
+        "information technical remember context details state".split()
+    ),
+    "requests": frozenset(
+        "user users request requests intent goal goals task tasks instruction instructions message "
+        "messages ask asked primary requirements".split()
+    ),
+    "files": frozenset("file files code sections directory directories relevant changes paths".split()),
+    "errors": frozenset(
+        "error errors fix fixes problem problems issue issues failure failures tests".split()
+    ),
+    "recent": frozenset(
+        "current work progress outcome status accomplished completed done next pending step steps".split()
+    ),
+    "answers": frozenset("solving approach decision decisions findings result results summary".split()),
+}
+"""The words of a section title that each group of kept lines fits (layout only: what is kept does
+not depend on them)."""
+
+
+def kept_lines(items: Sequence[Item], config: SimulatedConfig) -> dict[str, list[str]]:
+    """The lines a summary keeps, by group, decided from the content alone (see the module docstring).
+
+    Every group has its own cap, from `config`, independent of how many sections are asked for.
+    """
     width = config.summary_line_chars
+    cap = config.summary_lines_per_section
     prompts = [i for i in items if i.kind == "prompt"]
     answers = [i for i in items if i.kind == "assistant"]
-    out: list[str] = []
-    if "user" in name:
-        out = [line for i in prompts for line in list(_lines(i.text, width))[:2]]
-    elif "fact" in name or "concept" in name:
-        out = [s for i in prompts for s in _sentences(i.text) if _FACT.search(s)]
-        out += [
-            line
-            for i in items
-            if i.kind == "result"
-            for line in _lines(i.text, width)
-            if _FACT_LINE.match(line)
-        ]
-        out += [line for i in answers[-3:] for line in _lines(i.text, width)][:4]
-    elif "request" in name or "intent" in name or name == "task":
-        out = [line for i in prompts[:1] + prompts[-1:] for line in _lines(i.text, width)]
-    elif "file" in name:
-        out = [line for i in items if i.kind == "input" for line in list(_lines(i.text, width))[:1]]
-    elif "error" in name:
-        out = [
-            line for i in items if i.kind == "result" for line in _lines(i.text, width) if _ERROR.search(line)
-        ]
-    elif "pending" in name or "next" in name:
-        out = [line for i in prompts[-1:] for line in _lines(i.text, width)]
-    elif "current" in name or "outcome" in name:
-        out = [line for i in answers[-3:] for line in _lines(i.text, width)]
-    else:
-        out = [line for i in answers for line in list(_lines(i.text, width))[:1]]
-    unique = list(dict.fromkeys(out))
-    return (
-        unique[-config.summary_lines_per_section :]
-        if "current" in name
-        else unique[: config.summary_lines_per_section]
-    )
+    facts: list[str] = []
+    for item in items:
+        if item.kind == "result":
+            facts += [line for line in _lines(item.text, width) if _FACT_LINE.match(line)]
+        elif item.kind in ("prompt", "assistant"):
+            facts += [s[:width] for s in _sentences(item.text) if _FACT.search(s)]
+    facts = list(dict.fromkeys(reversed(facts)))[:cap][::-1]  # the most recent statements win
+    asked = prompts[:1] + prompts[1:][-(cap // 2 - 1) :] if len(prompts) > 1 else prompts
+    requests = [line for i in asked for line in list(_lines(i.text, width))[:2]]
+    files = [line for i in items if i.kind == "input" for line in list(_lines(i.text, width))[:1]]
+    errors = [
+        line for i in items if i.kind == "result" for line in _lines(i.text, width) if _ERROR.search(line)
+    ]
+    recent = [line for i in answers[-3:] for line in _lines(i.text, width)]
+    earlier = [line for i in answers for line in list(_lines(i.text, width))[:1]]
+    groups = {
+        "facts": facts,
+        "requests": requests,
+        "files": files,
+        "errors": errors,
+        "recent": recent[-cap:],
+        "answers": earlier,
+    }
+    return {
+        name: list(dict.fromkeys(lines))[:cap] if name != "recent" else lines
+        for name, lines in groups.items()
+    }
+
+
+def _title_words(title: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[A-Za-z]+", title)}
+
+
+def _layout(sections: Sequence[str]) -> dict[str, int]:
+    """Which section each group goes under: the one whose title fits it best, else the last."""
+    where: dict[str, int] = {}
+    for group, words in _GROUPS.items():
+        fits = [len(_title_words(t) & words) for t in sections]
+        best = max(fits, default=0)
+        where[group] = fits.index(best) if best > 0 else len(sections) - 1
+    return where
 
 
 def build_summary(
     messages: Sequence[dict[str, Any]], instruction: str, sections: Sequence[str], config: SimulatedConfig
 ) -> str:
-    """The summary reply: each requested `## Title`, then lines copied from the request's own text.
+    """The summary reply: the kept lines (`kept_lines`), under each requested `## Title` when any.
 
     Args:
         messages: The request's messages; the last one carries the instruction.
-        instruction: The instruction's text (its `[id:...]` tags bound a span summary).
-        sections: The titles the instruction asks for, in order.
-        config: Line and section limits.
+        instruction: The instruction's text (its `[id:...]` tags bound a span summary; statements in
+            it, such as a summarizer's embedded events or the user's own notes, count as content).
+        sections: The titles the instruction asks for, in order (may be empty).
+        config: Line limits.
     """
     start, stop = span_bounds(messages, instruction)
     items = [i for i in items_of(messages[start:stop]) if i.text.strip()]
-    parts = []
-    for title in sections:
-        body = _pick(title, items, config)
-        parts.append(f"## {title}\n" + "\n".join(body))
-    return "\n\n".join(parts) + "\n"
+    items += [
+        Item(len(messages) - 1, "prompt", s)
+        for s in _sentences(instruction)
+        if _FACT.search(s) and not _TAG.search(s)
+    ]
+    groups = kept_lines(items, config)
+    seen: set[str] = set()
+
+    def fresh(lines: Sequence[str]) -> list[str]:
+        # each line once; a quoted heading (of a previous summary) is layout, not content
+        out = [line for line in dict.fromkeys(lines) if line not in seen and not line.startswith("#")]
+        seen.update(out)
+        return out
+
+    if sections:
+        where = _layout(sections)
+        bodies: list[list[str]] = [[] for _ in sections]
+        for group, lines in groups.items():
+            bodies[where[group]] += lines
+        parts = [
+            f"## {title}\n" + "\n".join(fresh(body)) for title, body in zip(sections, bodies, strict=True)
+        ]
+        text = "\n\n".join(parts) + "\n"
+    else:
+        text = "\n".join(fresh([line for body in groups.values() for line in body])) + "\n"
+    if _SUMMARY_TAGS.search(instruction):
+        text = f"<summary>\n{text}</summary>\n"
+    return text

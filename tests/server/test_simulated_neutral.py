@@ -1,0 +1,653 @@
+"""The simulated model is agent-neutral: it acts on whatever tools a request offers, read from their
+names and schemas (Claude Code's, opencode's, foldline's own), and its search terms are the code the
+prompt names, not its verbs."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import subprocess
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from foldline.config import Config, TranscriptConfig
+from foldline.server.backend import BackendRequest
+from foldline.server.simulated import SimulatedBackend, generate_workspace, output_facts_for
+from foldline.server.simulated.toolbox import Toolbox, working_directory
+from foldline.session import Session
+from foldline.testing import SimulatedProvider
+from foldline.tools import default_tools
+from foldline.tools.base import tool_specs
+
+MODEL = "claude-sonnet-4-5"
+
+
+def _tool(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": description,
+        "input_schema": {"type": "object", "properties": props, "required": required},
+    }
+
+
+def _s(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def _n(description: str) -> dict[str, Any]:
+    return {"type": "number", "description": description}
+
+
+CLAUDE_CODE_LIKE = [
+    _tool(
+        "Task",
+        "Launch a new agent to handle complex, multi-step tasks autonomously.",
+        {"description": _s("A short description"), "prompt": _s("The task"), "subagent_type": _s("Agent")},
+        ["description", "prompt", "subagent_type"],
+    ),
+    _tool(
+        "Bash",
+        "Executes a given bash command in a persistent shell session with optional timeout.",
+        {"command": _s("The command to execute"), "timeout": _n("Timeout in ms"), "description": _s("What")},
+        ["command"],
+    ),
+    _tool(
+        "Glob",
+        "Fast file pattern matching tool that works with any codebase size.",
+        {"pattern": _s("The glob pattern to match files against"), "path": _s("The directory to search in")},
+        ["pattern"],
+    ),
+    _tool(
+        "Grep",
+        "A powerful search tool built on ripgrep. Supports full regex syntax. Filter files with glob.",
+        {
+            "pattern": _s("The regular expression pattern to search for in file contents"),
+            "path": _s("File or directory to search in. Defaults to current working directory."),
+            "glob": _s("Glob pattern to filter files"),
+            "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"]},
+            "-i": {"type": "boolean", "description": "Case insensitive search"},
+            "-n": {"type": "boolean", "description": "Show line numbers"},
+            "head_limit": _n("Limit output to first N lines/entries"),
+        },
+        ["pattern"],
+    ),
+    _tool(
+        "Read",
+        "Reads a file from the local filesystem. The file_path parameter must be an absolute path.",
+        {
+            "file_path": _s("The absolute path to the file to read"),
+            "offset": _n("The line number to start reading from"),
+            "limit": _n("The number of lines to read"),
+        },
+        ["file_path"],
+    ),
+    _tool(
+        "Edit",
+        "Performs exact string replacements in files. You must use your Read tool first.",
+        {
+            "file_path": _s("The absolute path to the file to modify"),
+            "old_string": _s("The text to replace"),
+            "new_string": _s("The text to replace it with"),
+            "replace_all": {"type": "boolean", "description": "Replace all occurrences"},
+        },
+        ["file_path", "old_string", "new_string"],
+    ),
+    _tool(
+        "Write",
+        "Writes a file to the local filesystem, overwriting it if there is one.",
+        {"file_path": _s("The absolute path to the file to write"), "content": _s("The content to write")},
+        ["file_path", "content"],
+    ),
+    _tool(
+        "TodoWrite",
+        "Create and manage a structured task list for your current coding session.",
+        {"todos": {"type": "array", "items": {"type": "object"}}},
+        ["todos"],
+    ),
+    _tool(
+        "BashOutput",
+        "Retrieves output from a running or completed background bash shell.",
+        {"bash_id": _s("The ID of the background shell")},
+        ["bash_id"],
+    ),
+    _tool(
+        "WebFetch",
+        "Fetches content from a specified URL and processes it.",
+        {"url": _s("The URL"), "prompt": _s("What to extract")},
+        ["url", "prompt"],
+    ),
+]
+
+OPENCODE_LIKE = [
+    _tool(
+        "bash",
+        "Executes a given bash command in a persistent shell session.",
+        {
+            "command": _s("The command to execute"),
+            "timeout": _n("Optional timeout in milliseconds"),
+            "description": _s("Clear, concise description of what this command does in 5-10 words"),
+        },
+        ["command", "description"],
+    ),
+    _tool(
+        "edit",
+        "Performs exact string replacements in files. The filePath must be an absolute path.",
+        {
+            "filePath": _s("The absolute path to the file to modify"),
+            "oldString": _s("The text to replace"),
+            "newString": _s("The text to replace it with (must be different from oldString)"),
+            "replaceAll": {"type": "boolean", "description": "Replace all occurrences of oldString"},
+        },
+        ["filePath", "oldString", "newString"],
+    ),
+    _tool(
+        "glob",
+        "Fast file pattern matching tool; returns matching file paths.",
+        {"pattern": _s("The glob pattern to match files against"), "path": _s("The directory to search in")},
+        ["pattern"],
+    ),
+    _tool(
+        "grep",
+        "Fast content search tool. Searches file contents using regular expressions.",
+        {
+            "pattern": _s("The regex pattern to search for in file contents"),
+            "path": _s("The directory to search in"),
+            "include": _s('File pattern to include in the search (e.g. "*.js")'),
+        },
+        ["pattern"],
+    ),
+    _tool(
+        "list",
+        "Lists files and directories in a given path.",
+        {"path": _s("The absolute path to the directory to list"), "ignore": {"type": "array"}},
+        [],
+    ),
+    _tool(
+        "read",
+        "Reads a file from the local filesystem. The filePath parameter must be an absolute path.",
+        {
+            "filePath": _s("The path to the file to read"),
+            "offset": _n("The line number to start reading from (0-based)"),
+            "limit": _n("The number of lines to read (defaults to 2000)"),
+        },
+        ["filePath"],
+    ),
+    _tool(
+        "write",
+        "Writes a file to the local filesystem.",
+        {"filePath": _s("The absolute path to the file to write"), "content": _s("The content to write")},
+        ["content", "filePath"],
+    ),
+    _tool(
+        "todowrite",
+        "Use this tool to create and manage a task list.",
+        {"todos": {"type": "array"}},
+        ["todos"],
+    ),
+    _tool(
+        "webfetch",
+        "Fetches content from a URL.",
+        {"url": _s("The URL to fetch"), "format": _s("text, markdown or html")},
+        ["url", "format"],
+    ),
+    _tool(
+        "patch",
+        "Apply a patch to files.",
+        {"patchText": _s("The full patch text that describes all changes to be made")},
+        ["patchText"],
+    ),
+]
+
+FOLDLINE = tool_specs(default_tools())
+
+KINDS_OF = {
+    "claude-code": {
+        "Bash": "Bash",
+        "Glob": "Glob",
+        "Grep": "Grep",
+        "Read": "Read",
+        "Edit": "Edit",
+        "Write": "Write",
+    },
+    "opencode": {
+        "bash": "Bash",
+        "edit": "Edit",
+        "glob": "Glob",
+        "grep": "Grep",
+        "list": "List",
+        "read": "Read",
+        "write": "Write",
+    },
+    "foldline": {t["name"]: t["name"] for t in FOLDLINE},
+}
+SETS = {"claude-code": CLAUDE_CODE_LIKE, "opencode": OPENCODE_LIKE, "foldline": FOLDLINE}
+
+
+@pytest.mark.parametrize("agent", list(SETS))
+def test_each_agents_tools_are_read_by_their_purpose_and_the_rest_are_left_alone(agent: str) -> None:
+    box = Toolbox.of(SETS[agent])
+    assert {kind: spec.name for kind, spec in box.specs.items()} == {k: n for n, k in KINDS_OF[agent].items()}
+    absolute = agent != "foldline"  # foldline's tools take paths relative to the cwd as well
+    assert box.absolute("Read") is absolute
+    assert box.absolute("Edit") is absolute
+
+
+@pytest.mark.parametrize(
+    ("text", "cwd"),
+    [
+        ("<env>\nWorking directory: /tmp/ws\nIs directory a git repo: No\n</env>", "/tmp/ws"),
+        (
+            "Information about the environment:\n<env>\n  Working directory: /home/u/p\n</env>",
+            "/home/u/p",
+        ),
+        ("Primary working directory: /srv/app", "/srv/app"),
+        ("cwd: /x/y/", "/x/y"),
+        ("The current working directory is `/data/proj`.", "/data/proj"),
+        ("You are a coding agent.", None),
+    ],
+)
+def test_the_working_directory_is_read_from_the_requests_own_text(text: str, cwd: str | None) -> None:
+    assert working_directory([text]) == cwd
+
+
+# --- a tiny executor for other agents' tools (their output formats, their path rules) --------------
+
+
+def _execute(kind: str, args: Mapping[str, Any], ws: Path, style: str) -> tuple[str, bool]:
+    """Run one call the way an agent of `style` would (its own result formats)."""
+
+    def path_of(value: object) -> Path:
+        assert isinstance(value, str)
+        assert value.startswith(str(ws) + "/"), value  # absolute, inside the workspace
+        return Path(value)
+
+    if kind == "Read":
+        path = path_of(args["file_path"])
+        if not path.is_file():
+            return f"File does not exist: {path}", True
+        lines = path.read_text().splitlines()
+        start = int(args.get("offset") or 0)
+        count = int(args.get("limit") or 2000)
+        shown = lines[start : start + count]
+        if style == "claude-code":
+            return "\n".join(f"{n + start + 1:6}\u2192{line}" for n, line in enumerate(shown)), False
+        body = "\n".join(f"{n + start + 1:05}| {line}" for n, line in enumerate(shown))
+        return f"<file>\n{body}\n\n(End of file - total {len(lines)} lines)\n</file>", False
+    if kind in ("Edit", "Write"):
+        path = path_of(args["file_path"])
+        if kind == "Write":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(args["content"])
+            return f"File created successfully at: {path}", False
+        text = path.read_text()
+        if text.count(args["old_string"]) != 1:
+            return "old_string not found exactly once", True
+        path.write_text(text.replace(args["old_string"], args["new_string"]))
+        return f"The file {path} has been updated.", False
+    if kind == "Bash":
+        done = subprocess.run(
+            ["bash", "-c", args["command"]], cwd=ws, capture_output=True, text=True, timeout=60, check=False
+        )
+        return (done.stdout + done.stderr)[-30_000:], done.returncode != 0 and not done.stdout
+    return _search(kind, args, ws, path_of)
+
+
+def _search(
+    kind: str, args: Mapping[str, Any], ws: Path, path_of: Callable[[object], Path]
+) -> tuple[str, bool]:
+    if kind == "Glob":
+        root = path_of(args["path"]) if "path" in args else ws
+        found = sorted(str(p) for p in root.glob(str(args["pattern"])) if p.is_file())
+        return "\n".join(found[:100]) or "No files found", False
+    if kind == "Grep":
+        root = path_of(args["path"]) if "path" in args else ws
+        flags = re.IGNORECASE if args.get("-i") else 0
+        regex = re.compile(str(args["pattern"]), flags)
+        include = args.get("glob") or args.get("include")
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        hits = []
+        for f in files:
+            if include and not fnmatch.fnmatch(f.name, str(include)):
+                continue
+            if f.suffix in (".log", ".csv"):
+                continue  # keep the test fast; the model greps logs through its own calls
+            for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+                if regex.search(line):
+                    hits.append(f"{f}:{n}:{line}")
+        return "\n".join(hits[:100]) or "No files found", False
+    if kind == "List":
+        root = path_of(args["path"]) if "path" in args else ws
+        return "\n".join(sorted(f"{p}" for p in root.iterdir())), False
+    raise AssertionError(f"unexpected kind {kind}")
+
+
+def _system(ws: Path) -> str:
+    return f"You are an agent.\n<env>\nWorking directory: {ws}\nPlatform: linux\n</env>"
+
+
+def _play(
+    tools: list[dict[str, Any]],
+    kinds: Mapping[str, str],
+    ws: Path,
+    prompts: list[str],
+    *,
+    style: str,
+    seed: int = 5,
+    rename: Callable[[str, Mapping[str, Any]], tuple[str, dict[str, Any]]] | None = None,
+    canon: Mapping[str, str] | None = None,
+    history: list[dict[str, Any]] | None = None,
+) -> list[tuple[str, dict[str, Any]]]:
+    """Play `prompts` as `style`'s agent loop would; every call, read back in the model's terms."""
+    backend = SimulatedBackend(seed=seed)
+    messages: list[dict[str, Any]] = list(history or [])
+    calls: list[tuple[str, dict[str, Any]]] = []
+    schemas = {t["name"]: t["input_schema"] for t in tools}
+    for prompt in prompts:
+        messages.append({"role": "user", "content": [{"type": "text", "text": prompt}]})
+        for _ in range(100):
+            request = BackendRequest(model=MODEL, messages=messages, tools=tools, system=_system(ws))
+            content = [dict(b) for b in backend.reply(request).content]
+            uses = [b for b in content if b["type"] == "tool_use"]
+            for n, block in enumerate(uses):
+                block["id"] = f"toolu_{len(messages)}_{n}"
+            messages.append({"role": "assistant", "content": content})
+            if not uses:
+                break
+            results = []
+            for block in uses:
+                name, args = block["name"], block["input"]
+                schema = schemas[name]
+                assert set(args) <= set(schema["properties"]), (name, args)
+                assert set(schema.get("required", [])) <= set(args), (name, args)
+                kind = kinds[name]
+                if rename is not None:
+                    name, args = rename(name, args)
+                calls.append((kind, dict(args)))
+                names = _CANON if canon is None else canon
+                canonical = {names.get(k, k): v for k, v in block["input"].items()}
+                text, error = _execute(kind, canonical, ws, style)
+                assert not error, (name, args, text[:300])
+                results.append({"type": "tool_result", "tool_use_id": block["id"], "content": text})
+            messages.append({"role": "user", "content": results})
+    return calls
+
+
+_CANON = {"filePath": "file_path", "oldString": "old_string", "newString": "new_string", "include": "glob"}
+
+PROMPTS = [
+    "Add a bulk discount to the pricing module: look at how pricing computes its values first.",
+    "Where is check_total_3 defined and is it tested?",
+    "Review src/ledgerly/orders.py for edge cases with negative values and fix what you find.",
+    "Write more tests for shipping and run the whole test suite.",
+    "Review src/ledgerly/taxes.py for edge cases with negative values and fix what you find.",
+    "Explain how taxes and reports interact.",
+]
+"""Prompts for the workspace of seed 4 (package `ledgerly`)."""
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "opencode"])
+def test_another_agents_tools_are_used_with_their_names_params_and_absolute_paths(
+    agent: str, tmp_path: Path
+) -> None:
+    ws = generate_workspace(tmp_path / "ws", seed=4, data_rows=200, log_lines=300)
+    calls = _play(SETS[agent], KINDS_OF[agent], ws, PROMPTS, style=agent)
+    used = {kind for kind, _ in calls}
+    assert {"Read", "Edit"} <= used, used  # it reads and edits through the agent's own tools
+    assert len(calls) >= 10
+    # an edit really applied: the workspace's sources carry the model's mark
+    assert any("# checked:" in p.read_text() for p in (ws / "src").rglob("*.py"))
+
+
+def test_a_tool_whose_purpose_cannot_be_told_or_deferred_and_not_loaded_is_never_called(
+    tmp_path: Path,
+) -> None:
+    ws = generate_workspace(tmp_path / "ws", seed=4, data_rows=200, log_lines=300)
+    mystery = _tool("frob", "Does the thing.", {"target": _s("What to frob")}, ["target"])
+    deferred = {**CLAUDE_CODE_LIKE[4], "name": "ReadLater", "defer_loading": True}
+    tools = [mystery, deferred, CLAUDE_CODE_LIKE[1]]  # frob, a deferred reader, Bash
+    box = Toolbox.of(tools)
+    assert set(box.specs) == {"Bash"}
+    calls = _play(tools, {"Bash": "Bash"}, ws, PROMPTS[:2], style="claude-code")
+    assert calls
+    assert all(kind == "Bash" for kind, _ in calls)
+    # once a tool search has loaded it (a tool_reference), the deferred reader is used
+    loaded = [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "ToolSearch", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t",
+                    "content": [{"type": "tool_reference", "tool_name": "ReadLater"}],
+                }
+            ],
+        },
+    ]
+    assert "Read" in Toolbox.of(tools, loaded)
+
+
+_READ_NAMES = ["Read", "read", "view_file", "ReadFile", "open_file", "cat"]
+_EDIT_NAMES = ["Edit", "edit", "str_replace", "EditFile", "replace_in_file"]
+_BASH_NAMES = ["Bash", "bash", "shell", "run_command", "execute_command", "terminal"]
+_GREP_NAMES = ["Grep", "grep", "search_content", "ripgrep", "rg"]
+_GLOB_NAMES = ["Glob", "glob", "find_files", "glob_files"]
+_PATH_NAMES = ["file_path", "filePath", "path", "file", "target_file", "absolute_path"]
+_OLD_NAMES = ["old_string", "oldString", "old_str", "old_text", "search"]
+_NEW_NAMES = ["new_string", "newString", "new_str", "new_text", "replacement"]
+_CMD_NAMES = ["command", "cmd", "shell_command"]
+
+
+@given(
+    st.sampled_from(_READ_NAMES),
+    st.sampled_from(_EDIT_NAMES),
+    st.sampled_from(_BASH_NAMES),
+    st.sampled_from(_GREP_NAMES),
+    st.sampled_from(_GLOB_NAMES),
+    st.sampled_from(_PATH_NAMES),
+    st.sampled_from(_OLD_NAMES),
+    st.sampled_from(_NEW_NAMES),
+    st.sampled_from(_CMD_NAMES),
+    st.permutations(range(5)),
+)
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+def test_renaming_tools_and_parameters_consistently_changes_nothing_but_the_names(
+    tmp_path_factory: pytest.TempPathFactory,
+    read: str,
+    edit: str,
+    bash: str,
+    grep: str,
+    glob: str,
+    path: str,
+    old: str,
+    new: str,
+    cmd: str,
+    order: list[int],
+) -> None:
+    names = {"Read": read, "Edit": edit, "Bash": bash, "Grep": grep, "Glob": glob}
+    params = {"file_path": path, "old_string": old, "new_string": new, "command": cmd}
+    back = {v: k for k, v in params.items()}
+    base = [t for t in CLAUDE_CODE_LIKE if t["name"] in names]
+    renamed = []
+    for tool in base:
+        schema = tool["input_schema"]
+        renamed.append(
+            {
+                **tool,
+                "name": names[tool["name"]],
+                "input_schema": {
+                    **schema,
+                    "properties": {params.get(k, k): v for k, v in schema["properties"].items()},
+                    "required": [params.get(k, k) for k in schema["required"]],
+                },
+            }
+        )
+    renamed = [renamed[i] for i in order]  # the order they are offered in does not matter either
+    kinds = {names[k]: k for k in names}
+
+    def undo(name: str, args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        return kinds[name], {back.get(k, k): v for k, v in args.items()}
+
+    ws1 = generate_workspace(tmp_path_factory.mktemp("a") / "ws", seed=4, data_rows=200, log_lines=300)
+    ws2 = generate_workspace(tmp_path_factory.mktemp("b") / "ws", seed=4, data_rows=200, log_lines=300)
+    plain = _play(base, {n: n for n in names}, ws1, PROMPTS[:3], style="claude-code")
+    other = _play(renamed, kinds, ws2, PROMPTS[:3], style="claude-code", rename=undo, canon=back)
+
+    def relative(calls: list[tuple[str, dict[str, Any]]], ws: Path) -> list[tuple[str, str]]:
+        return [(k, repr(sorted(a.items())).replace(str(ws), "WS")) for k, a in calls]
+
+    assert relative(other, ws2) == relative(plain, ws1)
+
+
+# --- item 19: search terms are the code the prompt names ---------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+async def test_where_is_add_defined_greps_for_add_and_finds_its_definition_and_test(
+    tmp_path: Path, seed: int
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "calc.py").write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
+    (ws / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n")
+    config = Config(transcript=TranscriptConfig(sessions_dir=tmp_path / "s", fsync="never"))
+    async with Session.open(
+        tmp_path / "s" / "x.jsonl",
+        provider=SimulatedProvider(seed=seed),
+        workspace=ws,
+        config=config,
+        tools=default_tools(),
+        permission_mode="bypassPermissions",
+        fsync="never",
+    ) as session:
+        result = await session.submit_message("Where is add defined and is it tested?")
+        records = list(session.engine.timeline)
+    searched = [
+        str(b["input"].get("pattern") or b["input"].get("command"))
+        for r in records
+        for b in getattr(getattr(r, "message", None), "content", None) or []
+        if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in ("Grep", "Bash")
+    ]
+    assert searched
+    assert "add" in searched[0]
+    assert not any(verb in s for s in searched for verb in ("defined", "tested"))
+    assert "calc.py" in result.text
+    assert "test_calc.py" in result.text
+    assert "nothing matching" not in result.text
+
+
+# --- Snip knows nothing of facts ------------------------------------------------------------------
+
+
+def test_snip_takes_an_old_result_that_states_a_planted_fact_like_any_bulky_output(tmp_path: Path) -> None:
+    ws = generate_workspace(tmp_path / "ws", seed=3, data_rows=100, log_lines=100)
+    fact = output_facts_for(3)[0]
+    assert fact.script is not None
+    output = subprocess.run(["sh", fact.script], cwd=ws, capture_output=True, text=True, check=True).stdout
+    assert fact.line in output
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": fact.statement}]}]
+    messages.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "x"}}],
+        }
+    )
+    messages.append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": output},
+                {"type": "text", "text": "[id:r1]"},
+            ],
+        }
+    )
+    messages += [{"role": "assistant", "content": [{"type": "text", "text": "It passes."}]}]
+    for n in range(4):
+        messages += [
+            {"role": "user", "content": [{"type": "text", "text": f"Tell me about module {n}."}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+        ]
+    nudge = "<system-reminder>The context is 85% full. You may call the Snip tool.</system-reminder>"
+    messages.append(
+        {"role": "user", "content": [{"type": "text", "text": "Now explain the parser.\n" + nudge}]}
+    )
+    reply = SimulatedBackend(seed=1).reply(BackendRequest(model=MODEL, messages=messages, tools=FOLDLINE))
+    snips = [b for b in reply.content if b.get("type") == "tool_use" and b["name"] == "Snip"]
+    assert [s["input"]["ids"] for s in snips] == [["r1"]]
+
+
+# --- the workload is the user's ---------------------------------------------------------------------
+
+
+def test_a_turns_work_is_the_same_whatever_the_strategy_left_of_the_session(tmp_path: Path) -> None:
+    """The rounds a prompt takes depend on the prompt, not on how many earlier prompts are visible."""
+    prompt = PROMPTS[0]
+    seen: list[list[str]] = []
+    for shown in (0, 1, 5):
+        ws = generate_workspace(tmp_path / f"ws{shown}", seed=4, data_rows=200, log_lines=300)
+        earlier = [
+            m
+            for n in range(shown)
+            for m in (
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": f"Earlier request {n}: what is in reports?"}],
+                },
+                {"role": "assistant", "content": [{"type": "text", "text": "Reports renders totals."}]},
+            )
+        ]
+        calls = _play(
+            CLAUDE_CODE_LIKE, KINDS_OF["claude-code"], ws, [prompt], style="claude-code", history=earlier
+        )
+        seen.append([kind for kind, _ in calls])
+    assert seen[0]
+    assert seen[1] == seen[0]
+    assert seen[2] == seen[0]
+
+
+@pytest.mark.parametrize("placeholder", ["[Old tool result content cleared]", "[tool result cleared]"])
+def test_a_cleared_read_is_read_again_and_the_extra_round_costs_work_not_progress(placeholder: str) -> None:
+    prompt = "Review src/ledgerly/orders.py for edge cases with negative values and fix what you find."
+    read = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "src/ledgerly/orders.py"}}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": prompt}]},
+        {"role": "assistant", "content": [read]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": placeholder}]},
+    ]
+    backend = SimulatedBackend(seed=0)  # a turn of 10 planned rounds for this prompt
+    reply = backend.reply(BackendRequest(model=MODEL, messages=messages, tools=FOLDLINE))
+    again = [b for b in reply.content if b.get("type") == "tool_use"]
+    assert [(b["name"], b["input"]) for b in again] == [("Read", {"file_path": "src/ledgerly/orders.py"})]
+    # the re-read round is not counted against the turn's planned rounds: with it answered, the
+    # model carries on as if the first read had never been lost (the same next call)
+    listing = "\n".join(f"{n:6}\tline {n} = {n}" for n in range(1, 30))
+    again[0]["id"] = "t2"
+    reread = [
+        *messages,
+        {"role": "assistant", "content": again},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": listing}]},
+    ]
+    kept = [
+        messages[0],
+        messages[1],
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": listing}]},
+    ]
+    after_reread = backend.reply(BackendRequest(model=MODEL, messages=reread, tools=FOLDLINE)).content
+    never_lost = backend.reply(BackendRequest(model=MODEL, messages=kept, tools=FOLDLINE)).content
+    uses = [(b["name"], b["input"]) for b in after_reread if b.get("type") == "tool_use"]
+    assert uses
+    assert uses == [(b["name"], b["input"]) for b in never_lost if b.get("type") == "tool_use"]
