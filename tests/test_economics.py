@@ -148,7 +148,8 @@ def test_anthropic_clearing_waits_for_its_trigger_then_keeps_three() -> None:
 def test_masking_loses_a_fact_only_a_tool_result_held_and_keeps_the_users(tmp_path: Path) -> None:
     # (that the model recalls such a fact while its result is in view: tests/server/test_simulated.py)
     strategy = econ.Masking(keep=10)
-    report, provider = _session(tmp_path, strategy, strategy.rewriter(60_000), turns=40)
+    # a window the unmanaged growth of 40 turns fits in: what is measured is what masking drops
+    report, provider = _session(tmp_path, strategy, strategy.rewriter(120_000), turns=40, window=120_000)
     assert report.turns_done == 40
     row = econ.Outcome("feature", strategy, report, 0, 0).row(None)
     assert row["facts_asked"] == 8  # the user's five, the scripts' three

@@ -30,10 +30,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from foldline.config import Config, TranscriptConfig
+from foldline.config import Config, MicrocompactConfig, TranscriptConfig
 from foldline.events import CompactionEvent, RetryEvent, UIEvent
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
-from foldline.simulation import SimulationReport, simulate
+from foldline.simulation import SimulatedClock, SimulationReport, simulate
 
 __all__ = ["DEMO_SETTINGS", "DemoResult", "DemoSettings", "level_counts", "main", "run_demo"]
 
@@ -95,12 +95,18 @@ async def _run(
     from foldline.server.testing import run_server
 
     window = settings.context_window if managed else UNLIMITED
+    clock = SimulatedClock()  # the user pauses between prompts; the server's cache TTLs see it too
     app = create_app(
         ServerConfig(context_window=window),
         backend=SimulatedBackend(seed=settings.seed, profile=settings.profile),
+        clock=clock,
     )
     sessions = root / "sessions"
+    # No management means nothing cleared, not even the time-based Microcompact of the engine's bare
+    # round when a pause lets the cache go cold: no tool is compactable.
+    clears = MicrocompactConfig() if managed else MicrocompactConfig(compactable_tools=frozenset())
     config = Config(
+        microcompact=clears,
         context_window=window,
         snip_nudge_share=settings.snip_nudge_share,
         snip_renudge_turns=settings.snip_renudge_turns,
@@ -120,6 +126,7 @@ async def _run(
             config=config,
             levels=managed,
             on_event=on_event,
+            clock=clock,
         )
 
 

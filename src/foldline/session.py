@@ -18,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,7 @@ class Session:
         on_event: Callable[[UIEvent], None] | None = None,
         on_notice: Callable[[str], None] | None = None,
         levels: bool = True,
+        clock: Callable[[], float] | None = None,
     ) -> Session:
         """Resume the foldline transcript at `path`, or create it; then build the engine over it.
 
@@ -87,6 +89,8 @@ class Session:
             on_notice: Called with each line of damage found on resume.
             levels: Install every compaction level (`compact.levels.install_levels`); False keeps
                 the engine's bare round (budget, Snip, Microcompact) for callers that add their own.
+            clock: The engine's clock, epoch seconds (default: the wall clock); a simulated session
+                passes a virtual one so that time passes between its turns.
 
         Raises:
             UserError: `path` is another tool's transcript (import it first).
@@ -122,6 +126,7 @@ class Session:
                 timeline=timeline,
                 transcript=writer,
                 session_dir=file.with_suffix(""),  # beside the transcript, as Claude Code keeps subagents
+                clock=clock if clock is not None else time.time,
             )
             if levels:
                 install_levels(engine)

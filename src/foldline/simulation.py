@@ -34,6 +34,8 @@ from foldline.config import Config, TranscriptConfig
 from foldline.errors import ModelAPIError, ModelHTTPError, PromptTooLongError
 from foldline.events import UIEvent
 from foldline.providers.base import Capabilities, Provider, count_tokens
+from foldline.server.config import SimulatedConfig
+from foldline.server.simulated.model import think_time
 from foldline.server.simulated.profiles import generate_workspace, planted_facts, user_prompts
 from foldline.server.tokenizer import count_block
 from foldline.session import Session
@@ -51,7 +53,7 @@ from foldline.timeline import (
 from foldline.tools import default_tools
 from foldline.usage import UsageTotals
 
-__all__ = ["MeteredRequest", "SimulationReport", "quantile", "simulate"]
+__all__ = ["MeteredRequest", "SimulatedClock", "SimulationReport", "quantile", "simulate"]
 
 _MOVED = re.compile(r"^\[Output too large for the context: ([\d,]+) characters")
 _TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens")
@@ -119,6 +121,27 @@ class _Meter:
         close = getattr(self.inner, "aclose", None)  # optional on a Provider, as the engine treats it
         if close is not None:
             await close()
+
+
+@dataclass
+class SimulatedClock:
+    """Virtual time for a simulated session: epoch seconds that move only when the session says.
+
+    `simulate(clock=...)` gives it to the engine (entry timestamps, the time-based Microcompact) and
+    advances it by the simulated user's pause before each prompt (`think_time`); hand the same clock
+    to the server (`create_app(clock=...)`) and its prompt cache's TTLs expire on the same time.
+    Deterministic: the same seed gives the same times, whatever the machine's speed.
+    """
+
+    now: float = 1_767_225_600.0
+    """2026-01-01T00:00:00Z: any fixed start would do."""
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Let `seconds` pass."""
+        self.now += seconds
 
 
 def quantile(values: Sequence[int], q: float) -> int:
@@ -376,6 +399,7 @@ async def simulate(
     levels: bool = True,
     on_event: Callable[[UIEvent], None] | None = None,
     output_facts: bool = False,
+    clock: SimulatedClock | None = None,
 ) -> SimulationReport:
     """Play `turns` prompts of `profile`'s user into a real session over `provider`.
 
@@ -394,6 +418,10 @@ async def simulate(
         output_facts: Also plant facts that only a script's output states
             (`profiles.output_facts_for`); they count in the `facts_*` totals and, apart, in
             `output_facts_*`.
+        clock: Virtual time (`SimulatedClock`): the engine runs on it, and before each prompt after
+            the first it advances by the user's pause (`think_time`, `SimulatedConfig.
+            think_time_quantiles`), drawn from the seed and the turn alone. None: the wall clock, and
+            no time passes between turns.
 
     Returns:
         The report; a turn refused at the blocking limit stops the run (`report.stopped`). Its
@@ -418,8 +446,11 @@ async def simulate(
         fsync="never",
         levels=levels,
         on_event=on_event,
+        clock=clock,
     ) as session:
         for turn, prompt in enumerate(user_prompts(profile, turns, seed, output_facts=output_facts)):
+            if clock is not None:
+                clock.advance(think_time(seed, turn, SimulatedConfig().think_time_quantiles))
             before = len(session.engine.timeline)
             try:
                 result = await session.submit_message(prompt)

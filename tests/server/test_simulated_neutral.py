@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from foldline.config import Config, TranscriptConfig
 from foldline.server.backend import BackendRequest
-from foldline.server.simulated import SimulatedBackend, generate_workspace, output_facts_for
+from foldline.server.config import SimulatedConfig
+from foldline.server.simulated import SimulatedBackend, generate_workspace, output_facts_for, think_time
 from foldline.server.simulated.toolbox import Toolbox, working_directory
 from foldline.session import Session
 from foldline.testing import SimulatedProvider
@@ -341,6 +342,7 @@ def _play(
     rename: Callable[[str, Mapping[str, Any]], tuple[str, dict[str, Any]]] | None = None,
     canon: Mapping[str, str] | None = None,
     history: list[dict[str, Any]] | None = None,
+    answers: list[str] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """Play `prompts` as `style`'s agent loop would; every call, read back in the model's terms."""
     backend = SimulatedBackend(seed=seed)
@@ -357,6 +359,8 @@ def _play(
                 block["id"] = f"toolu_{len(messages)}_{n}"
             messages.append({"role": "assistant", "content": content})
             if not uses:
+                if answers is not None:
+                    answers.append("".join(str(b.get("text", "")) for b in content))
                 break
             results = []
             for block in uses:
@@ -651,3 +655,90 @@ def test_a_cleared_read_is_read_again_and_the_extra_round_costs_work_not_progres
     uses = [(b["name"], b["input"]) for b in after_reread if b.get("type") == "tool_use"]
     assert uses
     assert uses == [(b["name"], b["input"]) for b in never_lost if b.get("type") == "tool_use"]
+
+
+# --- time passes between turns ------------------------------------------------------------------------
+
+
+def test_the_users_pauses_follow_the_documented_distribution_and_depend_on_seed_and_turn_only() -> None:
+    anchors = SimulatedConfig().think_time_quantiles
+    pauses = sorted(think_time(7, turn, anchors) for turn in range(1, 4001))
+    assert think_time(7, 0, anchors) == 0.0
+    assert [think_time(7, t, anchors) for t in range(1, 50)] == [
+        think_time(7, t, anchors) for t in range(1, 50)
+    ]
+    assert [think_time(7, t, anchors) for t in range(1, 50)] != [
+        think_time(8, t, anchors) for t in range(1, 50)
+    ]
+    for share, seconds in anchors[1:-1]:
+        at = pauses[int(share * len(pauses))]
+        assert seconds * 0.8 <= at <= seconds * 1.25, (share, seconds, at)
+    over_ttl = sum(p > 300 for p in pauses) / len(pauses)
+    assert 0.2 <= over_ttl <= 0.3  # a quarter of the pauses outlast the 5-minute cache TTL
+
+
+@pytest.mark.anyio
+async def test_a_simulated_session_runs_on_virtual_time_and_the_server_cache_expires_on_it(
+    tmp_path: Path,
+) -> None:
+    from foldline.providers.anthropic import AnthropicProvider
+    from foldline.server.app import create_app
+    from foldline.server.config import ServerConfig
+    from foldline.server.testing import run_server
+    from foldline.simulation import SimulatedClock, simulate
+
+    seed, turns = 2, 8
+    boundaries: list[int] = [0]
+    clock = SimulatedClock()
+    start = clock.now
+    app = create_app(ServerConfig(), backend=SimulatedBackend(seed=seed), clock=clock)
+    config = Config(transcript=TranscriptConfig(sessions_dir=tmp_path / "s", fsync="never"))
+    with run_server(app) as url:
+        report = await simulate(
+            AnthropicProvider(base_url=url, api_key="k"),
+            profile="feature",
+            turns=turns,
+            seed=seed,
+            workspace=tmp_path / "ws",
+            sessions_dir=tmp_path / "s",
+            config=config,
+            clock=clock,
+            on_turn=lambda turn, r: boundaries.append(len(r.requests)),
+        )
+    assert report.turns_done == turns
+    pauses = [think_time(seed, t, SimulatedConfig().think_time_quantiles) for t in range(turns)]
+    assert clock.now == pytest.approx(start + sum(pauses))  # only the user's pauses moved it
+    # the first request of a turn after a pause longer than the TTL reads nothing from the cache
+    first_of_turn = {t: report.requests[boundaries[t]] for t in range(1, turns)}
+    expired = [t for t in range(1, turns) if pauses[t] > 300]
+    warm = [t for t in range(1, turns) if pauses[t] < 240]
+    assert expired
+    assert warm
+    assert [first_of_turn[t].cache_read for t in expired] == [0] * len(expired)
+    assert all(first_of_turn[t].cache_read > 0 for t in warm), [first_of_turn[t] for t in warm]
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "opencode"])
+def test_with_only_a_shell_to_search_with_the_question_still_greps_for_the_identifier(
+    agent: str, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "calc.py").write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
+    (ws / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n")
+    tools = [t for t in SETS[agent] if KINDS_OF[agent].get(t["name"]) in ("Bash", "Read")]
+    answers: list[str] = []
+    calls = _play(
+        tools,
+        KINDS_OF[agent],
+        ws,
+        ["Where is add defined and is it tested?"],
+        style=agent,
+        seed=1,
+        answers=answers,
+    )
+    assert calls[0][0] == "Bash"
+    assert "grep" in calls[0][1]["command"]
+    assert "'add'" in calls[0][1]["command"]
+    assert "calc.py" in answers[-1]
+    assert "test_calc.py" in answers[-1]

@@ -129,3 +129,19 @@ class SimulatedConfig:
     """`head_limit` of the occasional grep over a whole log (raw output well over 100,000 characters)."""
     summary_line_chars: int = 300
     summary_lines_per_section: int = 60
+    """Most lines a summary keeps of each kind of content (statements, requests, files, errors, recent
+    and earlier answers), however many sections the request asks for: what survives never depends
+    on the section titles."""
+    think_time_quantiles: tuple[tuple[float, float], ...] = (
+        (0.0, 5.0),
+        (0.5, 60.0),
+        (0.75, 300.0),
+        (0.9, 900.0),
+        (0.95, 3_600.0),
+        (1.0, 14_400.0),
+    )
+    """(cumulative share, seconds) anchors of the simulated user's pause before each prompt after the
+    first (reading the answer, thinking, a meeting), geometric between anchors. An assumption, not a
+    measurement (the 14 pauses in the sample transcripts are too few to fit): a quarter of the pauses
+    outlast the 5-minute cache TTL and one in twenty the 60-minute time-based Microcompact, so both
+    matter in a simulated session as they do in real use. See docs/server.md."""

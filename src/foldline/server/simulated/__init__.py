@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from foldline.server.simulated.model import SimulatedBackend, draw_rounds
+from foldline.server.simulated.model import SimulatedBackend, draw_rounds, think_time
 from foldline.server.simulated.profiles import (
     PROFILES,
     Fact,
@@ -27,5 +27,6 @@ __all__ = [
     "generate_workspace",
     "output_facts_for",
     "planted_facts",
+    "think_time",
     "user_prompts",
 ]

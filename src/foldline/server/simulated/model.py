@@ -1,25 +1,31 @@
 """`SimulatedBackend`: a deterministic stand-in for a coding model, acting only on the request.
 
-Given a request it answers as a coding model would in a real workspace, so foldline's real tools
-run: a typed prompt becomes rounds of tool calls (Glob and Grep to explore, parallel Reads of what
-they found, Bash running the tests or searching logs, Edit and Write), then a final answer about
-what the turn found. Everything it decides comes from the request:
+Given a request it answers as a coding model would in a real workspace, with whatever tools the
+request offers (`toolbox.py` reads them from their names and schemas: foldline's, Claude Code's,
+opencode's): a typed prompt becomes rounds of tool calls (a search or a listing to explore, parallel
+reads of what they found, shell commands running the tests or searching logs, edits and writes),
+then a final answer about what the turn found. Everything it decides comes from the request:
 
 - The current turn starts at the last user message with typed text; the rounds so far are the
   assistant messages with tool calls after it. The number of rounds the turn will take is drawn
-  from a seeded hash of the seed, the prompt and its position (how many prompts the request
-  shows), from the measured distribution (`SimulatedConfig.round_quantiles`).
-- Targets come from visible tool results: Glob and Grep output gives paths to Read; an Edit's
-  `old_string` is copied from a visible Read of that file in this turn, so it really applies.
-- A compaction instruction (sections asked as `## Title` lines) gets an extractive summary
-  (`summary.py`). "What is the X?" is answered from a visible "the X is Y." statement, or with
-  "I don't know" when the request shows none.
+  from a seeded hash of the seed and the prompt alone (the simulated user never types the same
+  prompt twice, so the prompt is the turn's id), from the measured distribution
+  (`SimulatedConfig.round_quantiles`): the work is the user's, whatever a strategy left visible.
+- Lost information costs work, the same for every strategy: a file read in full this turn whose
+  listing was cleared since is read again (once), and that round does not count as progress.
+- Targets come from visible tool results: search output gives paths to read; an edit's old text is
+  copied from a visible read of that file in this turn, so it really applies. Search terms are the
+  identifiers the prompt names ("Where is add defined?" searches for `add`), never its verbs.
+- A summary request, in any wording, gets an extractive, title-blind summary (`summary.py`).
+  "What is the X?" is answered from a visible "the X is Y." statement, or with "I don't know" when
+  the request shows none.
 - When a `<system-reminder>` in the turn says the Snip tool may be used and Snip is offered, the
-  model snips old bulky tool-result messages by their `[id:...]` tags.
+  model snips old bulky tool-result messages by their `[id:...]` tags, by size alone.
 
 Invariants: the same seed and request give the same reply (no clock, no global randomness); the
 work per request is bounded by the current turn, except for the rare requests that must look at
-everything (a summary, a fact question, a snip).
+everything (a summary, a fact question, a snip); a tool whose purpose the model cannot tell, or a
+deferred tool not loaded, is never called.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from foldline.server.config import SimulatedConfig
 from foldline.server.simulated.summary import build_summary, items_of, summary_request
 from foldline.server.simulated.toolbox import Kind, Toolbox
 
-__all__ = ["SimulatedBackend", "draw_rounds"]
+__all__ = ["SimulatedBackend", "draw_quantile", "draw_rounds", "think_time"]
 
 _TAG_BLOCK = re.compile(r"^\s*(?:\[id:[0-9a-z]+\]\s*)+$")
 _TAG = re.compile(r"\[id:([0-9a-z]+)\]")
@@ -85,17 +91,29 @@ def _unit(*parts: object) -> float:
     return _hash(*parts) / 2**64
 
 
-def draw_rounds(u: float, quantiles: Sequence[tuple[float, int]]) -> int:
-    """The rounds at cumulative share `u` in [0, 1): geometric between the anchors around it."""
+def draw_quantile(u: float, quantiles: Sequence[tuple[float, float]]) -> float:
+    """The value at cumulative share `u` in [0, 1): geometric between the anchors around it (linear
+    from a zero anchor)."""
     for (p0, r0), (p1, r1) in itertools.pairwise(quantiles):
         if u < p1 or p1 >= 1.0:
             if p1 == p0 or r0 == r1:
                 return r0
             t = (u - p0) / (p1 - p0)
             if r0 == 0:
-                return round(r1 * t)
-            return round(r0 * math.pow(r1 / r0, t))
+                return r1 * t
+            return r0 * math.pow(r1 / r0, t)
     return quantiles[-1][1]
+
+
+def draw_rounds(u: float, quantiles: Sequence[tuple[float, int]]) -> int:
+    """The rounds at cumulative share `u` in [0, 1) (`draw_quantile`, rounded)."""
+    return round(draw_quantile(u, quantiles))
+
+
+def think_time(seed: int, turn: int, quantiles: Sequence[tuple[float, float]]) -> float:
+    """Seconds the simulated user pauses before prompt `turn` (0-based; none before the first): a
+    pure function of the seed and the turn, so a session's time is the same for every strategy."""
+    return 0.0 if turn == 0 else draw_quantile(_unit(seed, "think", turn), quantiles)
 
 
 def _text_blocks(message: dict[str, Any]) -> list[str]:
@@ -159,17 +177,20 @@ class _Turn:
         return any(c.name == name and _same_path(c.input.get("file_path"), path) for c in self.calls)
 
     def lost_reads(self) -> list[str]:
-        """Files read in full this turn whose listing was cleared since and not read again."""
+        """Files read in full this turn whose listing was cleared since and not read again (each file
+        is read again once per turn at most: a strategy that keeps clearing costs work, not a loop)."""
         lost: dict[str, None] = {}
+        reads: dict[str, int] = {}
         for call in self.calls:
-            path = str(call.input.get("file_path", ""))
+            path = _path_key(call.input.get("file_path", ""))
             if call.name != "Read" or call.result is None or "offset" in call.input:
                 continue
+            reads[path] = reads.get(path, 0) + 1
             if _cleared(call.result):
-                lost[_path_key(path)] = None
+                lost[path] = None
             else:
-                lost.pop(_path_key(path), None)
-        return list(lost)
+                lost.pop(path, None)
+        return [path for path in lost if reads[path] < 2]
 
     @property
     def command(self) -> str | None:
@@ -541,8 +562,9 @@ class SimulatedBackend:
             # a question about something: search the code for the thing it names, not for its verbs
             word = words[0]
             if "Grep" in tools:
-                return [_use("Grep", {"pattern": rf"\b{re.escape(word)}\b", "output_mode": "content"})]
-            command = f"grep -rnw -- {_shell_quote(word)} . | head -n 40"
+                search = {"pattern": rf"\b{re.escape(word)}\b", "output_mode": "files_with_matches"}
+                return [_use("Grep", search)]
+            command = f"grep -rlw -- {_shell_quote(word)} . | head -n 40"
             return [_use("Bash", {"command": command, "description": f"Find {word}"})]
         elif "Bash" in tools and pick % 4:
             name = f"*{named[0]}*" if named else "*.py"  # the first content word: the subject
@@ -725,7 +747,7 @@ class SimulatedBackend:
 
 def _where_named(word: str, searches: Sequence[_Call]) -> list[str] | None:
     """The files this turn's search for `word` found it in (None when the turn did not search for it)."""
-    pattern, command = rf"\b{re.escape(word)}\b", f"grep -rnw -- {_shell_quote(word)} "
+    pattern, command = rf"\b{re.escape(word)}\b", f"grep -rlw -- {_shell_quote(word)} "
     hits = [
         c
         for c in searches
