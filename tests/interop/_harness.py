@@ -101,6 +101,12 @@ class Server:
         return [r for r in self.requests() if not 200 <= r["status"] < 300]
 
 
+def client_path() -> str:
+    """`PATH` for a client: the test interpreter's bin folder first, where the `rg` opencode's grep
+    runs comes from (the `ripgrep` dev dependency), then the system's."""
+    return os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+
+
 def foldline_command(*args: str) -> list[str]:
     """`foldline ARGS` run by this interpreter (so the checkout under test is what runs)."""
     return [sys.executable, *_FOLDLINE, *args]

@@ -20,6 +20,7 @@ import pytest
 from tests.interop._harness import (
     CLAUDE_CODE,
     Server,
+    client_path,
     foldline_command,
     foldline_server,
     installed,
@@ -67,7 +68,7 @@ class Session:
 
     def env(self) -> dict[str, str]:
         return {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "PATH": client_path(),
             "HOME": str(self.home),
             "PWD": str(self.workspace),
             "ANTHROPIC_BASE_URL": self.server.url,

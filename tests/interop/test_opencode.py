@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.interop._harness import OPENCODE, foldline_server, installed, make_workspace
+from tests.interop._harness import OPENCODE, client_path, foldline_server, installed, make_workspace
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def test_a_10_turn_session_gets_no_error_and_its_tools_run(tmp_path: Path) -> No
             "permission": {"edit": "allow", "bash": "allow"},
         }
         (workspace / "opencode.json").write_text(json.dumps(config))
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "PWD": str(workspace)}
+        env = {"PATH": client_path(), "HOME": str(home), "PWD": str(workspace)}
         tools: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
         for turn, prompt in enumerate(PROMPTS):
