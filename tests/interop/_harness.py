@@ -171,6 +171,11 @@ WORKSPACE_FILES = {
         "    def test_mul(self):\n        self.assertEqual(calc.mul(2, 3), 6)\n"
     ),
     "README.md": "# calc\n\nAdd and multiply numbers. Run the tests with `python3 -m unittest`.\n",
+    # The simulated model looks around a project the way its generated workspaces are laid out
+    # (`du -sh logs data docs`); a project without these folders would fail that command.
+    "docs/usage.md": "# Usage\n\n`calc.add(a, b)` adds, `calc.mul(a, b)` multiplies.\n",
+    "logs/app.log": "2026-12-01 10:00:00 INFO calc started\n2026-12-01 10:00:01 INFO add(2, 3) = 5\n",
+    "data/samples.csv": "a,b,sum\n2,3,5\n4,5,9\n",
 }
 
 
