@@ -1,10 +1,13 @@
 """The Starlette application behind `foldline serve`: routes, auth, validation, caching, faults.
 
 Request pipeline for `POST /v1/messages` (one concern per step):
-guard (Host, Origin 403; Content-Type 415; body size 413 while it streams in; see `guard`) ->
-auth (401) -> request number and fault (429/529/500, stall) -> JSON (400) ->
-validator (400/413) -> cache_edits (400) -> model (404) -> backend -> prompt cache and
-usage -> JSON body or SSE stream (with mid-stream faults).
+access log (every answer's status, outermost) -> guard (Host, Origin 403; Content-Type 415; body
+size 413 while it streams in; see `guard`) -> auth (401) -> request number and fault (429/529/500,
+stall) -> JSON (400) -> validator (400/413) -> thinking signatures (400, `thinking`) ->
+context_management edits (400 when malformed, `context_edits`) -> cache_edits (400) -> window
+(400; newer models get their output room cut instead) -> model (404) -> backend -> thinking added
+and signed -> prompt cache (read up to the first edited block) and usage -> JSON body or SSE stream
+(with mid-stream faults). `count_tokens` runs the same checks and edits, without the backend.
 
 Invariants: every error is the API's envelope `{"type": "error", "error": {...}, "request_id": ...}`
 with its status; nothing ever puts a traceback in a response (unexpected exceptions become a 500
