@@ -343,6 +343,7 @@ def _play(
     canon: Mapping[str, str] | None = None,
     history: list[dict[str, Any]] | None = None,
     answers: list[str] | None = None,
+    shell: bool = True,
 ) -> list[tuple[str, dict[str, Any]]]:
     """Play `prompts` as `style`'s agent loop would; every call, read back in the model's terms."""
     backend = SimulatedBackend(seed=seed)
@@ -374,7 +375,10 @@ def _play(
                 calls.append((kind, dict(args)))
                 names = _CANON if canon is None else canon
                 canonical = {names.get(k, k): v for k, v in block["input"].items()}
-                text, error = _execute(kind, canonical, ws, style)
+                if kind == "Bash" and not shell:  # fast and deterministic: the files, as `find` lists them
+                    text, error = "\n".join(sorted(f"./{p.relative_to(ws)}" for p in ws.rglob("*.py"))), False
+                else:
+                    text, error = _execute(kind, canonical, ws, style)
                 assert not error, (name, args, text[:300])
                 results.append({"type": "tool_result", "tool_use_id": block["id"], "content": text})
             messages.append({"role": "user", "content": results})
@@ -451,6 +455,7 @@ _NEW_NAMES = ["new_string", "newString", "new_str", "new_text", "replacement"]
 _CMD_NAMES = ["command", "cmd", "shell_command"]
 
 
+@pytest.mark.slow
 @given(
     st.sampled_from(_READ_NAMES),
     st.sampled_from(_EDIT_NAMES),
@@ -464,7 +469,7 @@ _CMD_NAMES = ["command", "cmd", "shell_command"]
     st.permutations(range(5)),
 )
 @settings(
-    max_examples=25,
+    max_examples=12,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -507,8 +512,8 @@ def test_renaming_tools_and_parameters_consistently_changes_nothing_but_the_name
 
     ws1 = generate_workspace(tmp_path_factory.mktemp("a") / "ws", seed=4, data_rows=200, log_lines=300)
     ws2 = generate_workspace(tmp_path_factory.mktemp("b") / "ws", seed=4, data_rows=200, log_lines=300)
-    plain = _play(base, {n: n for n in names}, ws1, PROMPTS[:3], style="claude-code")
-    other = _play(renamed, kinds, ws2, PROMPTS[:3], style="claude-code", rename=undo, canon=back)
+    plain = _play(base, {n: n for n in names}, ws1, PROMPTS[:3], style="claude-code", shell=False)
+    other = _play(renamed, kinds, ws2, PROMPTS[:3], style="claude-code", rename=undo, canon=back, shell=False)
 
     def relative(calls: list[tuple[str, dict[str, Any]]], ws: Path) -> list[tuple[str, str]]:
         return [(k, repr(sorted(a.items())).replace(str(ws), "WS")) for k, a in calls]

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from foldline.compact.autocompact import SUMMARY_LEAD
 from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_prompt
 from foldline.server.backend import BackendRequest
 from foldline.server.simulated import SimulatedBackend, user_prompts
@@ -137,6 +138,9 @@ def test_a_summary_request_is_recognised_in_any_wording(wording: str) -> None:
 def test_ordinary_prompts_are_not_summary_requests() -> None:
     prompts = [p for profile in ("feature", "debug", "refactor", "swe") for p in user_prompts(profile, 60, 3)]
     prompts += ["Summarize what calc.py does.", "Where is add defined and is it tested?"]
+    # a summary handed back after a compaction presents one; it asks for none
+    prompts += [SUMMARY_LEAD + "## Primary Request and Intent\nFix the parser.", SUMMARY_LEAD]
+    prompts += ["This session is being continued from a previous conversation. The summary below covers it."]
     assert [p for p in prompts if summary_request(p) is not None] == []
 
 
@@ -237,3 +241,25 @@ def test_renaming_reordering_or_rewording_sections_never_changes_which_facts_sur
         assert _kept(_summary(messages, _instruction(lead, variant, form)), planted) == reference
     if len(planted) <= 40:
         assert reference == {f"{s}={v}" for s, v in planted}  # within the caps, every one survives
+
+
+def test_over_http_every_wording_keeps_the_users_own_note() -> None:
+    import anthropic
+
+    from foldline.server.app import create_app
+    from foldline.server.testing import run_server
+
+    messages = _conversation(USER_FACTS, OUTPUT_FACTS)
+    kept = {}
+    with run_server(create_app(backend=SimulatedBackend(seed=1))) as url:
+        client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
+        for name, wording in WORDINGS.items():
+            reply = client.messages.create(
+                model=MODEL,
+                max_tokens=8192,
+                messages=[*messages, _user(wording)],  # type: ignore[list-item]
+            )
+            text = "".join(b.text for b in reply.content if b.type == "text")
+            kept[name] = _kept(text, USER_FACTS + OUTPUT_FACTS)
+    everything = frozenset(f"{s}={v}" for s, v in USER_FACTS + OUTPUT_FACTS)
+    assert kept == dict.fromkeys(WORDINGS, everything)

@@ -34,7 +34,7 @@ import hashlib
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -150,7 +150,6 @@ class _Turn:
 
     prompt: str
     prompt_index: int
-    position: int
     calls: list[_Call] = field(default_factory=list)
     rounds: int = 0
     rereads: int = 0
@@ -213,8 +212,7 @@ def _read_turn(messages: Sequence[dict[str, Any]], tools: Toolbox) -> _Turn | No
             break
     if start is None:
         return None
-    position = 1 + sum(1 for m in messages[:start] if m.get("role") == "user" and _typed_text(m))
-    turn = _Turn(_typed_text(messages[start]), start, position)
+    turn = _Turn(_typed_text(messages[start]), start)
     by_id: dict[str, _Call] = {}
     for message in messages[start:]:
         content = message.get("content")
@@ -820,13 +818,13 @@ def _render(tools: Toolbox, calls: Sequence[_Planned]) -> list[Block]:
     return [block for kind, tool_input in calls if (block := tools.use(kind, tool_input)) is not None]
 
 
-def _request_texts(request: BackendRequest) -> list[str]:
-    """Where a request states its working directory: the system prompt, then the users' texts."""
-    texts = [request.system_text()]
+def _request_texts(request: BackendRequest) -> Iterator[str]:
+    """Where a request states its working directory: the system prompt, then the users' texts (lazily:
+    the first statement ends the search, usually in the system prompt)."""
+    yield request.system_text()
     for message in request.messages:
         if message.get("role") == "user":
-            texts += _text_blocks(message)
-    return texts
+            yield from _text_blocks(message)
 
 
 _NARRATION: dict[str, tuple[str, ...]] = {

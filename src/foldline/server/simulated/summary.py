@@ -48,14 +48,21 @@ _FACT_LINE = re.compile(r"^the [\w' -]+? is \S+\.$", re.IGNORECASE)
 """A tool-output line that is one plain statement ("the stress test seed is 48213."): kept as a fact."""
 _ERROR = re.compile(r"error|fail|traceback|exception", re.IGNORECASE)
 
+_TOPIC = (
+    r"\b(?:conversation|so far|above|history|session|context|thread|transcript|events?|span|messages|"
+    r"discussion|work|progress|part|agent)\b"
+)
 _ASK = re.compile(
-    r"\b(summar\w*|recap\w*|condens\w*|compact\w*|distill\w*)\b[^.?!\n]{0,80}?"
-    r"\b(conversation|so far|above|history|session|context|thread|transcript|events?|span|messages|"
-    r"discussion|work|progress|part)\b"
-    r"|\b(conversation|session|events?|history|work so far)\b[^.?!\n]{0,60}?\b(summar\w*|condens\w*)\b"
-    r"|\bprompt for continu\w+\b"
-    r"|\b(?:previous|prior|running|state|updated?)\s+summary\b"
-    r"|\bcontinu\w+ (?:our|the|this) (?:conversation|session|work)\b[^.?!\n]{0,40}?\bsummar\w*",
+    # an imperative: "Summarize the conversation so far", "Please condense this session"
+    r"(?:^|[.!?:;\n]\s*|\bplease\s+)(?:summari[sz]e|condense|recap|distill)\b[^.?!\n]{0,80}?"
+    + _TOPIC
+    # a task: "Your task is to write a detailed summary of the conversation", "maintaining a state
+    # summary for an interactive agent", "Write an updated summary"
+    + r"|\b(?:write|create|produce|provide|give|generate|prepare|maintain\w*|update)\b[^.?!\n]{0,40}?"
+    r"\bsummary\b[^.?!\n]{0,80}?"
+    + _TOPIC
+    # opencode: "Provide a detailed prompt for continuing our conversation above"
+    + r"|\bprompt for continu\w+",
     re.IGNORECASE,
 )
 """What a summary request asks for, in any of the wordings agents use."""
