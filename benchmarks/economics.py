@@ -22,9 +22,10 @@ agents do to the bytes they send, applied to every request the engine makes:
   turns replaced by the summary and about a quarter of the window kept verbatim (OpenHands
   `LLMSummarizingCondenser` / opencode compaction).
 - `anthropic-clear`: Anthropic's `clear_tool_uses_20250919` defaults (trigger at 100K input tokens,
-  keep the last 3 tool uses, no `clear_at_least`). `foldline serve` does not implement
-  `context_management`, so this is the client-side equivalent: once the full request is over the
-  trigger, every tool result but the last 3 is replaced by a placeholder, as the server would.
+  keep the last 3 tool uses, no `clear_at_least`), as a client-side rewrite: once the full request
+  is over the trigger, every tool result but the last 3 is replaced by a placeholder, as the server
+  would. (`foldline serve` implements `context_management` now; the SDK's stable `messages.create`
+  the provider calls takes no such parameter, so this strategy does not use it yet.)
 - `foldline`: every level (`install_levels`), `cache_edits` declared as foldline serve supports them.
 - `foldline-no-edits`: every level, a provider that declares no `cache_edits`.
 

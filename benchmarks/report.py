@@ -365,9 +365,9 @@ in `benchmarks/economics.py` over the same engine):
   and the opencode headings (so it shares no cached prefix), then the older turns replaced by the
   summary, about 50K tokens kept verbatim.
 - `anthropic-clear`: Anthropic's `clear_tool_uses_20250919` defaults (trigger 100K input tokens,
-  keep the last 3 tool uses). `foldline serve` does not implement `context_management`, so this
-  is a client-side equivalent: once the full prompt is over the trigger, every tool result but the
-  last 3 is replaced by a placeholder, as the server would clear them.
+  keep the last 3 tool uses), rewritten client-side: once the full prompt is over the trigger,
+  every tool result but the last 3 is replaced by a placeholder, as the server would clear them
+  (`foldline serve` now implements `context_management`; this strategy does not use it yet).
 - `foldline`: every level (`install_levels`), `cache_edits` declared as `foldline serve` supports them.
 - `foldline-no-edits`: every level, a provider that declares no `cache_edits`.
 
