@@ -19,6 +19,8 @@ from foldline.server.backend import ScriptedBackend
 from foldline.server.config import ServerConfig
 from foldline.server.simulated import SimulatedBackend
 from foldline.server.thinking import INTERLEAVED_THINKING_BETA, REDACTED_THINKING_TRIGGER, ThinkingSigner
+from foldline.tools import default_tools
+from foldline.tools.base import tool_specs
 
 ENABLED = {"type": "enabled", "budget_tokens": 2048}
 OMITTED = {**ENABLED, "display": "omitted"}
@@ -175,10 +177,7 @@ _PROMPTS = st.sampled_from(
         "Note for later: the staging port is 6543.",
     ]
 )
-_TOOLS = [
-    {"name": name, "description": name, "input_schema": {"type": "object"}}
-    for name in ("Read", "Bash", "Glob", "Grep", "Edit", "Write")
-]
+_TOOLS = tool_specs(default_tools())  # real schemas, so the simulated model calls them
 
 
 def _answer_calls(content: list[dict[str, Any]], draw: st.DrawFn) -> list[dict[str, Any]]:
