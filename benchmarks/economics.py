@@ -11,42 +11,50 @@ installed (`install_levels`, via `simulate(levels=...)`), which provider capabil
 and an optional request-time rewrite wrapped around the provider. The rewrites are what the other
 agents do to the bytes they send, applied to every request the engine makes:
 
-- `none`: no management on an unlimited window (the cost baseline: every ratio is against it).
+- `none` (opt-in): no management on an unlimited window. No model takes such a window, so nothing
+  is judged against it.
 - `truncate`: drop the oldest whole user turns (a turn starts at a typed prompt, so a tool_use and
   its tool_result are never split) until the request fits under the 200K window's AutoCompact
   threshold (LangGraph `trim_messages`-style).
 - `mask10`: observation masking, every tool result but the last 10 replaced by a placeholder on
-  every request (OpenHands `ObservationMaskingCondenser`, JetBrains' keep-last-10).
-- `summary`: over the threshold, one separate summary request with its own system prompt and no
-  tools (so it shares no cache prefix with the main loop), the opencode headings, then the older
-  turns replaced by the summary and about a quarter of the window kept verbatim (OpenHands
-  `LLMSummarizingCondenser` / opencode compaction).
-- `anthropic-clear`: Anthropic's `clear_tool_uses_20250919` defaults (trigger at 100K input tokens,
-  keep the last 3 tool uses, no `clear_at_least`). `foldline serve` does not implement
-  `context_management`, so this is the client-side equivalent: once the full request is over the
-  trigger, every tool result but the last 3 is replaced by a placeholder, as the server would.
-- `foldline`: every level (`install_levels`), `cache_edits` declared as foldline serve supports them.
-- `foldline-no-edits`: every level, a provider that declares no `cache_edits`.
+  every request (the naive form: the masked set moves with every request).
+- `mask-batched`: the same masking in batches of 30 (`MaskBatched`), so the masked prefix stays put
+  between batches and is read from the cache.
+- `summary-opencode`: opencode's prune of old tool output (`Prune`: the newest 40K tokens protected,
+  a prune only when it frees 20K), then on overflow one separate summary request with opencode's
+  template and its per-heading guidance (`OPENCODE_INSTRUCTION`), its own system prompt and no tools.
+- `summary-openhands`: OpenHands' LLM summarizing condenser: past 120 events (or the threshold), the
+  older half summarized into its state summary (`OPENHANDS_INSTRUCTION`), the forgotten events and
+  the previous summary sent as text in one user message, no system prompt.
+- `anthropic-clear`: `clear_tool_uses_20250919` through the server's real `context_management`
+  (`ContextManagement`; trigger 100K input tokens, keep 3 tool uses, `clear_at_least` 30K), with the
+  `context-management-2025-06-27` beta. The provider sends body fields the SDK does not name through
+  `extra_body`.
+- `claude-code-design`: foldline's engine as Claude Code is designed: AutoCompact with its
+  cache-sharing fork, no Collapse, no cache_edits.
+- `foldline-no-edits`: every level, a provider that declares no `cache_edits` (the headline row).
+- `foldline`: every level, `cache_edits` declared as foldline serve supports them (a feature with no
+  public pricing: its billing is this server's own model).
+- `foldline-no-edits-memory` (opt-in): the headline row with the session memory refreshed beside
+  Collapse, the old default, to measure that change side by side.
 
 The managed strategies run on a 200K window (the server refuses larger prompts with a 400). The
 rewriting strategies run the engine itself on an unlimited window, so that the engine's own
 blocking limit never refuses what the rewrite would have shrunk; the server still enforces 200K.
 Token counts for the rewrites use the server's tokenizer (the one that bills), counted per message.
 
-Per pair: cost at Sonnet list prices (main loop and every fork or summary request), cache-read
-share, peak request, API calls, summary calls (requests that were not the main loop's: foldline's
-forks, the summary strategy's summaries), HTTP 400s, planted facts retained of those asked, turns
-completed, cost ratio to `none` on the same profile. Two kinds of fact are planted
-(`profiles.planted_facts(output_facts=True)`): five the user states in a prompt, and three that
-only a script's long output states once, in passing, which no answer repeats. Masking or clearing
-old tool results cannot lose the first kind; it can lose the second, so the second is reported
-apart (`output_facts_*`). `--json` prints one object per pair on stdout (progress goes to stderr).
-`--jobs N` runs N pairs at once (each pair is an engine and a server process; on a 2-core machine
-the engine and its server each use under a core, so 2 jobs roughly halve the wall time: all 21 pairs
-at 300 turns took 55 minutes).
+Per (profile, strategy, seed): cost at the model's list prices (`foldline.pricing`: 1-hour writes
+at 2x, the long-context rate above 200K input tokens) over the main loop and every fork or summary
+request, cache-read share, peak request, API calls, summary calls (requests that were not the main
+loop's), HTTP 400s, planted facts retained of those asked, turns completed. Two kinds of fact are
+planted (`profiles.planted_facts(output_facts=True)`): five the user states in a prompt, and three
+that only a script's long output states once, in passing, which no answer repeats; the second kind
+is reported apart (`output_facts_*`). `aggregate` gives each column's mean and range over the seeds.
+`--json` prints one object per run on stdout (progress goes to stderr). `--jobs N` runs N at once
+(each is an engine and a server process).
 
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/economics.py [--turns 300]
-[--profiles feature,debug,swe] [--strategies none,truncate,...] [--seed 7] [--json]`
+[--profiles feature,debug,swe] [--strategies truncate,...] [--seeds 7,8,9] [--json]`
 """
 
 from __future__ import annotations
