@@ -225,7 +225,7 @@ class QueryEngine:
     _turn: _Turn | None = field(default=None, init=False)
     _cache_watch: CacheBreakDetector = field(default_factory=CacheBreakDetector, init=False)
     """A new engine (a resume) starts without a baseline: R7.4's reset on resume."""
-    _tail: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _tail: set[asyncio.Future[Any]] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         self.log = SessionLog(self.timeline, self.transcript, self.events, self.clock)
@@ -534,7 +534,9 @@ class QueryEngine:
     # --- background tail (R6.1) ---------------------------------------------------------------------
 
     def _start_tail(self) -> None:
-        task = asyncio.ensure_future(self._run_tail())
+        self._track(asyncio.ensure_future(self._run_tail()))
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
         self._tail.add(task)
         task.add_done_callback(self._tail.discard)
 
@@ -545,6 +547,8 @@ class QueryEngine:
                 result = hook(self)
                 if asyncio.iscoroutine(result):
                     await result
+                elif isinstance(result, asyncio.Future):
+                    self._track(result)  # work the hook left running: `drain` waits for it too
             except Exception as e:  # the tail never breaks the session; it says what failed
                 self.events.emit(NoticeEvent(f"background task {hook!r} failed: {e}", "warning"))
         self.events.telemetry("turn_end", records=len(self.timeline))
@@ -557,9 +561,10 @@ class QueryEngine:
                 self.events.emit(NoticeEvent(f"stopping {hook!r} failed: {e}", "warning"))
 
     async def drain(self) -> None:
-        """Wait for background work (tests, shutdown); normal use never needs to."""
+        """Wait for background work, the tail and what its hooks left running (tests, shutdown, a
+        simulated user's pause); normal use never needs to."""
         while self._tail:
-            await asyncio.gather(*list(self._tail))
+            await asyncio.wait(list(self._tail))  # a cancelled run is done, not an error to raise here
 
     async def aclose(self) -> None:
         """Shut down: stop cancellable background work, finish the tail, flush, close the provider."""

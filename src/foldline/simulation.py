@@ -410,6 +410,7 @@ async def simulate(
     on_event: Callable[[UIEvent], None] | None = None,
     output_facts: bool = False,
     clock: SimulatedClock | None = None,
+    settle: bool = True,
 ) -> SimulationReport:
     """Play `turns` prompts of `profile`'s user into a real session over `provider`.
 
@@ -432,6 +433,9 @@ async def simulate(
             the first it advances by the user's pause (`think_time`, `SimulatedConfig.
             think_time_quantiles`), drawn from the seed and the turn alone. None: the wall clock, and
             no time passes between turns.
+        settle: Before each prompt, wait for the background work the turn before started (Context
+            Collapse's ctx-agent, the session memory), as a user's pause lets it finish: a run is
+            then the same on a loaded machine as on an idle one. False: the next prompt races it.
 
     Returns:
         The report; a turn refused at the blocking limit stops the run (`report.stopped`). Its
@@ -461,6 +465,8 @@ async def simulate(
         for turn, prompt in enumerate(user_prompts(profile, turns, seed, output_facts=output_facts)):
             if clock is not None:
                 clock.advance(think_time(seed, turn, SimulatedConfig().think_time_quantiles))
+            if settle:
+                await session.engine.drain()
             before = len(session.engine.timeline)
             try:
                 result = await session.submit_message(prompt)

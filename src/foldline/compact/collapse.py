@@ -198,13 +198,13 @@ class Collapse:
 
     # --- the background ctx-agent (R3.3.1, R6.1) ----------------------------------------------------
 
-    def tail_hook(self, engine: Any) -> None:
-        """Start a background run on `engine.timeline` after a turn; skipped after an interrupt."""
+    def tail_hook(self, engine: Any) -> asyncio.Task[None] | None:
+        """Start a background run on `engine.timeline` after a turn (skipped after an interrupt);
+        the run is handed back so that the engine's `drain` waits for it."""
         if self._skip_tail:
             self._skip_tail = False
-            return
-        timeline = engine.timeline
-        self.start(timeline.snapshot)
+            return None
+        return self.start(engine.timeline.snapshot)
 
     def start(self, snapshot: Callable[[], Sequence[AnyRecord]]) -> asyncio.Task[None] | None:
         """Start one background run (None when Collapse is off or a run is already in flight).
