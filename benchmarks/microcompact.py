@@ -46,9 +46,14 @@ class RecordingCache(PromptCache):
     usages: list[CacheUsage] = field(default_factory=list)
 
     def apply(
-        self, blocks: Sequence[FlatBlock], min_tokens: int, deleted: Container[str] = frozenset()
+        self,
+        blocks: Sequence[FlatBlock],
+        min_tokens: int,
+        deleted: Container[str] = frozenset(),
+        *,
+        anchor: int = -1,
     ) -> CacheUsage:
-        usage = super().apply(blocks, min_tokens, deleted)
+        usage = super().apply(blocks, min_tokens, deleted, anchor=anchor)
         self.usages.append(usage)
         return usage
 

@@ -18,7 +18,15 @@ from foldline.providers.base import Capabilities
 from foldline.server.app import create_app
 from foldline.server.backend import ScriptedBackend
 from foldline.server.testing import run_server
-from foldline.stream import BlockStart, MessageAccumulator, MessageDelta, MessageStart, StreamEvent, TextDelta
+from foldline.stream import (
+    BlockStart,
+    MessageAccumulator,
+    MessageDelta,
+    MessageStart,
+    SignatureDelta,
+    StreamEvent,
+    TextDelta,
+)
 from foldline.testing import (
     Call,
     FunctionProvider,
@@ -69,11 +77,14 @@ async def test_a_reply_streams_the_events_the_anthropic_adapter_yields_from_the_
         await provider.aclose()
 
     def comparable(events: list[StreamEvent]) -> list[object]:  # message and tool ids hash different keys
+        # The server signs thinking under a key drawn per launch, so only the signature's presence compares.
         return [
             (e.model, e.usage)
             if isinstance(e, MessageStart)
             else {k: v for k, v in e.block.items() if k != "id"}
             if isinstance(e, BlockStart)
+            else ("signature", bool(e.signature))
+            if isinstance(e, SignatureDelta)
             else e
             for e in events
         ]

@@ -69,6 +69,11 @@ __all__ = ["serve"]
     metavar="ORIGIN",
     help="Serve browser pages from this origin, e.g. http://localhost:3000 (repeatable; '*' any).",
 )
+@click.option(
+    "--request-log",
+    type=click.Path(dir_okay=False),
+    help="Append every answered request to this file, one JSON line each (method, path, status).",
+)
 def serve(
     host: str,
     port: int,
@@ -82,6 +87,7 @@ def serve(
     api_key: str | None,
     allow_hosts: tuple[str, ...],
     allow_origins: tuple[str, ...],
+    request_log: str | None,
 ) -> None:
     """Serve the Anthropic Messages API offline: scripted replies, prompt caching, cache_edits, faults."""
     try:
@@ -112,6 +118,7 @@ def serve(
         model_prefixes=prefixes,
         allowed_hosts=(*allow_hosts, *_bound_name(host)),
         allowed_origins=allow_origins,
+        request_log=request_log,
     )
     app = create_app(config, backend=backend, faults=faults)
     listener = _bind(host, port)

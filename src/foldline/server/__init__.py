@@ -5,6 +5,8 @@ Modules, one concern each:
 - `tokenizer`: the deterministic tokenizer every count comes from.
 - `caching`: flattening (tools -> system -> messages), the prompt cache, usage billing, cache_edits.
 - `backend`: the scripted backend and scenario files.
+- `thinking`: thinking blocks in replies, their per-launch signatures, and the check on return.
+- `context_edits`: the request's `context_management` edits, applied before the model sees it.
 - `faults`: fault plans (`--faults`).
 - `sse`: a finished message as the API's SSE event sequence.
 - `config`: `ServerConfig`, every number the server uses.

@@ -1,11 +1,14 @@
 """The Starlette application behind `foldline serve`: routes, auth, validation, caching, faults.
 
 Request pipeline for `POST /v1/messages` (one concern per step):
-concurrency (529; see `limits`) ->
-guard (Host, Origin 403; Content-Type 415; body size 413 while it streams in; see `guard`) ->
-auth (401) -> request number and fault (429/529/500, stall) -> JSON (400, its shape too: `limits`) ->
-validator (400/413) -> cache_edits (400) -> model (404) -> backend -> prompt cache and
-usage -> JSON body or SSE stream (with mid-stream faults).
+access log (every answer's status, outermost) -> capabilities header -> concurrency (529; see
+`limits`) -> guard (Host, Origin 403; Content-Type 415; body size 413 while it streams in; see
+`guard`) -> auth (401) -> request number and fault (429/529/500, stall) -> JSON (400, its shape too:
+`limits`) -> validator (400/413) -> thinking signatures (400, `thinking`) -> context_management
+edits (400 when malformed, `context_edits`) -> cache_edits (400) -> window (400; newer models get
+their output room cut instead) -> model (404) -> backend -> thinking added and signed -> prompt
+cache (read up to the first edited block) and usage -> JSON body or SSE stream (with mid-stream
+faults). `count_tokens` runs the same checks and edits, without the backend.
 
 Invariants: every error is the API's envelope `{"type": "error", "error": {...}, "request_id": ...}`
 with its status; nothing ever puts a traceback in a response (unexpected exceptions become a 500
@@ -16,9 +19,10 @@ config allows; the cache is written only for requests that were accepted.
 from __future__ import annotations
 
 import hmac
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -46,17 +50,29 @@ from foldline.server.caching import (
     cache_edits_deletions,
     deleted_tokens,
     flatten,
-    has_beta,
     total_tokens,
 )
 from foldline.server.config import ServerConfig
+from foldline.server.context_edits import (
+    CONTEXT_MANAGEMENT_BETA,
+    EditOutcome,
+    apply_context_edits,
+    parse_context_management,
+)
 from foldline.server.envelope import FAULT_MESSAGES, error_body, request_id
 from foldline.server.faults import Fault, FaultPlan
 from foldline.server.guard import BodyTooLarge, RequestGuard
 from foldline.server.limits import ConcurrencyLimit, check_depth, check_values
 from foldline.server.sse import error_event, format_event, message_events
+from foldline.server.thinking import (
+    INTERLEAVED_THINKING_BETA,
+    ThinkingSigner,
+    check_signatures,
+    display_omitted,
+    with_thinking,
+)
 
-__all__ = ["RequestRecord", "ServerState", "create_app", "error_body"]
+__all__ = ["AccessRecord", "RequestRecord", "ServerState", "create_app", "error_body"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +83,17 @@ class RequestRecord:
     status: int
     fault: str | None
     stream: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AccessRecord:
+    """One HTTP request as answered, whatever the route (the guard's refusals included)."""
+
+    method: str
+    path: str
+    status: int
+    error: str | None = None
+    """The error envelope's `error.message` of a non-2xx answer (what the client was told)."""
 
 
 @dataclass
@@ -81,6 +108,10 @@ class ServerState:
     """Keys and token counts of blocks seen before, so a resent history is not hashed again."""
     references: ReferenceRegistry = field(default_factory=ReferenceRegistry)
     records: list[RequestRecord] = field(default_factory=list)
+    access: list[AccessRecord] = field(default_factory=list)
+    """Every answered HTTP request, any route (`AccessRecord`); a status of 0 means none was sent."""
+    signer: ThinkingSigner = field(default_factory=lambda: ThinkingSigner(secrets.token_bytes(32)))
+    """Signs the thinking blocks of this launch's replies and checks the ones sent back."""
     _count: int = 0
 
     def next_number(self) -> int:
@@ -135,7 +166,7 @@ async def _read_json(request: Request) -> tuple[dict[str, Any], int]:
     return body, len(raw)
 
 
-def _limits(state: ServerState, input_tokens: int | None) -> ValidationLimits:
+def _limits(state: ServerState, input_tokens: int | None, *, interleaved: bool = False) -> ValidationLimits:
     config = state.config
     return ValidationLimits(
         max_output_tokens={"": config.max_output_tokens, **config.max_output_by_model},
@@ -144,38 +175,90 @@ def _limits(state: ServerState, input_tokens: int | None) -> ValidationLimits:
         max_request_bytes=config.max_request_bytes,
         max_media=config.max_media,
         prefill_allowed=config.prefill_allowed,
+        allow_consecutive_roles=config.allow_consecutive_roles,
+        interleaved_thinking=interleaved,
     )
+
+
+def _betas(request: Request) -> frozenset[str]:
+    """The request's `anthropic-beta` values (a comma-separated header, possibly repeated)."""
+    values = request.headers.getlist("anthropic-beta")
+    return frozenset(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
 @dataclass(frozen=True, slots=True)
 class _Accepted:
     body: dict[str, Any]
+    """What the model sees: the request after server-side context edits."""
     blocks: list[FlatBlock]
     deleted: set[str]
+    betas: frozenset[str]
+    edits: EditOutcome | None
+    """None when the request had no `context_management`."""
+    anchor: int
+    """The last block before the first one a context edit changed (-1: none changed)."""
+    original_tokens: int
+    """The prompt before context edits and cache_edits."""
+    max_tokens: int
+    """What the reply may use: the request's `max_tokens`, less where the window stops it first."""
+
+
+WINDOW_STOP_BETA = "model-context-window-exceeded-2025-08-26"
+
+
+def _output_room(state: ServerState, body: Mapping[str, Any], prompt: int, betas: frozenset[str]) -> int:
+    """`max_tokens`, cut to the room the window leaves on models that stop there rather than refuse."""
+    asked = int(body["max_tokens"])
+    model = str(body.get("model", ""))
+    if WINDOW_STOP_BETA not in betas and not model.startswith(state.config.window_stop_models):
+        return asked
+    # A prompt over the window is still refused (rule A38); one that fits gets what is left.
+    return max(1, min(asked, state.config.context_window - prompt))
+
+
+def _first_change(before: list[FlatBlock], after: list[FlatBlock]) -> int:
+    for index, (old, new) in enumerate(zip(before, after, strict=False)):
+        if old.key != new.key:
+            return index
+    return min(len(before), len(after))
 
 
 def _accept(request: Request, state: ServerState, body: dict[str, Any], size: int) -> _Accepted:
     """Validate a messages body; raises `RequestValidationError` or `_ApiError` when rejected."""
+    betas = _betas(request)
+    interleaved = INTERLEAVED_THINKING_BETA in betas
     # flatten assumes a well-formed body, so the schema and every rule but the window run first.
-    validate_request(body, _limits(state, None), body_bytes=size)
+    validate_request(body, _limits(state, None, interleaved=interleaved), body_bytes=size)
+    check_signatures(body, state.signer)
+    edits = parse_context_management(body.get("context_management"), beta=CONTEXT_MANAGEMENT_BETA in betas)
     blocks = flatten(body, state.memo)
-    beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
+    original, outcome, anchor = total_tokens(blocks), None, -1
+    if body.get("context_management") is not None:
+        outcome = apply_context_edits(body, edits, original)
+        if outcome.applied:
+            edited = flatten(outcome.body, state.memo)
+            anchor = _first_change(blocks, edited) - 1
+            body, blocks = outcome.body, edited
     try:
-        deleted = cache_edits_deletions(body, blocks, beta_enabled=beta, known=state.references.spans)
+        deleted = cache_edits_deletions(
+            body, blocks, beta_enabled=CACHE_EDITS_BETA in betas, known=state.references.spans
+        )
         edits_error = None
     except RequestValidationError as e:
         deleted, edits_error = set(), e
-    # Deleted spans do not occupy the window: cache_edits are how a client stays inside it.
+    # Deleted and cleared spans do not occupy the window: edits are how a client stays inside it.
     prompt = total_tokens(blocks) - deleted_tokens(blocks, deleted)
+    max_tokens = _output_room(state, body, prompt, betas)
     # Every other rule passed above and none of them reads the prompt size: the window is all
     # that is left to check.
-    validate_window(body, _limits(state, prompt))
+    checked = body if max_tokens == body["max_tokens"] else {**body, "max_tokens": max_tokens}
+    validate_window(checked, _limits(state, prompt, interleaved=interleaved))
     if edits_error is not None:
         raise edits_error
     model = str(body["model"])
     if not model.startswith(state.config.model_prefixes):
         raise _ApiError(404, f"model: {model}")
-    return _Accepted(body, blocks, deleted)
+    return _Accepted(body, blocks, deleted, betas, outcome, anchor, original, max_tokens)
 
 
 def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
@@ -186,14 +269,24 @@ def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
         messages=backend_messages(body, accepted.deleted),
         system=body.get("system"),
         tools=list(body.get("tools") or ()),
-        max_tokens=int(body["max_tokens"]),
+        max_tokens=accepted.max_tokens,
         thinking=body.get("thinking"),
         request_key=blocks[-1].key if blocks else "",
     )
-    rendered = state.backend.reply(backend_request).render(backend_request)
-    usage = state.cache.apply(blocks, state.config.min_cacheable(backend_request.model), accepted.deleted)
+    interleaved = INTERLEAVED_THINKING_BETA in accepted.betas
+    reply = with_thinking(state.backend.reply(backend_request), backend_request, interleaved=interleaved)
+    rendered = reply.render(backend_request)
+    sealed = state.signer.seal(rendered.content, omitted=display_omitted(backend_request.thinking))
+    rendered = replace(rendered, content=sealed)
+    if rendered.stop_reason == "max_tokens" and accepted.max_tokens < int(body["max_tokens"]):
+        rendered = replace(rendered, stop_reason="model_context_window_exceeded")
+    min_tokens = state.config.min_cacheable(backend_request.model)
+    usage = state.cache.apply(blocks, min_tokens, accepted.deleted, anchor=accepted.anchor)
     state.references.record(blocks)
-    return rendered.message(backend_request, usage.as_usage(rendered.output_tokens))
+    message = rendered.message(backend_request, usage.as_usage(rendered.output_tokens))
+    if accepted.edits is not None:
+        message["context_management"] = accepted.edits.response_field()
+    return message
 
 
 class _EventStream(StreamingResponse):
@@ -292,20 +385,105 @@ async def _count_tokens(request: Request) -> Response:
     state: ServerState = request.app.state.foldline
     _check_auth(request, state)
     body, size = await _read_json(request)
-    # count_tokens takes no max_tokens; the validator's rules need one that breaks none of them.
+    # count_tokens takes no max_tokens; the validator's rules need one that breaks none of them,
+    # and the window check must not charge an output the caller never asked for.
     thinking = body.get("thinking")
     budget = thinking.get("budget_tokens", 0) if isinstance(thinking, dict) else 0
     placeholder = budget + 1 if isinstance(budget, int) else 1  # must exceed any thinking budget (rule A26)
     checked = {**body, "max_tokens": placeholder} if "max_tokens" not in body else body
-    # flatten assumes a well-formed body: validate without the window first, then with it.
-    validate_request(checked, _limits(state, None), body_bytes=size)
-    blocks = flatten(body, state.memo)
-    beta = has_beta(request.headers.get("anthropic-beta"), CACHE_EDITS_BETA)
-    # The count is what the request would bill and what the window holds: deletions excluded.
-    deleted = cache_edits_deletions(body, blocks, beta_enabled=beta, known=state.references.spans)
-    prompt = total_tokens(blocks) - deleted_tokens(blocks, deleted)
-    validate_window(checked, _limits(state, prompt))
-    return JSONResponse({"input_tokens": prompt})
+    # Everything messages accepts is accepted here, checked the same way (signatures, betas, edits).
+    accepted = _accept(request, state, checked, size)
+    # The count is what the request would bill and what the window holds: edits and deletions excluded.
+    prompt = total_tokens(accepted.blocks) - deleted_tokens(accepted.blocks, accepted.deleted)
+    answer: dict[str, Any] = {"input_tokens": prompt}
+    if accepted.edits is not None:
+        answer["context_management"] = {"original_input_tokens": accepted.original_tokens}
+    return JSONResponse(answer)
+
+
+def _model_object(model_id: str, display_name: str, created_at: str) -> dict[str, Any]:
+    return {"type": "model", "id": model_id, "display_name": display_name, "created_at": created_at}
+
+
+async def _list_models(request: Request) -> Response:
+    state: ServerState = request.app.state.foldline
+    _check_auth(request, state)
+    data = [_model_object(*model) for model in state.config.models]
+    return JSONResponse(
+        {
+            "data": data,
+            "has_more": False,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+        }
+    )
+
+
+async def _get_model(request: Request) -> Response:
+    """A listed model by id or alias (`claude-sonnet-4-5`); any other name messages accepts too."""
+    state: ServerState = request.app.state.foldline
+    _check_auth(request, state)
+    wanted = str(request.path_params["model_id"])
+    for model_id, name, created in state.config.models:
+        if wanted == model_id or model_id.startswith(wanted + "-"):
+            return JSONResponse(_model_object(model_id, name, created))
+    if wanted.startswith(state.config.model_prefixes):
+        return JSONResponse(_model_object(wanted, wanted, "2025-01-01T00:00:00Z"))
+    raise _ApiError(404, f"model: {wanted}")
+
+
+class _AccessLog:
+    """Outermost middleware: records every answered request's status (`ServerState.access`, `request_log`)."""
+
+    def __init__(self, app: ASGIApp, *, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = [0]
+        error_body = bytearray()
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            elif message["type"] == "http.response.body" and not 200 <= status[0] < 300:
+                error_body.extend(message.get("body", b"")[: _ERROR_BYTES - len(error_body)])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            record = AccessRecord(
+                str(scope["method"]), str(scope["path"]), status[0], _error_text(error_body)
+            )
+            self._record(record)
+
+    def _record(self, record: AccessRecord) -> None:
+        state = self.state
+        state.access.append(record)
+        if state.config.request_log:
+            entry: dict[str, Any] = {"method": record.method, "path": record.path, "status": record.status}
+            if record.error is not None:
+                entry["error"] = record.error
+            with open(state.config.request_log, "ab") as log:
+                log.write(dumps(entry) + b"\n")
+
+
+_ERROR_BYTES = 4096
+"""How much of an error answer's body the access log reads for its message."""
+
+
+def _error_text(body: bytes | bytearray) -> str | None:
+    """The envelope's `error.message`, or None when the body is not an error envelope."""
+    try:
+        parsed = loads(bytes(body))
+    except ValueError:
+        return None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return str(error.get("message")) if isinstance(error, dict) else None
 
 
 class _AdvertiseCapabilities:
@@ -380,12 +558,24 @@ def create_app(
         The ASGI app; its `state.foldline` is the `ServerState` (cache, request records, backend).
     """
     config = config or ServerConfig()
+    state = ServerState(
+        config=config,
+        backend=backend if backend is not None else ScriptedBackend(),
+        faults=faults or FaultPlan(),
+        cache=PromptCache(clock=clock, lookback_blocks=config.lookback_blocks),
+        memo=FlattenMemo(config.flatten_memo_bytes),
+    )
+    if config.thinking_key is not None:
+        state.signer = ThinkingSigner(config.thinking_key)
     app = Starlette(
         routes=[
             Route("/v1/messages", _messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
+            Route("/v1/models", _list_models, methods=["GET"]),
+            Route("/v1/models/{model_id:path}", _get_model, methods=["GET"]),
         ],
         middleware=[
+            Middleware(_AccessLog, state=state),
             Middleware(_AdvertiseCapabilities),
             Middleware(ConcurrencyLimit, config=config),
             Middleware(RequestGuard, config=config),
@@ -398,11 +588,5 @@ def create_app(
             Exception: _on_unexpected,
         },
     )
-    app.state.foldline = ServerState(
-        config=config,
-        backend=backend if backend is not None else ScriptedBackend(),
-        faults=faults or FaultPlan(),
-        cache=PromptCache(clock=clock, lookback_blocks=config.lookback_blocks),
-        memo=FlattenMemo(config.flatten_memo_bytes),
-    )
+    app.state.foldline = state
     return app

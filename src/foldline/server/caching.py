@@ -380,6 +380,9 @@ class PromptCache:
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _previous: tuple[list[FlatBlock], int] | None = None
     """The previous request's blocks and the index of the deepest block it left cached."""
+    _covered: dict[str, str] = field(default_factory=dict)
+    """Block prefix key -> the key of the deepest entry written whose prefix contains that block:
+    what a server-side context edit may read up to (`apply(anchor=...)`)."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -400,8 +403,24 @@ class PromptCache:
                     break
         return hit
 
+    def _anchor_hit(self, blocks: Sequence[FlatBlock], anchor: int, now: float) -> int:
+        """`anchor` when a live entry's prefix contains it (refreshing that entry), else -1."""
+        if anchor < 0:
+            return -1
+        entry_key = self._covered.get(blocks[anchor].key)
+        entry = self._live(entry_key, now) if entry_key is not None else None
+        if entry is None:
+            return -1
+        entry.expires_at = now + TTL_SECONDS[entry.ttl]
+        return anchor
+
     def apply(
-        self, blocks: Sequence[FlatBlock], min_tokens: int, deleted: Container[str] = frozenset()
+        self,
+        blocks: Sequence[FlatBlock],
+        min_tokens: int,
+        deleted: Container[str] = frozenset(),
+        *,
+        anchor: int = -1,
     ) -> CacheUsage:
         """Read the longest cached prefix, write entries at later breakpoints, and bill the request.
 
@@ -411,23 +430,31 @@ class PromptCache:
             deleted: `cache_reference`s this request deletes; their tokens are billed nowhere and
                 reported as `cache_deleted_input_tokens` instead (the keys, and so the cached
                 prefix, are unaffected).
+            anchor: the last block before the first one a server-side context edit changed; the
+                prefix through it is read when any live entry contains it, breakpoint or not
+                (context editing invalidates the cache from the cleared point on, not before it).
 
         Returns:
             The usage split.
         """
         now = self.clock()
         breakpoints = [i for i, b in enumerate(blocks) if b.ttl is not None]
-        hit = self._find_hit(blocks, breakpoints, now)
+        hit = max(self._find_hit(blocks, breakpoints, now), self._anchor_hit(blocks, anchor, now))
         reason = self._miss_reason(blocks, hit, now)  # before this request's writes hide an expiry
-        if hit >= 0:
+        if hit >= 0 and blocks[hit].key in self._entries:
             entry = self._entries[blocks[hit].key]
             entry.expires_at = now + TTL_SECONDS[entry.ttl]
         writes = [bp for bp in breakpoints if bp > hit and blocks[bp].end >= min_tokens]
         if writes and len(self._entries) >= _PURGE_AT:
             self._entries = {k: e for k, e in self._entries.items() if e.expires_at > now}
+            self._covered = {k: e for k, e in self._covered.items() if e in self._entries}
         for bp in writes:
             ttl = blocks[bp].ttl or "5m"
             self._entries[blocks[bp].key] = _Entry(ttl=ttl, expires_at=now + TTL_SECONDS[ttl])
+        if writes:
+            deepest = blocks[writes[-1]].key
+            for block in blocks[: writes[-1] + 1]:
+                self._covered[block.key] = deepest
         self._previous = (list(blocks), max([hit, *writes]))
         billed = _billed_positions(blocks, deleted)
         read = billed[hit] if hit >= 0 else 0

@@ -50,6 +50,10 @@ class ServerConfig:
     """Seconds an idle keep-alive connection is kept after a response (uvicorn's `timeout_keep_alive`)."""
     max_media: int = 100
     prefill_allowed: bool = True
+    allow_consecutive_roles: bool = True
+    """The first-party API combines consecutive same-role messages into one turn instead of refusing
+    them (rule A3 is other providers' and the API's old behaviour); Claude Code sends such runs after
+    it compacts."""
     api_key: str | None = None
     """When set, every request must carry it in `x-api-key` (or `Authorization: Bearer`)."""
     allowed_hosts: tuple[str, ...] = ()
@@ -67,6 +71,26 @@ class ServerConfig:
     bytes per entry; past it the oldest entries go (they are only recomputed)."""
     stream_chunk_tokens: int = 8
     """Tokens per `text_delta` / `thinking_delta` / `input_json_delta` event."""
+    window_stop_models: tuple[str, ...] = (
+        "claude-sonnet-4-5",
+        "claude-sonnet-4-6",
+        "claude-opus-4-5",
+        "claude-opus-4-6",
+        "claude-haiku-4-5",
+    )
+    """Model-name prefixes that stop at the context window with `model_context_window_exceeded`
+    instead of refusing a prompt plus `max_tokens` over it (the API's default from Sonnet 4.5 on;
+    older models get it with the `model-context-window-exceeded-2025-08-26` beta)."""
+    thinking_key: bytes | None = None
+    """The key thinking signatures are HMACs under; None draws a fresh one per launch."""
+    request_log: str | None = None
+    """A file every answered HTTP request is appended to, one JSON line each (`--request-log`)."""
+    models: tuple[tuple[str, str, str], ...] = (
+        ("claude-opus-4-5-20251101", "Claude Opus 4.5", "2025-11-01T00:00:00Z"),
+        ("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", "2025-09-29T00:00:00Z"),
+        ("claude-haiku-4-5-20251001", "Claude Haiku 4.5", "2025-10-01T00:00:00Z"),
+    )
+    """What `GET /v1/models` lists, newest first: (id, display name, created_at)."""
 
     def min_cacheable(self, model: str) -> int:
         """Minimum cacheable prefix for `model`: the longest matching prefix's value, else the default."""

@@ -4,7 +4,8 @@ Sequence (Messages streaming doc): `message_start` (the message with empty conte
 usage), then per block `content_block_start` (the block emptied), its deltas (`text_delta`,
 `thinking_delta` then one `signature_delta`, `input_json_delta`), `content_block_stop`; a `ping`
 after the first block starts; then `message_delta` (stop_reason and the cumulative usage) and
-`message_stop`.
+`message_stop`. A response with `context_management` (server-side context edits) carries it on
+`message_delta`, where the SDK's accumulator takes it.
 
 Invariant: feeding the events to the SDK's accumulator rebuilds exactly the non-streaming message.
 """
@@ -91,12 +92,12 @@ def message_events(message: Mapping[str, Any], *, chunk_tokens: int = 8) -> Iter
         for delta in _deltas(block, chunk_tokens):
             yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
-    yield (
-        "message_delta",
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message.get("stop_sequence")},
-            "usage": {k: v for k, v in usage.items() if k != "cache_creation"},
-        },
-    )
+    final: dict[str, Any] = {
+        "type": "message_delta",
+        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message.get("stop_sequence")},
+        "usage": {k: v for k, v in usage.items() if k != "cache_creation"},
+    }
+    if "context_management" in message:  # what server-side context edits applied, known once answered
+        final["context_management"] = message["context_management"]
+    yield "message_delta", final
     yield "message_stop", {"type": "message_stop"}

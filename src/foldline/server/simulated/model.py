@@ -222,7 +222,9 @@ def _read_turn(messages: Sequence[dict[str, Any]], tools: Toolbox) -> _Turn | No
             continue
         if message.get("role") == "assistant":
             uses = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
-            read_before = {_path_key(str(c.input.get("file_path"))) for c in turn.calls if _full_read(c)}
+            # Only a file whose listing was cleared is re-read as extra work; counting any repeated
+            # read would keep the round number still, so the same read would be planned forever.
+            lost_before = set(turn.lost_reads())
             calls = []
             for block in uses:
                 name, tool_input = tools.canonical(str(block.get("name")), dict(block.get("input") or {}))
@@ -234,7 +236,7 @@ def _read_turn(messages: Sequence[dict[str, Any]], tools: Toolbox) -> _Turn | No
                 by_id[str(block.get("id"))] = call
             turn.calls += calls
             if calls and all(
-                _full_read(c) and _path_key(str(c.input.get("file_path"))) in read_before for c in calls
+                _full_read(c) and _path_key(str(c.input.get("file_path"))) in lost_before for c in calls
             ):
                 turn.rereads += 1
             turn.rounds += 1 if uses else 0

@@ -1,0 +1,84 @@
+"""opencode 1.18.33 plays a 10-turn session against `foldline serve` through its `anthropic` provider.
+
+opencode is installed from npm into the interop cache (see `_harness`). Its workspace's
+`opencode.json` points the provider's `baseURL` at the server; it takes its project folder from
+`$PWD`, so the test sets that beside the working directory. Each turn is `opencode run --format json`
+(`--continue` after the first), whose JSON events name every tool call and its final status.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.interop._harness import OPENCODE, client_path, foldline_server, installed, make_workspace
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = (
+    "Read calc.py and explain what it does",
+    "Run `python3 -m unittest discover -s tests -q` and tell me the result",
+    "Note for later: the staging port is 6543.",
+    "Add a docstring to the mul function in calc.py",
+    "Find every function defined in the workspace",
+    "Read README.md and tests/test_calc.py",
+    "Run `python3 -c 'import calc; print(calc.mul(4, 5))'`",
+    "What is the staging port?",
+    "Search the workspace for the word multiply",
+    "List the files of the project",
+)
+
+
+def _events(output: str) -> list[dict[str, Any]]:
+    events = []
+    for line in output.splitlines():
+        if line.startswith("{"):
+            events.append(json.loads(line))
+    return events
+
+
+def test_a_10_turn_session_gets_no_error_and_its_tools_run(tmp_path: Path) -> None:
+    binary = installed(OPENCODE)
+    workspace = make_workspace(tmp_path / "ws")
+    home = tmp_path / "home"
+    home.mkdir()
+    with foldline_server(tmp_path) as server:
+        config = {
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {
+                "anthropic": {"options": {"baseURL": f"{server.url}/v1", "apiKey": "foldline-interop"}}
+            },
+            "model": "anthropic/claude-sonnet-4-5",
+            "permission": {"edit": "allow", "bash": "allow"},
+        }
+        (workspace / "opencode.json").write_text(json.dumps(config))
+        env = {"PATH": client_path(), "HOME": str(home), "PWD": str(workspace)}
+        tools: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
+        for turn, prompt in enumerate(PROMPTS):
+            command = [str(binary), "run", "--format", "json", *(["--continue"] if turn else []), prompt]
+            done = subprocess.run(
+                command, cwd=workspace, env=env, capture_output=True, text=True, timeout=300, check=False
+            )
+            events = _events(done.stdout)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+            assert any(e["type"] == "text" for e in events), done.stdout[-2000:]
+            tools += [e["part"] for e in events if e.get("part", {}).get("type") == "tool"]
+            errors += [e for e in events if e["type"] == "error"]
+        failed = [t for t in tools if t["state"]["status"] != "completed"]
+        numbers = {
+            "turns": len(PROMPTS),
+            "requests": len(server.requests()),
+            "non_2xx": len(server.non_2xx()),
+            "tool_calls": len(tools),
+            "failed_tool_calls": len(failed),
+            "error_events": len(errors),
+        }
+        print(f"\nopencode 10 turns: {json.dumps(numbers)}")  # the Must-show numbers, in the test log
+        assert server.non_2xx() == []
+        assert errors == []
+        assert len(tools) >= 5
+        assert failed == [], [(t["tool"], t["state"]) for t in failed]
