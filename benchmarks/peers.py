@@ -51,6 +51,8 @@ CLIENTS = {
     "claude-code": (interop.CLAUDE_CODE, "Claude Code 2.1.328, real client, its own compaction"),
     "opencode": (interop.OPENCODE, "opencode 1.18.33, real client, its own prune and compaction"),
 }
+UNAVAILABLE = 3
+"""The exit status when the client cannot be installed here (no npm, the registry unreachable)."""
 _TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens")
 _MESSAGES = "/v1/messages"
 
@@ -183,7 +185,7 @@ def main() -> None:
                 row = run(args.client, args.profile, seed, args.turns, Path(tmp) / str(seed), args)
             except ClientUnavailableError as e:
                 print(f"peers: skipped {args.client}: {e}", file=sys.stderr)
-                sys.exit(3)
+                sys.exit(UNAVAILABLE)
             rows.append(row)
             print(
                 f"   {args.profile}/{args.client}/{seed}: ${row['cost_usd']:.2f}, read "

@@ -36,6 +36,7 @@ from economics import (
     feasible,
     table_lines,
 )  # beside this file: on the path when run as a script
+from peers import UNAVAILABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 """The list prices of the model the benchmarks run (the configured default)."""
@@ -114,8 +115,6 @@ def economics(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 PEERS_ROWS = HERE / "peers_last.jsonl"
-PEER_UNAVAILABLE = 3
-"""`peers.py`'s exit status when its client cannot be installed here (no npm, registry unreachable)."""
 
 
 def peers(args: argparse.Namespace, profiles: Sequence[str]) -> list[dict[str, Any]]:
@@ -133,7 +132,7 @@ def peers(args: argparse.Namespace, profiles: Sequence[str]) -> list[dict[str, A
             print(f"== peers {client} {profile}", file=sys.stderr, flush=True)
             # progress and a skip's reason go to stderr, which is left to the terminal
             done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=False)
-            if done.returncode == PEER_UNAVAILABLE:
+            if done.returncode == UNAVAILABLE:
                 print(f"peers: {client} skipped (the reason is printed above)", file=sys.stderr)
                 break
             if done.returncode != 0:
