@@ -315,18 +315,16 @@ class OpenCode:
         Raises:
             ClientRunError: opencode exited with an error.
         """
-        command = [
-            str(self.binary),
-            "run",
-            "--format",
-            "json",
-            *(["--continue"] if self.turns else []),
-            prompt,
-        ]
+        # `opencode run` joins its message arguments with spaces and wraps any argument holding a
+        # space in double quotes, so an argument would reach the model as `"PROMPT"`; what it reads
+        # from a piped stdin it passes on as it is.
+        resume = ["--continue"] if self.turns else []
+        command = [str(self.binary), "run", "--format", "json", *resume]
         done = subprocess.run(
             command,
             cwd=self.workspace,
             env=self.env(),
+            input=prompt,
             capture_output=True,
             text=True,
             timeout=self.turn_timeout,
