@@ -36,7 +36,7 @@ from economics import (
     feasible,
     table_lines,
 )  # beside this file: on the path when run as a script
-from peers import UNAVAILABLE
+from peers import CLIENTS, UNAVAILABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 """The list prices of the model the benchmarks run (the configured default)."""
@@ -323,6 +323,16 @@ every turn with no HTTP 400.
 """
 
 
+PEERS_TEXT = (
+    "Real clients: {rows}. `benchmarks/peers.py` types the same simulated user's prompts into the "
+    "client's own command line against the same server, profile and seed; the client manages its "
+    "context with its own code. Cost, cache share and API calls are the server's per-request usage "
+    "(its request log); summary calls are the requests with no tools or another model, so a "
+    "compaction that keeps the main loop's tools counts as main; facts are judged from the answers "
+    "as foldline's are."
+)
+
+
 def build_page(
     rows: Sequence[dict[str, Any]],
     others: Sequence[tuple[str, str, str, float, int]],
@@ -332,6 +342,9 @@ def build_page(
     cells = aggregate(rows)
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in rows})) or "-"
     lines = [PREAMBLE, ECONOMICS_TEXT.format(turns=turns, seeds=seeds), *table_lines(cells), ""]
+    clients = [name for name in CLIENTS if any(r["strategy"] == name for r in rows)]
+    if clients:
+        lines += [PEERS_TEXT.format(rows=", ".join(f"`{c}` ({CLIENTS[c][1]})" for c in clients)), ""]
     lines += ["### Who wins, and foldline against its target", ""]
     lines += [
         f"Target: `{HEADLINE}` at least 25% cheaper than the cheapest feasible peer at equal or better "
