@@ -100,6 +100,15 @@ def test_a_client_s_answers_are_judged_as_foldline_s() -> None:
     assert (report.output_facts_asked, report.output_facts_retained) == (3, 0)
 
 
+def test_the_page_names_the_real_clients_rows() -> None:
+    report = _load("report")
+    row = econ.report_row("feature", "opencode", "opencode, real", SimulationReport("feature", 7, 3))
+    page = report.build_page([row], [], "feature 3", [])
+    assert "| feature | opencode | 1 |" in page
+    assert "Real clients: `opencode` (opencode 1.18.33" in page
+    assert "Real clients" not in report.build_page([{**row, "strategy": "truncate"}], [], "feature 3", [])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("client", ["claude-code", "opencode"])
 def test_three_turns_of_a_real_client_make_an_economics_row(client: str) -> None:
