@@ -6,7 +6,8 @@ profile and window as `benchmarks/economics.py` (`--seed S --profile P --context
 plus a request log), and types the same simulated user's prompts
 (`profiles.user_prompts(..., output_facts=True)`, the economics sessions' prompts and planted
 facts) into the real client through its own command line: `claude -p PROMPT --output-format json`
-then `--continue`, or `opencode run --format json PROMPT` then `--continue` (`foldline.interop`).
+then `--continue`, or `opencode run --format json` then `--continue` with the prompt on stdin
+(`opencode run` would wrap a prompt argument in double quotes; see `foldline.interop.OpenCode`).
 The clients manage their context with their own code (Claude Code's auto-compact, opencode's prune
 and compaction): that is the comparison.
 

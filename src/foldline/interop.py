@@ -3,7 +3,8 @@
 Owns: installing a pinned client into a cache folder (`installed`), starting `foldline serve` as a
 subprocess on a free port with a request log (`serve`), a client's private HOME and trusted
 workspace, and one turn of each client (`ClaudeCode.turn`: `claude -p PROMPT --output-format json`,
-`--continue` after the first; `OpenCode.turn`: `opencode run --format json PROMPT`, likewise) with
+`--continue` after the first; `OpenCode.turn`: `opencode run --format json`, the prompt on stdin,
+likewise) with
 the answer's text. The interop tests (tests/interop) check the clients' side of this; the peers
 benchmark (benchmarks/peers.py) prices them from the server's request log, where every answered
 request carries its `usage` (`AccessRecord.billed`).
