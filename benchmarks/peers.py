@@ -19,8 +19,10 @@ included), cache-read share, peak request, API calls and HTTP 400s are the serve
 request that declared no tools, or named another model than the session's. A compaction request
 that keeps the main loop's tools (a cache-sharing fork) is counted as main. Facts retained are
 judged from each turn's answer text by `simulation.score_facts`, exactly as economics judges
-foldline's answers. A turn whose client fails (an error result, a non-zero exit, a timeout) stops
-the run and is kept in `errors`, as `simulate` stops on an API error.
+foldline's answers. A turn whose client fails (an error result, no finished reply, a timeout)
+stops the run and is kept in `errors`, as `simulate` stops on an API error; a turn that answered
+although the client reported an error (opencode exits 1 after compacting on the window's 400) is
+noted in `errors` and the session goes on, the refusal counted in `http_400`.
 
 `--json` prints one object per (client, seed) with the keys of economics' rows (`report_row`), so
 `benchmarks/report.py` aggregates them beside the strategies; without it, the table.
@@ -94,8 +96,8 @@ class Driver:
             self.opencode = interop.OpenCode(binary, root, url, turn_timeout=turn_timeout)
             self.opencode.prepare()
 
-    def turn(self, prompt: str) -> str:
-        """The answer's text.
+    def turn(self, prompt: str) -> tuple[str, str | None]:
+        """The answer's text, and a note of what went wrong in a turn that still answered.
 
         Raises:
             ClientRunError: the client failed the turn.
@@ -104,12 +106,16 @@ class Driver:
             result = self.claude.turn(prompt)
             if result.get("is_error"):
                 raise ClientRunError(f"claude answered an error: {str(result.get('result'))[:300]}")
-            return str(result.get("result", ""))
+            return str(result.get("result", "")), None
         found = self.opencode.turn(prompt)
         errors = [e for e in found if e.get("type") == "error"]
-        if errors:
-            raise ClientRunError(f"opencode reported an error: {dumps(errors[0]).decode()[:300]}")
-        return interop.answer(found)
+        if not interop.finished(found):
+            raise ClientRunError(f"opencode did not finish its reply: {dumps(errors[:1]).decode()[:300]}")
+        if errors or self.opencode.exit_status:
+            # The session goes on, as a user's would: the refusal is counted from the server's log.
+            note = f"exited {self.opencode.exit_status} after answering: {dumps(errors[:1]).decode()[:200]}"
+            return interop.answer(found), note
+        return interop.answer(found), None
 
 
 def run(
@@ -134,9 +140,14 @@ def run(
         seen = 0
         for turn, prompt in enumerate(user_prompts(profile, turns, seed, output_facts=True)):
             try:
-                text = driver.turn(prompt)
+                text, note = driver.turn(prompt)
             except (ClientRunError, subprocess.TimeoutExpired) as e:
                 report.errors.append(f"turn {turn + 1}: {e}")
+                failed = True
+            else:
+                failed = False
+                if note is not None:
+                    report.errors.append(f"turn {turn + 1}: {note}")
             entries = [r for r in server.requests() if r["path"] == _MESSAGES][seen:]
             seen += len(entries)
             for entry in entries:
@@ -145,7 +156,7 @@ def run(
                 if request.status is None:
                     report.request_tokens.append(request.prompt)
                     report.request_turn.append(turn)
-            if report.errors:
+            if failed:
                 break
             report.rounds_per_turn.append(sum(1 for e in entries if is_main(e, interop.MODEL)))
             report.answers.append((prompt, text))

@@ -87,6 +87,10 @@ def test_opencode_s_answer_is_its_last_message_s_text() -> None:
     ]
     assert interop.answer(events) == "The staging port is 6543."
     assert interop.answer([]) == ""
+    assert not interop.finished(events)  # no step finished with `stop`: the reply was cut short
+    stop = {"type": "step_finish", "part": {"messageID": "m2", "reason": "stop"}}
+    assert interop.finished([*events, stop])
+    assert not interop.finished([*events, {**stop, "part": {"reason": "tool-calls"}}])
 
 
 def test_a_client_s_answers_are_judged_as_foldline_s() -> None:

@@ -44,6 +44,7 @@ __all__ = [
     "answer",
     "client_path",
     "events",
+    "finished",
     "foldline_command",
     "installed",
     "opencode_config",
@@ -294,6 +295,10 @@ class OpenCode:
     model: str = MODEL
     turn_timeout: float = 300
     turns: int = 0
+    exit_status: int = 0
+    """The last turn's exit status: opencode exits 1 after a turn it finished when a request of the
+    turn was refused (the window's 400 it then compacted on), so a non-zero status with a finished
+    reply is kept here rather than raised."""
 
     @property
     def home(self) -> Path:
@@ -332,11 +337,13 @@ class OpenCode:
             check=False,
         )
         self.turns += 1
-        if done.returncode != 0:
+        found = events(done.stdout)
+        self.exit_status = done.returncode
+        if done.returncode != 0 and not finished(found):
             raise ClientRunError(
                 f"opencode exited {done.returncode}:\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
             )
-        return events(done.stdout)
+        return found
 
 
 def opencode_config(url: str, model: str = MODEL) -> dict[str, Any]:
@@ -358,6 +365,16 @@ def events(output: str) -> list[dict[str, Any]]:
             if isinstance(event, dict):
                 out.append(event)
     return out
+
+
+def finished(turn_events: list[dict[str, Any]]) -> bool:
+    """Whether the turn's reply came to its end (a step that finished with reason `stop`)."""
+    return any(
+        e.get("type") == "step_finish"
+        and isinstance(e.get("part"), dict)
+        and e["part"].get("reason") == "stop"
+        for e in turn_events
+    )
 
 
 def answer(turn_events: list[dict[str, Any]]) -> str:
