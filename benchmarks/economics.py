@@ -690,39 +690,49 @@ class Outcome:
     summary_requests: int
 
     def row(self) -> dict[str, Any]:
-        report, usage = self.report, self.report.usage
-        cost = usage.cost()
-        last: dict[int, int] = {}
-        for turn, tokens in zip(report.request_turn, report.request_tokens, strict=True):
-            last[turn] = tokens
-        return {
-            "profile": self.profile,
-            "strategy": self.strategy.name,
-            "label": self.strategy.label,
-            "cost_usd": round(cost, 4),
-            "cost_uncached_usd": round(usage.cost(cached=False), 4),
-            "seed": report.seed,
-            "long_context_requests": sum(1 for r in report.requests if r.prompt > LONG_CONTEXT_THRESHOLD),
-            "cache_read_share": round(usage.read_share, 4),
-            "cache_write_share": round(usage.cache_write / usage.prompt, 4) if usage.prompt else 0.0,
-            "peak_context_tokens": report.peak_request,
-            "api_calls": report.api_calls,
-            "main_requests": report.main_requests,
-            "summary_calls": report.fork_requests,
-            "http_400": max(report.http_400s, self.http_400_server),
-            "facts_planted": report.facts_planted,
-            "facts_asked": report.facts_asked,
-            "facts_retained": report.facts_retained,
-            "output_facts_asked": report.output_facts_asked,
-            "output_facts_retained": report.output_facts_retained,
-            "turns_completed": report.turns_done,
-            "turns_planned": report.turns_planned,
-            "receipts": report.receipts,
-            "errors": report.errors[:3],
-            "stopped": report.stopped,
-            "wall_s": round(report.wall_s, 1),
-            "context_per_turn": [last[t] for t in sorted(last)],
-        }
+        return report_row(
+            self.profile, self.strategy.name, self.strategy.label, self.report, self.http_400_server
+        )
+
+
+def report_row(
+    profile: str, name: str, label: str, report: SimulationReport, http_400_server: int = 0
+) -> dict[str, Any]:
+    """The table's row of one session (`Outcome.row`; benchmarks/peers.py builds a real client's
+    `SimulationReport` from the server's request log and prints this same row)."""
+    usage = report.usage
+    cost = usage.cost()
+    last: dict[int, int] = {}
+    for turn, tokens in zip(report.request_turn, report.request_tokens, strict=True):
+        last[turn] = tokens
+    return {
+        "profile": profile,
+        "strategy": name,
+        "label": label,
+        "cost_usd": round(cost, 4),
+        "cost_uncached_usd": round(usage.cost(cached=False), 4),
+        "seed": report.seed,
+        "long_context_requests": sum(1 for r in report.requests if r.prompt > LONG_CONTEXT_THRESHOLD),
+        "cache_read_share": round(usage.read_share, 4),
+        "cache_write_share": round(usage.cache_write / usage.prompt, 4) if usage.prompt else 0.0,
+        "peak_context_tokens": report.peak_request,
+        "api_calls": report.api_calls,
+        "main_requests": report.main_requests,
+        "summary_calls": report.fork_requests,
+        "http_400": max(report.http_400s, http_400_server),
+        "facts_planted": report.facts_planted,
+        "facts_asked": report.facts_asked,
+        "facts_retained": report.facts_retained,
+        "output_facts_asked": report.output_facts_asked,
+        "output_facts_retained": report.output_facts_retained,
+        "turns_completed": report.turns_done,
+        "turns_planned": report.turns_planned,
+        "receipts": report.receipts,
+        "errors": report.errors[:3],
+        "stopped": report.stopped,
+        "wall_s": round(report.wall_s, 1),
+        "context_per_turn": [last[t] for t in sorted(last)],
+    }
 
 
 async def play(

@@ -8,8 +8,12 @@ strategy per profile, cache-read share, and the request size over turns per stra
 
 Where foldline misses a target the page says so, by how much, and what the run shows about why.
 
+With `--peers claude-code,opencode`, the real clients play the same profiles, turns and seeds
+(`peers.py`) and their rows join the table; a client that cannot be installed (no npm, the registry
+unreachable) is skipped with its reason printed.
+
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/report.py [--turns 300] [--economics-json FILE]
-[--skip prefix_cache,...]`
+[--skip prefix_cache,...] [--peers claude-code,opencode] [--peers-json FILE]`
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from economics import (
+    DEFAULT_PROFILES,
     STRATEGIES,
     aggregate,
     feasible,
     table_lines,
 )  # beside this file: on the path when run as a script
+from peers import CLIENTS, UNAVAILABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 """The list prices of the model the benchmarks run (the configured default)."""
@@ -106,6 +112,34 @@ def economics(args: argparse.Namespace) -> list[dict[str, Any]]:
     return sorted(
         rows, key=lambda r: (profiles.index(r["profile"]), _strategy_rank(r["strategy"]), r.get("seed", 7))
     )
+
+
+PEERS_ROWS = HERE / "peers_last.jsonl"
+
+
+def peers(args: argparse.Namespace, profiles: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows of the real clients (`benchmarks/peers.py`), one per (client, profile, seed); a client
+    that cannot be installed here is skipped with its reason printed."""
+    if args.peers_json:
+        lines = Path(args.peers_json).read_text().splitlines()
+        return [json.loads(line) for line in lines if line.startswith("{")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    rows: list[dict[str, Any]] = []
+    for client in (c for c in args.peers.split(",") if c):
+        for profile in profiles:
+            command = [sys.executable, str(HERE / "peers.py"), "--json", "--client", client]
+            command += ["--profile", profile, "--turns", str(args.turns), "--seeds", args.seeds]
+            print(f"== peers {client} {profile}", file=sys.stderr, flush=True)
+            # progress and a skip's reason go to stderr, which is left to the terminal
+            done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=False)
+            if done.returncode == UNAVAILABLE:
+                print(f"peers: {client} skipped (the reason is printed above)", file=sys.stderr)
+                break
+            if done.returncode != 0:
+                raise RuntimeError(f"peers.py --client {client} --profile {profile} exited {done.returncode}")
+            rows += [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    Path(args.peers_rows).write_text("".join(f"{json.dumps(r)}\n" for r in rows))
+    return rows
 
 
 def _strategy_rank(name: str) -> int:
@@ -289,6 +323,16 @@ every turn with no HTTP 400.
 """
 
 
+PEERS_TEXT = (
+    "Real clients: {rows}. `benchmarks/peers.py` types the same simulated user's prompts into the "
+    "client's own command line against the same server, profile and seed; the client manages its "
+    "context with its own code. Cost, cache share and API calls are the server's per-request usage "
+    "(its request log); summary calls are the requests with no tools or another model, so a "
+    "compaction that keeps the main loop's tools counts as main; facts are judged from the answers "
+    "as foldline's are."
+)
+
+
 def build_page(
     rows: Sequence[dict[str, Any]],
     others: Sequence[tuple[str, str, str, float, int]],
@@ -298,6 +342,9 @@ def build_page(
     cells = aggregate(rows)
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in rows})) or "-"
     lines = [PREAMBLE, ECONOMICS_TEXT.format(turns=turns, seeds=seeds), *table_lines(cells), ""]
+    clients = [name for name in CLIENTS if any(r["strategy"] == name for r in rows)]
+    if clients:
+        lines += [PEERS_TEXT.format(rows=", ".join(f"`{c}` ({CLIENTS[c][1]})" for c in clients)), ""]
     lines += ["### Who wins, and foldline against its target", ""]
     lines += [
         f"Target: `{HEADLINE}` at least 25% cheaper than the cheapest feasible peer at equal or better "
@@ -357,9 +404,20 @@ def main() -> None:
     parser.add_argument("--skip", default="", help="comma-separated scripts not to run")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per script")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    parser.add_argument(
+        "--peers",
+        default="",
+        help="real clients to add as rows, comma-separated (claude-code,opencode: benchmarks/peers.py, "
+        "the same turns and seeds; about 5 s a turn for Claude Code, 20 s for opencode)",
+    )
+    parser.add_argument("--peers-json", help="read the peers' rows from this JSON-lines file instead")
+    parser.add_argument("--peers-rows", default=str(PEERS_ROWS), help="where the peers' rows are kept")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     rows = economics(args) if "economics" not in skip else []
+    if args.peers or args.peers_json:
+        profiles = list(dict.fromkeys(r["profile"] for r in rows)) or list(DEFAULT_PROFILES)
+        rows += peers(args, profiles)
     planned = {r["profile"]: r["turns_planned"] for r in rows}  # the same for every seed
     turns = ", ".join(f"{p} {t}" for p, t in planned.items()) or str(args.turns)
     others = []

@@ -257,6 +257,12 @@ def test_masking_loses_a_fact_only_a_tool_result_held_and_keeps_the_users(tmp_pa
 
 
 def _load_report() -> ModuleType:
+    if "peers" not in sys.modules:  # report.py imports it by name, as when run as a script
+        spec = importlib.util.spec_from_file_location("peers", BENCHMARKS / "peers.py")
+        assert spec is not None
+        assert spec.loader is not None
+        sys.modules["peers"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["peers"])
     spec = importlib.util.spec_from_file_location("bench_report", BENCHMARKS / "report.py")
     assert spec is not None
     assert spec.loader is not None

@@ -23,6 +23,8 @@ FoldlineError
 from __future__ import annotations
 
 __all__ = [
+    "ClientRunError",
+    "ClientUnavailableError",
     "FoldlineError",
     "ModelAPIError",
     "ModelConnectionError",
@@ -213,3 +215,13 @@ class ToolError(FoldlineError):
     Tools raise it internally; `Tool.run` turns it into an `is_error` tool result whose text is the
     message, so the model reads the reason and can correct itself.
     """
+
+
+class ClientUnavailableError(FoldlineError):
+    """A pinned real client (`foldline.interop`) cannot be had on this machine: no npm, the registry
+    unreachable, or no binary for this platform. The one reason a run of a real client is skipped."""
+
+
+class ClientRunError(FoldlineError):
+    """A real client (`foldline.interop`) or the server it talks to misbehaved: an install that
+    failed, a server that did not start, a turn that printed no result."""

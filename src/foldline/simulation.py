@@ -54,7 +54,7 @@ from foldline.timeline import (
 from foldline.tools import default_tools
 from foldline.usage import UsageTotals
 
-__all__ = ["MeteredRequest", "SimulatedClock", "SimulationReport", "quantile", "simulate"]
+__all__ = ["MeteredRequest", "SimulatedClock", "SimulationReport", "quantile", "score_facts", "simulate"]
 
 _MOVED = re.compile(r"^\[Output too large for the context: ([\d,]+) characters")
 _TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens")
@@ -379,8 +379,9 @@ def _count_receipts(records: Iterable[AnyRecord]) -> dict[str, int]:
     return counts
 
 
-def _score_facts(report: SimulationReport, *, output_facts: bool) -> None:
-    """Which planted facts the typed prompts stated, and which asked ones the answers still knew."""
+def score_facts(report: SimulationReport, *, output_facts: bool) -> None:
+    """Which planted facts the typed prompts stated, and which asked ones the answers still knew
+    (from `report.answers`; the peers benchmark scores a real client's answers with it too)."""
     facts = planted_facts(report.seed, output_facts=output_facts)
     typed = [prompt for prompt, _ in report.answers]
     report.facts_planted = sum(1 for f in facts if any(p.startswith(f.statement) for p in typed))
@@ -493,5 +494,5 @@ async def simulate(
         and not r.is_virtual
     )
     report.receipts = _count_receipts(final)
-    _score_facts(report, output_facts=output_facts)
+    score_facts(report, output_facts=output_facts)
     return report

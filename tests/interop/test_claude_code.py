@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ import pytest
 from tests.interop._harness import (
     CLAUDE_CODE,
     Server,
-    client_path,
     foldline_command,
     foldline_server,
     installed,
@@ -30,6 +28,8 @@ from tests.interop._harness import (
 
 from foldline._json import loads
 from foldline.api.validate import ValidationLimits, find_errors
+from foldline.errors import ClientRunError
+from foldline.interop import ClaudeCode
 
 pytestmark = pytest.mark.slow
 
@@ -49,70 +49,41 @@ PROMPTS = (
 """Ten prompts a user of a small project types; a 20-turn session plays them twice."""
 
 
-@dataclass
 class Session:
-    """One Claude Code session: its folders, the server, and what each turn printed."""
+    """One Claude Code session (`interop.ClaudeCode`): its folders, the server, what each turn printed."""
 
-    root: Path
-    server: Server
-    binary: Path
-    results: list[dict[str, Any]] = field(default_factory=list)
+    def __init__(self, root: Path, server: Server, binary: Path) -> None:
+        self.root = root
+        self.server = server
+        self.client = ClaudeCode(binary, root, server.url, model=MODEL)
+        self.results = self.client.results
 
     @property
     def home(self) -> Path:
-        return self.root / "home"
+        return self.client.home
 
     @property
     def workspace(self) -> Path:
-        return self.root / "ws"
+        return self.client.workspace
 
     def env(self) -> dict[str, str]:
-        return {
-            "PATH": client_path(),
-            "HOME": str(self.home),
-            "PWD": str(self.workspace),
-            "ANTHROPIC_BASE_URL": self.server.url,
-            "ANTHROPIC_API_KEY": "foldline-interop",
-            "DISABLE_TELEMETRY": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-        }
+        return self.client.env()
 
     def turn(self, prompt: str) -> dict[str, Any]:
         """One `claude -p` turn (`--continue` after the first); its JSON result."""
-        command = [str(self.binary), "-p", prompt, "--output-format", "json", "--model", MODEL]
-        if self.results:
-            command.append("--continue")
-        done = subprocess.run(
-            command,
-            cwd=self.workspace,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
         try:
-            result: dict[str, Any] = json.loads(done.stdout)
-        except ValueError:
-            output = f"{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
-            pytest.fail(f"claude printed no JSON result (exit {done.returncode}):\n{output}")
-        self.results.append(result)
-        return result
+            return self.client.turn(prompt)
+        except ClientRunError as e:
+            pytest.fail(str(e))
 
     def transcripts(self) -> list[Path]:
-        return sorted((self.home / ".claude" / "projects").glob("*/*.jsonl"))
+        return self.client.transcripts()
 
 
 def _prepare(root: Path, extra: dict[str, str] | None = None) -> None:
     """A trusted workspace whose tools are allowed (Claude Code refuses to skip permissions as root)."""
-    workspace = make_workspace(root / "ws", extra)
-    settings = {"permissions": {"allow": ["Read", "Edit", "Write", "Glob", "Grep", "Bash"]}}
-    (workspace / ".claude").mkdir()
-    (workspace / ".claude" / "settings.json").write_text(json.dumps(settings))
-    (root / "home").mkdir()
-    trust = {"hasCompletedOnboarding": True, "projects": {str(workspace): {"hasTrustDialogAccepted": True}}}
-    (root / "home" / ".claude.json").write_text(json.dumps(trust))
+    make_workspace(root / "ws", extra)
+    ClaudeCode(Path("claude"), root, "").prepare()
 
 
 def _report(name: str, session: Session) -> dict[str, int]:

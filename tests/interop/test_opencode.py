@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 from tests.interop._harness import OPENCODE, client_path, foldline_server, installed, make_workspace
 
+from foldline import interop
+from foldline.interop import opencode_config
+
 pytestmark = pytest.mark.slow
 
 PROMPTS = (
@@ -32,29 +35,13 @@ PROMPTS = (
 )
 
 
-def _events(output: str) -> list[dict[str, Any]]:
-    events = []
-    for line in output.splitlines():
-        if line.startswith("{"):
-            events.append(json.loads(line))
-    return events
-
-
 def test_a_10_turn_session_gets_no_error_and_its_tools_run(tmp_path: Path) -> None:
     binary = installed(OPENCODE)
     workspace = make_workspace(tmp_path / "ws")
     home = tmp_path / "home"
     home.mkdir()
     with foldline_server(tmp_path) as server:
-        config = {
-            "$schema": "https://opencode.ai/config.json",
-            "provider": {
-                "anthropic": {"options": {"baseURL": f"{server.url}/v1", "apiKey": "foldline-interop"}}
-            },
-            "model": "anthropic/claude-sonnet-4-5",
-            "permission": {"edit": "allow", "bash": "allow"},
-        }
-        (workspace / "opencode.json").write_text(json.dumps(config))
+        (workspace / "opencode.json").write_text(json.dumps(opencode_config(server.url)))
         env = {"PATH": client_path(), "HOME": str(home), "PWD": str(workspace)}
         tools: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
@@ -63,7 +50,7 @@ def test_a_10_turn_session_gets_no_error_and_its_tools_run(tmp_path: Path) -> No
             done = subprocess.run(
                 command, cwd=workspace, env=env, capture_output=True, text=True, timeout=300, check=False
             )
-            events = _events(done.stdout)
+            events = interop.events(done.stdout)
             assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
             assert any(e["type"] == "text" for e in events), done.stdout[-2000:]
             tools += [e["part"] for e in events if e.get("part", {}).get("type") == "tool"]

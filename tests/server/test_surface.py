@@ -151,6 +151,21 @@ def test_every_answered_request_is_logged_with_its_status(tmp_path: Path) -> Non
     assert lines[4]["error"].startswith("Origin 'https://evil.example' is not allowed")
 
 
+def test_an_answered_messages_request_is_logged_with_its_bill(tmp_path: Path) -> None:
+    """A client the server cannot see into (a real agent's command line) is priced from this log."""
+    log = tmp_path / "requests.jsonl"
+    app = create_app(ServerConfig(request_log=str(log)))
+    body = {**_long(MODEL, 5, 10), "tools": [{"name": "Read", "input_schema": {"type": "object"}}]}
+    first = _send(app, "POST", "/v1/messages", body).json()
+    second = _send(app, "POST", "/v1/messages", body).json()
+    _send(app, "POST", "/v1/messages", {"model": MODEL})
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [line["usage"] for line in lines[:2]] == [first["usage"], second["usage"]]
+    assert [(line["model"], line["tools"]) for line in lines[:2]] == [(MODEL, 1), (MODEL, 1)]
+    assert "usage" not in lines[2]  # a refused request was billed nothing
+    assert app.state.foldline.access[0].billed == {"model": MODEL, "tools": 1, "usage": first["usage"]}
+
+
 def test_consecutive_user_messages_are_combined_not_refused() -> None:
     body = {
         "model": MODEL,

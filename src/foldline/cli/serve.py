@@ -72,7 +72,10 @@ __all__ = ["serve"]
 @click.option(
     "--request-log",
     type=click.Path(dir_okay=False),
-    help="Append every answered request to this file, one JSON line each (method, path, status).",
+    help=(
+        "Append every answered request to this file, one JSON line each (method, path, status; "
+        "an answered messages request also its model, tool count and usage)."
+    ),
 )
 def serve(
     host: str,

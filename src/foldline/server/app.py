@@ -94,6 +94,10 @@ class AccessRecord:
     status: int
     error: str | None = None
     """The error envelope's `error.message` of a non-2xx answer (what the client was told)."""
+    billed: dict[str, Any] | None = None
+    """An answered `/v1/messages` request's bill: `model`, `tools` (how many the request declared)
+    and the `usage` the answer reported, so a client the server cannot see into (a real agent's
+    command line) is priced from the server's side, request by request."""
 
 
 @dataclass
@@ -372,6 +376,9 @@ async def _answer(request: Request, state: ServerState, fault: Fault | None) -> 
     body, size = await _read_json(request)
     request.state.stream = body.get("stream") is True
     message = _respond(state, _accept(request, state, body, size))
+    billed = request.scope.get(_BILLED)
+    if isinstance(billed, dict):
+        billed.update(model=message["model"], tools=len(body.get("tools") or ()), usage=message["usage"])
     if request.state.stream:
         return _EventStream(message, fault, state.config.stream_chunk_tokens, request_id())
     return _plain_response(message, fault, request_id())
@@ -445,6 +452,9 @@ class _AccessLog:
             return
         status = [0]
         error_body = bytearray()
+        billed: dict[str, Any] = {}
+        # The route fills this in (a dict shared through the scope, which the router copies shallowly).
+        scope[_BILLED] = billed
 
         async def watched(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -457,7 +467,11 @@ class _AccessLog:
             await self.app(scope, receive, watched)
         finally:
             record = AccessRecord(
-                str(scope["method"]), str(scope["path"]), status[0], _error_text(error_body)
+                str(scope["method"]),
+                str(scope["path"]),
+                status[0],
+                _error_text(error_body),
+                billed if billed and 200 <= status[0] < 300 else None,
             )
             self._record(record)
 
@@ -468,9 +482,14 @@ class _AccessLog:
             entry: dict[str, Any] = {"method": record.method, "path": record.path, "status": record.status}
             if record.error is not None:
                 entry["error"] = record.error
+            if record.billed is not None:
+                entry.update(record.billed)
             with open(state.config.request_log, "ab") as log:
                 log.write(dumps(entry) + b"\n")
 
+
+_BILLED = "foldline.billed"
+"""The scope key under which `_AccessLog` hands the messages route a dict for the answer's bill."""
 
 _ERROR_BYTES = 4096
 """How much of an error answer's body the access log reads for its message."""

@@ -84,7 +84,8 @@ class ServerConfig:
     thinking_key: bytes | None = None
     """The key thinking signatures are HMACs under; None draws a fresh one per launch."""
     request_log: str | None = None
-    """A file every answered HTTP request is appended to, one JSON line each (`--request-log`)."""
+    """A file every answered HTTP request is appended to, one JSON line each (`--request-log`); an
+    answered `/v1/messages` request carries its bill too (`AccessRecord.billed`)."""
     models: tuple[tuple[str, str, str], ...] = (
         ("claude-opus-4-5-20251101", "Claude Opus 4.5", "2025-11-01T00:00:00Z"),
         ("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", "2025-09-29T00:00:00Z"),

@@ -1,0 +1,139 @@
+"""benchmarks/peers.py: the real clients play the economics user and come back as economics rows.
+
+The fast tests check how a request-log line is priced and how an opencode turn's answer is read;
+the slow one runs peers.py for 3 turns of `feature` with each client (installed from npm into the
+interop cache, `foldline.interop`), skipping only where the client cannot be installed here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from foldline import interop
+from foldline.server.simulated.profiles import planted_facts
+from foldline.simulation import SimulationReport, score_facts
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _load(name: str) -> ModuleType:
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # peers imports economics by name, as when run as a script
+    spec.loader.exec_module(module)
+    return module
+
+
+econ = _load("economics")
+peers = _load("peers")
+
+
+def test_a_logged_answer_is_metered_as_the_server_billed_it() -> None:
+    entry = {
+        "method": "POST",
+        "path": "/v1/messages",
+        "status": 200,
+        "model": "claude-sonnet-4-5",
+        "tools": 12,
+        "usage": {
+            "input_tokens": 10,
+            "cache_read_input_tokens": 9000,
+            "cache_creation_input_tokens": 500,
+            "cache_creation": {"ephemeral_5m_input_tokens": 300, "ephemeral_1h_input_tokens": 200},
+            "output_tokens": 40,
+        },
+    }
+    request = peers.metered(entry)
+    assert (request.input, request.cache_read, request.cache_write, request.cache_write_1h) == (
+        10,
+        9000,
+        500,
+        200,
+    )
+    assert (request.output, request.model, request.status, request.prompt) == (
+        40,
+        "claude-sonnet-4-5",
+        None,
+        9510,
+    )
+    assert peers.is_main(entry, "claude-sonnet-4-5")
+    assert not peers.is_main({**entry, "tools": 0}, "claude-sonnet-4-5")  # a title or summary request
+    assert not peers.is_main({**entry, "model": "claude-haiku-4-5"}, "claude-sonnet-4-5")
+    refused = peers.metered(
+        {"path": "/v1/messages", "status": 400, "error": "prompt is too long: 201234 tokens > 200000 maximum"}
+    )
+    assert (refused.status, refused.prompt) == (400, 201234)
+
+
+def test_opencode_s_answer_is_its_last_message_s_text() -> None:
+    events = [
+        {"type": "text", "part": {"messageID": "m1", "text": "Running it now."}},
+        {"type": "tool_use", "part": {"messageID": "m1", "type": "tool"}},
+        {"type": "text", "part": {"messageID": "m2", "text": "The staging port "}},
+        {"type": "text", "part": {"messageID": "m2", "text": "is 6543."}},
+    ]
+    assert interop.answer(events) == "The staging port is 6543."
+    assert interop.answer([]) == ""
+    assert not interop.finished(events)  # no step finished with `stop`: the reply was cut short
+    stop = {"type": "step_finish", "part": {"messageID": "m2", "reason": "stop"}}
+    assert interop.finished([*events, stop])
+    assert not interop.finished([*events, {**stop, "part": {"reason": "tool-calls"}}])
+
+
+def test_a_client_s_answers_are_judged_as_foldline_s() -> None:
+    """The same `score_facts` economics uses: the value in the answer's text is what counts."""
+    port, *others = planted_facts(7, output_facts=True)
+    report = SimulationReport(profile="feature", seed=7, turns_planned=10)
+    report.answers = [(port.question, f"It is {port.value}, as you said.")]
+    report.answers += [(f.question, "I do not remember.") for f in others]
+    score_facts(report, output_facts=True)
+    assert (report.facts_asked, report.facts_retained) == (len(others) + 1, 1)
+    assert (report.output_facts_asked, report.output_facts_retained) == (3, 0)
+
+
+def test_the_page_names_the_real_clients_rows() -> None:
+    report = _load("report")
+    row = econ.report_row("feature", "opencode", "opencode, real", SimulationReport("feature", 7, 3))
+    page = report.build_page([row], [], "feature 3", [])
+    assert "| feature | opencode | 1 |" in page
+    assert "Real clients: `opencode` (opencode 1.18.33" in page
+    assert "Real clients" not in report.build_page([{**row, "strategy": "truncate"}], [], "feature 3", [])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("client", ["claude-code", "opencode"])
+def test_three_turns_of_a_real_client_make_an_economics_row(client: str) -> None:
+    command = [sys.executable, str(BENCHMARKS / "peers.py"), "--client", client, "--profile", "feature"]
+    command += ["--turns", "3", "--seeds", "7", "--json"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, check=False)
+    if done.returncode == peers.UNAVAILABLE:
+        pytest.skip(f"{client} cannot be installed here: {done.stderr.strip().splitlines()[-1]}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    print(f"\n{client} 3 turns: {json.dumps({k: v for k, v in row.items() if k != 'context_per_turn'})}")
+    expected = econ.report_row(
+        "feature", client, "", SimulationReport(profile="feature", seed=7, turns_planned=3)
+    )
+    assert set(row) == set(expected)
+    assert (row["profile"], row["strategy"], row["seed"]) == ("feature", client, 7)
+    assert row["cost_usd"] > 0
+    assert 0 < row["cache_read_share"] < 1
+    assert row["api_calls"] >= 3
+    assert row["http_400"] == 0
+    assert (row["turns_completed"], row["turns_planned"], row["errors"]) == (3, 3, [])
+    (cell,) = econ.aggregate([row])  # the report's table takes it
+    assert cell["strategy"] == client
