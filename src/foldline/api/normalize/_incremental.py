@@ -195,7 +195,7 @@ class IncrementalNormalizer:
         if not at_start and (not msgs or msgs[0].role != "assistant"):
             raise _Dependent
         try:
-            _check_media(_as_sent(msgs) if at_start else msgs, self.options.media, head.media)
+            totals = _check_media(_as_sent(msgs) if at_start else msgs, self.options.media, head.media)
         except UserError:
             if at_start:
                 raise
@@ -203,10 +203,15 @@ class IncrementalNormalizer:
         final = _finish(msgs, self.options, at_start=at_start)
         wire = _wire(final)
         out = head.wire + wire
-        self._advance(tail, final, wire)
+        # Every image counts one and every document at least one page: equal counts mean the tail holds
+        # no media at all, so the head's totals need no second pass over it (a whole-session pass cold).
+        no_media = totals.images == head.media.images and totals.pages == head.media.pages
+        self._advance(tail, final, wire, no_media=no_media)
         return out
 
-    def _advance(self, tail: Sequence[Entry], final: list[_Msg], wire: list[MessageParam]) -> None:
+    def _advance(
+        self, tail: Sequence[Entry], final: list[_Msg], wire: list[MessageParam], *, no_media: bool
+    ) -> None:
         """Freeze the messages before the latest assistant reply, if they map onto a prefix of `tail`."""
         cut = next((j for j in range(len(final) - 1, 0, -1) if final[j].role == "assistant"), 0)
         if cut == 0 or not final[cut].uuids:
@@ -225,7 +230,8 @@ class IncrementalNormalizer:
             return  # S1 moved an attachment across the cut: keep the tail whole
         tool_ids, msg_ids, _ = _refs(tail[:split])
         head = self._head
-        head.media = _check_media(final[:cut], self.options.media, head.media)
+        if not no_media:
+            head.media = _check_media(final[:cut], self.options.media, head.media)
         head.wire = head.wire + wire[:cut]
         head.uuids = head.uuids + [e.uuid for e in tail[:split]]
         head.tool_ids |= tool_ids
