@@ -23,6 +23,7 @@ from foldline.api.normalize._base import (
 from foldline.api.normalize._s0_s5 import _merge_adjacent
 
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_TOOL_BLOCKS = ("tool_result", "tool_use")  # a tuple: a malformed (unhashable) type must not raise
 
 
 def _is_thinking(b: Block) -> bool:
@@ -272,26 +273,34 @@ def s6h_pair_tools(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     out: list[_Msg] = []
     pending: list[str] = []
     for m, ids in zip(msgs, uses, strict=True):
-        rest = (
-            [b for b in m.content if b.get("type") not in ("tool_result", "tool_use")]
-            if m.role == "user"
-            else None
-        )
+        if m.role != "user":
+            if pending:
+                out.append(_Msg("user", [claimed.get(t) or _interrupted(t) for t in pending], ()))
+            out.append(m)
+            pending = ids
+            continue
+        content = m.content
         if pending:
             answers = [claimed.get(t) or _interrupted(t) for t in pending]
-            if m.role == "user":
-                content = [*answers, *(rest or [])]
-                # The usual case, results already first and in order, keeps the message as it is.
-                same = len(content) == len(m.content) and all(
-                    c is b for c, b in zip(content, m.content, strict=True)
+            n = len(answers)
+            # The usual case, the answers already first and in order with no other tool block after
+            # them, keeps the message as it is without building its content again.
+            if (
+                len(content) >= n
+                and all(a is b for a, b in zip(answers, content, strict=False))
+                and not any(b.get("type") in _TOOL_BLOCKS for b in content[n:])
+            ):
+                out.append(m)
+            else:
+                out.append(
+                    m.with_content([*answers, *(b for b in content if b.get("type") not in _TOOL_BLOCKS)])
                 )
-                out.append(m if same else m.with_content(content))
-                pending = ids
-                continue
-            out.append(_Msg("user", answers, ()))
-        if rest is not None and len(rest) != len(m.content):
+            pending = ids
+            continue
+        rest = [b for b in content if b.get("type") not in _TOOL_BLOCKS]
+        if len(rest) != len(content):
             m = m.with_content(rest)
-        if m.content or m.role != "user":
+        if m.content:
             out.append(m)
         pending = ids
     if pending:
