@@ -177,6 +177,19 @@ def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[
             continue
         if open_at is not None and m.msg_id and out[open_at].msg_id == m.msg_id:
             if not known_uuids.issuperset(m.uuids):
+                if len(m.content) == 1 and len(m.uuids) == 1:
+                    # The usual piece, one block from one entry (a reply streamed block by block):
+                    # no lists or set unions built for it.
+                    block = m.content[0]
+                    ident = _identity(block)
+                    if ident is None or ident not in known:
+                        content.append(block)
+                        if ident is not None:
+                            known.add(ident)
+                    uuids.append(m.uuids[0])
+                    known_uuids.add(m.uuids[0])
+                    merged, meta = True, meta and m.is_meta
+                    continue
                 ids = [_identity(b) for b in m.content]
                 if known.isdisjoint(ids):
                     content.extend(m.content)  # the usual piece: nothing in it was merged before
