@@ -186,8 +186,13 @@ def s6g_text_only_errors(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]
 
 def _thinking_first(content: list[Block]) -> list[Block]:
     """Move the first run of thinking blocks to the front, unchanged and in order (A20)."""
-    # One scan for the first thinking block (this runs for every assistant message).
-    start = next((i for i, b in enumerate(content) if b.get("type") in _THINKING), 0)
+    # One scan for the first thinking block (this runs for every assistant message), as a plain loop:
+    # a generator costs more to set up than the scan, which usually stops at the first block.
+    start = 0
+    for i, b in enumerate(content):
+        if b.get("type") in _THINKING:
+            start = i
+            break
     if start == 0:
         return content  # empty, thinking already first, or no thinking at all
     end = start
@@ -210,27 +215,32 @@ def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]]]:
     out: list[_Msg] = []
     uses: list[list[str]] = []
     for m in msgs:
+        if m.role != "assistant":
+            out.append(m)
+            uses.append([])
+            continue
         ids: list[str] = []
-        if m.role == "assistant":
-            content: list[Block] = []
-            for b in _thinking_first(m.content):
-                kind = b.get("type")
-                if kind == "tool_result":
+        content: list[Block] = []
+        for b in _thinking_first(m.content):
+            kind = b.get("type")
+            if kind == "tool_result":
+                continue
+            if kind == "tool_use":
+                raw = b.get("id")
+                tid = _safe_tool_id(raw)
+                if tid in seen:
                     continue
-                if kind == "tool_use":
-                    tid = _safe_tool_id(b.get("id"))
-                    if tid in seen:
-                        continue
-                    seen.add(tid)
-                    ids.append(tid)
-                    b = b if tid == b.get("id") else b | {"id": tid}
-                content.append(b)
-            while content and _is_thinking(content[-1]):
-                content.pop()  # a dropped duplicate may have been all that followed the thinking
-            if not content and m.content:
-                continue  # only replayed tool calls: the originals are already sent
-            if content != m.content:
-                m = m.with_content(content)
+                seen.add(tid)
+                ids.append(tid)
+                if tid != raw:
+                    b = b | {"id": tid}
+            content.append(b)
+        while content and _is_thinking(content[-1]):
+            content.pop()  # a dropped duplicate may have been all that followed the thinking
+        if not content and m.content:
+            continue  # only replayed tool calls: the originals are already sent
+        if content != m.content:
+            m = m.with_content(content)
         out.append(m)
         uses.append(ids)
     return out, uses
