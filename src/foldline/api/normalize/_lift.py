@@ -50,7 +50,16 @@ def _clean_block(block: Block) -> Block:
 def _blocks(content: str | Sequence[Block]) -> list[Block]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
-    return [_clean_block(b) for b in content if isinstance(b, dict)]
+    # `_clean_block` only for a block it could change (ours or CC's fields, or a result's list of
+    # items): most blocks pass as they are, and a call per block cost more than this test.
+    return [
+        b
+        if _STRIP_KEYS.isdisjoint(b)
+        and (b.get("type") != "tool_result" or not isinstance(b.get("content"), list))
+        else _clean_block(b)
+        for b in content
+        if isinstance(b, dict)
+    ]
 
 
 def _reminder(content: str | Sequence[Block]) -> list[Block]:
