@@ -41,9 +41,18 @@ def s6a_drop_orphan_thinking(msgs: list[_Msg], opts: NormalizeOptions) -> list[_
     Two passes: first the ids that have any non-thinking content, then the drop. These are streams
     interrupted right after thinking (A24).
     """
-    has_content = {
-        m.msg_id for m in msgs if m.role == "assistant" and any(not _is_thinking(b) for b in m.content)
-    }
+    has_content: set[str] = set()
+    orphans = False
+    for m in msgs:
+        if m.role == "assistant":
+            for b in m.content:
+                if b.get("type") not in _THINKING:
+                    has_content.add(m.msg_id)
+                    break
+            else:
+                orphans = orphans or bool(m.content)
+    if not orphans:
+        return msgs  # no thinking-only message at all (the usual case): nothing to drop
     return [
         m
         for m in msgs
@@ -81,8 +90,12 @@ def s6c_drop_whitespace(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """
     out: list[_Msg] = []
     for m in msgs:
-        # The type test first spares a call per non-text block (this runs over every block).
-        if not any(b.get("type") == "text" and _is_blank_text(b) for b in m.content):
+        # The type test first spares a call per non-text block, and a plain loop a generator per
+        # message (this runs over every block).
+        for b in m.content:
+            if b.get("type") == "text" and _is_blank_text(b):
+                break
+        else:
             if m.content or m.role == "assistant":
                 out.append(m)
             continue
@@ -135,7 +148,13 @@ def s6f_fold_reminders(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """
     out: list[_Msg] = []
     for m in msgs:
-        if m.role != "user" or not any(b.get("type") == "text" and _is_reminder(b) for b in m.content):
+        if m.role != "user":
+            out.append(m)
+            continue
+        for b in m.content:  # a plain loop, not a generator per message
+            if b.get("type") == "text" and _is_reminder(b):
+                break
+        else:
             out.append(m)  # checked first: most messages hold no reminder, so skip indexing results
             continue
         results = [i for i, b in enumerate(m.content) if b.get("type") == "tool_result"]
@@ -176,10 +195,15 @@ def s6g_text_only_errors(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]
     """
     out: list[_Msg] = []
     for m in msgs:
-        if m.role == "user" and any(b.get("type") == "tool_result" for b in m.content):
-            content = [_clean_result(b) if b.get("type") == "tool_result" else b for b in m.content]
-            if any(c is not b for c, b in zip(content, m.content, strict=True)):
-                m = m.with_content(content)  # only when a result changed: most are already clean
+        if m.role == "user":
+            changed: list[Block] | None = None
+            for i, b in enumerate(m.content):
+                if b.get("type") == "tool_result" and (c := _clean_result(b)) is not b:
+                    if changed is None:
+                        changed = list(m.content)  # copied only when a result changed: most are clean
+                    changed[i] = c
+            if changed is not None:
+                m = m.with_content(changed)
         out.append(m)
     return out
 
