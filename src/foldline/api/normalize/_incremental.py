@@ -185,10 +185,14 @@ class IncrementalNormalizer:
         # Reuse the previous call's lifts by position (the entry there must be the very same object):
         # a dict by id over the whole tail cost a tuple per entry, a lot on a resumed session's first call.
         start, seen, lifted = self._lifted
-        msgs = [
-            lifted[j] if 0 <= (j := i - start) < len(seen) and seen[j] is e else _lift(e)
-            for i, e in enumerate(tail, self._tail_start)
-        ]
+        if seen:
+            msgs = [
+                lifted[j] if 0 <= (j := i - start) < len(seen) and seen[j] is e else _lift(e)
+                for i, e in enumerate(tail, self._tail_start)
+            ]
+        else:
+            msgs = list(map(_lift, tail))  # nothing to reuse (a cold build): no per-entry test
+
         self._lifted = (self._tail_start, tail, msgs)
         for step in _PRE_FINAL:
             msgs = step.run(msgs, self.options)
