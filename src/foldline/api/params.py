@@ -260,7 +260,8 @@ class RequestAssembler:
     def _reproject(self, records: Sequence[AnyRecord]) -> None:
         state = rebuild_state(records)
         self._entries = project_view(records, state)
-        self._pins = pins_in_view(records)
+        # No pin anywhere (the state lists them all): skip the scan back through the whole session.
+        self._pins = pins_in_view(records) if state.pins else []
         self._betas = dict.fromkeys(state.betas)
         self._removed = state.removed
         self._endpoints = frozenset(u for c in state.collapses for u in (c.first_uuid, c.last_uuid))
