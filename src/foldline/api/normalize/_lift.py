@@ -14,6 +14,7 @@ from foldline.api.normalize._base import (
     _THINKING,
     Role,
     _Msg,
+    _new_msg,
 )
 from foldline.errors import UserError
 from foldline.timeline import (
@@ -86,11 +87,11 @@ def _lift(entry: Entry) -> _Msg:
     # is_meta, entry, attach_to, error_text.
     if isinstance(entry, UserEntry):
         typed = not entry.is_meta and not entry.is_compact_summary
-        return _Msg("user", _blocks(entry.message.content), uuids, "", not typed, entry)
+        return _new_msg(_Msg, ("user", _blocks(entry.message.content), uuids, "", not typed, entry, None, ""))
     if isinstance(entry, AssistantEntry):
         content = _blocks(entry.message.content)
         error = _error_text(entry) if entry.is_api_error_message else ""
-        return _Msg("assistant", content, uuids, entry.message.id, True, entry, None, error)
+        return _new_msg(_Msg, ("assistant", content, uuids, entry.message.id, True, entry, None, error))
     if isinstance(entry, AttachmentEntry):
         return _Msg("user", _reminder(entry.content), uuids, entry=entry, attach_to=entry.tool_use_id)
     if isinstance(entry, SystemEntry):
