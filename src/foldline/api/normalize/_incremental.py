@@ -27,7 +27,7 @@ from foldline.api.normalize._final import (
     _wire,
 )
 from foldline.api.normalize._lift import _lift
-from foldline.api.normalize._s6_edges import _safe_tool_id
+from foldline.api.normalize._s6_edges import _GOOD_ID, _safe_tool_id
 from foldline.api.normalize._s7_media import (
     _as_sent,
     _check_media,
@@ -91,9 +91,12 @@ def _refs(entries: Sequence[Entry]) -> tuple[set[str], set[str], set[str]]:
         for b in content if isinstance(content, list) else ():
             kind = b.get("type")
             if kind == "tool_use":
-                tool_ids.add(_safe_tool_id(b.get("id")))
+                raw = b.get("id")
             elif kind == "tool_result":
-                tool_ids.add(_safe_tool_id(b.get("tool_use_id")))
+                raw = b.get("tool_use_id")
+            else:
+                continue
+            tool_ids.add(raw if type(raw) is str and _GOOD_ID(raw) else _safe_tool_id(raw))
     return tool_ids, msg_ids, targets
 
 

@@ -23,6 +23,9 @@ from foldline.api.normalize._base import (
 from foldline.api.normalize._s0_s5 import _merge_adjacent
 
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_GOOD_ID = _TOOL_ID.match
+"""Callers test `type(raw) is str and _GOOD_ID(raw)` inline before calling `_safe_tool_id`: the call
+cost more than the test, and nearly every id is good (each one is seen three times per cold build)."""
 _TOOL_BLOCKS = ("tool_result", "tool_use")  # a tuple: a malformed (unhashable) type must not raise
 
 
@@ -251,7 +254,7 @@ def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]]]:
                 continue
             if kind == "tool_use":
                 raw = b.get("id")
-                tid = _safe_tool_id(raw)
+                tid = raw if type(raw) is str and _GOOD_ID(raw) else _safe_tool_id(raw)
                 if tid in seen:
                     continue
                 seen.add(tid)
@@ -280,9 +283,10 @@ def _claim_results(msgs: list[_Msg], uses: list[list[str]]) -> dict[str, Block]:
             continue
         for b in m.content:
             if b.get("type") == "tool_result":
-                tid = _safe_tool_id(b.get("tool_use_id"))
+                raw = b.get("tool_use_id")
+                tid = raw if type(raw) is str and _GOOD_ID(raw) else _safe_tool_id(raw)
                 if tid in declared and tid not in claimed:
-                    claimed[tid] = b if tid == b.get("tool_use_id") else b | {"tool_use_id": tid}
+                    claimed[tid] = b if tid == raw else b | {"tool_use_id": tid}
     return claimed
 
 
