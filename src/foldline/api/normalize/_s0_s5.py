@@ -185,11 +185,13 @@ def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[
                     # The usual piece, one block from one entry (a reply streamed block by block):
                     # no lists or set unions built for it.
                     block = m.content[0]
-                    ident = _identity(block)
-                    if ident is None or ident not in known:
+                    kind = str(block.get("type"))
+                    key = _IDENTITY_KEY.get(kind)  # `_identity`, inline: this runs for every piece
+                    if key is None:
                         content.append(block)
-                        if ident is not None:
-                            known.add(ident)
+                    elif (ident := (kind, str(block.get(key)))) not in known:
+                        content.append(block)
+                        known.add(ident)
                     uuids.append(m.uuids[0])
                     known_uuids.add(m.uuids[0])
                     merged, meta = True, meta and m.is_meta
