@@ -73,14 +73,14 @@ def short_id(uuid: str) -> str:
     if not _HEX_HEAD.fullmatch(head):
         head = hashlib.sha256(uuid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     value = int(head, 16)
-    # Two base-36 digits per step from a table: half the divisions (every user message is tagged
-    # on each request, every one of them on a resumed session's first).
-    pairs: list[str] = []
-    while value >= 36 * 36:
-        value, rem = divmod(value, 36 * 36)
-        pairs.append(_BASE36_PAIRS[rem])
-    pairs.append(_BASE36[value] if value < 36 else _BASE36_PAIRS[value])
-    return "".join(reversed(pairs))
+    # Two base-36 digits per step from a table, unrolled: ten hex digits are below 1296**4, so four
+    # pairs always hold the value (every user message is tagged on each request, every one of them
+    # on a cold or resumed session's first).
+    high, r0 = divmod(value, 1296)
+    high, r1 = divmod(high, 1296)
+    high, r2 = divmod(high, 1296)
+    pairs = _BASE36_PAIRS
+    return (pairs[high] + pairs[r2] + pairs[r1] + pairs[r0]).lstrip("0") or "0"
 
 
 def new_uuid() -> str:

@@ -183,13 +183,15 @@ class PreparedMessages:
 def _prepare(message: MessageParam, pins: Sequence[CachePin], refs: bool) -> MessageParam:
     """The message with its tool_results named and its pinned cache_edits blocks back in place."""
     content = message["content"]
-    if refs and any(b.get("type") == "tool_result" and "cache_reference" not in b for b in content):
-        content = [
-            b | {"cache_reference": cache_reference_for(str(b.get("tool_use_id")))}
-            if b.get("type") == "tool_result" and "cache_reference" not in b
-            else b
-            for b in content
-        ]
+    if refs:
+        named: list[Block] | None = None
+        for i, b in enumerate(content):  # one pass, the copy made at the first result to name
+            if b.get("type") == "tool_result" and "cache_reference" not in b:
+                if named is None:
+                    named = list(content)
+                named[i] = b | {"cache_reference": cache_reference_for(str(b.get("tool_use_id")))}
+        if named is not None:
+            content = named
     if pins:
         content = list(content)
         for pin in pins:  # pin order: each position was recorded with the earlier pins in place

@@ -94,18 +94,24 @@ def system_blocks(system: str | Sequence[str | Block]) -> list[Block]:
     return blocks
 
 
-def _user_kinds(message: MessageParam) -> list[object] | None:
-    return [b.get("type") for b in message["content"]] if message["role"] == "user" else None
-
-
 def _has_text(message: MessageParam) -> bool:
-    kinds = _user_kinds(message)
-    return kinds is not None and any(t != "tool_result" for t in kinds)
+    # Plain loops, no list of kinds per message: a cold build scans every message back to the first
+    # user message without results (often the session's opening prompt).
+    if message["role"] != "user":
+        return False
+    for b in message["content"]:
+        if b.get("type") != "tool_result":
+            return True
+    return False
 
 
 def _has_no_results(message: MessageParam) -> bool:
-    kinds = _user_kinds(message)
-    return kinds is not None and "tool_result" not in kinds
+    if message["role"] != "user":
+        return False
+    for b in message["content"]:
+        if b.get("type") == "tool_result":
+            return False
+    return True
 
 
 _TURN_ENDS: tuple[Callable[[MessageParam], bool], ...] = (_has_text, _has_no_results)
@@ -254,7 +260,8 @@ class RequestAssembler:
     def _reproject(self, records: Sequence[AnyRecord]) -> None:
         state = rebuild_state(records)
         self._entries = project_view(records, state)
-        self._pins = pins_in_view(records)
+        # No pin anywhere (the state lists them all): skip the scan back through the whole session.
+        self._pins = pins_in_view(records) if state.pins else []
         self._betas = dict.fromkeys(state.betas)
         self._removed = state.removed
         self._endpoints = frozenset(u for c in state.collapses for u in (c.first_uuid, c.last_uuid))

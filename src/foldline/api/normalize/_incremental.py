@@ -27,7 +27,7 @@ from foldline.api.normalize._final import (
     _wire,
 )
 from foldline.api.normalize._lift import _lift
-from foldline.api.normalize._s6_edges import _safe_tool_id
+from foldline.api.normalize._s6_edges import _GOOD_ID, _safe_tool_id
 from foldline.api.normalize._s7_media import (
     _as_sent,
     _check_media,
@@ -91,9 +91,12 @@ def _refs(entries: Sequence[Entry]) -> tuple[set[str], set[str], set[str]]:
         for b in content if isinstance(content, list) else ():
             kind = b.get("type")
             if kind == "tool_use":
-                tool_ids.add(_safe_tool_id(b.get("id")))
+                raw = b.get("id")
             elif kind == "tool_result":
-                tool_ids.add(_safe_tool_id(b.get("tool_use_id")))
+                raw = b.get("tool_use_id")
+            else:
+                continue
+            tool_ids.add(raw if type(raw) is str and _GOOD_ID(raw) else _safe_tool_id(raw))
     return tool_ids, msg_ids, targets
 
 
@@ -185,17 +188,21 @@ class IncrementalNormalizer:
         # Reuse the previous call's lifts by position (the entry there must be the very same object):
         # a dict by id over the whole tail cost a tuple per entry, a lot on a resumed session's first call.
         start, seen, lifted = self._lifted
-        msgs = [
-            lifted[j] if 0 <= (j := i - start) < len(seen) and seen[j] is e else _lift(e)
-            for i, e in enumerate(tail, self._tail_start)
-        ]
+        if seen:
+            msgs = [
+                lifted[j] if 0 <= (j := i - start) < len(seen) and seen[j] is e else _lift(e)
+                for i, e in enumerate(tail, self._tail_start)
+            ]
+        else:
+            msgs = list(map(_lift, tail))  # nothing to reuse (a cold build): no per-entry test
+
         self._lifted = (self._tail_start, tail, msgs)
         for step in _PRE_FINAL:
             msgs = step.run(msgs, self.options)
         if not at_start and (not msgs or msgs[0].role != "assistant"):
             raise _Dependent
         try:
-            _check_media(_as_sent(msgs) if at_start else msgs, self.options.media, head.media)
+            totals = _check_media(_as_sent(msgs) if at_start else msgs, self.options.media, head.media)
         except UserError:
             if at_start:
                 raise
@@ -203,10 +210,15 @@ class IncrementalNormalizer:
         final = _finish(msgs, self.options, at_start=at_start)
         wire = _wire(final)
         out = head.wire + wire
-        self._advance(tail, final, wire)
+        # Every image counts one and every document at least one page: equal counts mean the tail holds
+        # no media at all, so the head's totals need no second pass over it (a whole-session pass cold).
+        no_media = totals.images == head.media.images and totals.pages == head.media.pages
+        self._advance(tail, final, wire, no_media=no_media)
         return out
 
-    def _advance(self, tail: Sequence[Entry], final: list[_Msg], wire: list[MessageParam]) -> None:
+    def _advance(
+        self, tail: Sequence[Entry], final: list[_Msg], wire: list[MessageParam], *, no_media: bool
+    ) -> None:
         """Freeze the messages before the latest assistant reply, if they map onto a prefix of `tail`."""
         cut = next((j for j in range(len(final) - 1, 0, -1) if final[j].role == "assistant"), 0)
         if cut == 0 or not final[cut].uuids:
@@ -225,7 +237,8 @@ class IncrementalNormalizer:
             return  # S1 moved an attachment across the cut: keep the tail whole
         tool_ids, msg_ids, _ = _refs(tail[:split])
         head = self._head
-        head.media = _check_media(final[:cut], self.options.media, head.media)
+        if not no_media:
+            head.media = _check_media(final[:cut], self.options.media, head.media)
         head.wire = head.wire + wire[:cut]
         head.uuids = head.uuids + [e.uuid for e in tail[:split]]
         head.tool_ids |= tool_ids

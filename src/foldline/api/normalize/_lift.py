@@ -14,6 +14,7 @@ from foldline.api.normalize._base import (
     _THINKING,
     Role,
     _Msg,
+    _new_msg,
 )
 from foldline.errors import UserError
 from foldline.timeline import (
@@ -50,7 +51,16 @@ def _clean_block(block: Block) -> Block:
 def _blocks(content: str | Sequence[Block]) -> list[Block]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
-    return [_clean_block(b) for b in content if isinstance(b, dict)]
+    # `_clean_block` only for a block it could change (ours or CC's fields, or a result's list of
+    # items): most blocks pass as they are, and a call per block cost more than this test.
+    return [
+        b
+        if _STRIP_KEYS.isdisjoint(b)
+        and (b.get("type") != "tool_result" or not isinstance(b.get("content"), list))
+        else _clean_block(b)
+        for b in content
+        if isinstance(b, dict)
+    ]
 
 
 def _reminder(content: str | Sequence[Block]) -> list[Block]:
@@ -77,11 +87,11 @@ def _lift(entry: Entry) -> _Msg:
     # is_meta, entry, attach_to, error_text.
     if isinstance(entry, UserEntry):
         typed = not entry.is_meta and not entry.is_compact_summary
-        return _Msg("user", _blocks(entry.message.content), uuids, "", not typed, entry)
+        return _new_msg(_Msg, ("user", _blocks(entry.message.content), uuids, "", not typed, entry, None, ""))
     if isinstance(entry, AssistantEntry):
         content = _blocks(entry.message.content)
         error = _error_text(entry) if entry.is_api_error_message else ""
-        return _Msg("assistant", content, uuids, entry.message.id, True, entry, None, error)
+        return _new_msg(_Msg, ("assistant", content, uuids, entry.message.id, True, entry, None, error))
     if isinstance(entry, AttachmentEntry):
         return _Msg("user", _reminder(entry.content), uuids, entry=entry, attach_to=entry.tool_use_id)
     if isinstance(entry, SystemEntry):

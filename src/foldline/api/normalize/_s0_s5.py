@@ -16,6 +16,7 @@ from foldline._types import Block
 from foldline.api.normalize._base import (
     NormalizeOptions,
     _Msg,
+    _new_msg,
 )
 from foldline.timeline import AssistantEntry, is_api_visible, short_id
 
@@ -124,15 +125,18 @@ def s2_strip_failed_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg
 
 def _merge(a: _Msg, b: _Msg) -> _Msg:
     # Built directly: `dataclasses.replace` costs several times more and runs once per merged piece.
-    return _Msg(
-        a.role,
-        [*a.content, *b.content],
-        a.uuids + b.uuids,
-        a.msg_id,
-        a.is_meta and b.is_meta,
-        None,
-        a.attach_to,
-        a.error_text,
+    return _new_msg(
+        _Msg,
+        (
+            a.role,
+            [*a.content, *b.content],
+            a.uuids + b.uuids,
+            a.msg_id,
+            a.is_meta and b.is_meta,
+            None,
+            a.attach_to,
+            a.error_text,
+        ),
     )
 
 
@@ -166,10 +170,10 @@ def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[
     def close() -> None:
         if merged and open_at is not None:
             first = out[open_at]
-            out[open_at] = _Msg(
+            out[open_at] = _new_msg(_Msg, (
                 first.role, content, tuple(uuids), first.msg_id, meta, None, first.attach_to,
                 first.error_text,
-            )  # fmt: skip
+            ))  # fmt: skip
 
     for m in msgs:
         if m.role != "assistant":
@@ -177,6 +181,21 @@ def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[
             continue
         if open_at is not None and m.msg_id and out[open_at].msg_id == m.msg_id:
             if not known_uuids.issuperset(m.uuids):
+                if len(m.content) == 1 and len(m.uuids) == 1:
+                    # The usual piece, one block from one entry (a reply streamed block by block):
+                    # no lists or set unions built for it.
+                    block = m.content[0]
+                    kind = str(block.get("type"))
+                    key = _IDENTITY_KEY.get(kind)  # `_identity`, inline: this runs for every piece
+                    if key is None:
+                        content.append(block)
+                    elif (ident := (kind, str(block.get(key)))) not in known:
+                        content.append(block)
+                        known.add(ident)
+                    uuids.append(m.uuids[0])
+                    known_uuids.add(m.uuids[0])
+                    merged, meta = True, meta and m.is_meta
+                    continue
                 ids = [_identity(b) for b in m.content]
                 if known.isdisjoint(ids):
                     content.extend(m.content)  # the usual piece: nothing in it was merged before

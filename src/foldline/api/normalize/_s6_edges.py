@@ -23,6 +23,10 @@ from foldline.api.normalize._base import (
 from foldline.api.normalize._s0_s5 import _merge_adjacent
 
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_GOOD_ID = _TOOL_ID.match
+"""Callers test `type(raw) is str and _GOOD_ID(raw)` inline before calling `_safe_tool_id`: the call
+cost more than the test, and nearly every id is good (each one is seen three times per cold build)."""
+_TOOL_BLOCKS = ("tool_result", "tool_use")  # a tuple: a malformed (unhashable) type must not raise
 
 
 def _is_thinking(b: Block) -> bool:
@@ -40,9 +44,18 @@ def s6a_drop_orphan_thinking(msgs: list[_Msg], opts: NormalizeOptions) -> list[_
     Two passes: first the ids that have any non-thinking content, then the drop. These are streams
     interrupted right after thinking (A24).
     """
-    has_content = {
-        m.msg_id for m in msgs if m.role == "assistant" and any(not _is_thinking(b) for b in m.content)
-    }
+    has_content: set[str] = set()
+    orphans = False
+    for m in msgs:
+        if m.role == "assistant":
+            for b in m.content:
+                if b.get("type") not in _THINKING:
+                    has_content.add(m.msg_id)
+                    break
+            else:
+                orphans = orphans or bool(m.content)
+    if not orphans:
+        return msgs  # no thinking-only message at all (the usual case): nothing to drop
     return [
         m
         for m in msgs
@@ -80,8 +93,12 @@ def s6c_drop_whitespace(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """
     out: list[_Msg] = []
     for m in msgs:
-        # The type test first spares a call per non-text block (this runs over every block).
-        if not any(b.get("type") == "text" and _is_blank_text(b) for b in m.content):
+        # The type test first spares a call per non-text block, and a plain loop a generator per
+        # message (this runs over every block).
+        for b in m.content:
+            if b.get("type") == "text" and _is_blank_text(b):
+                break
+        else:
             if m.content or m.role == "assistant":
                 out.append(m)
             continue
@@ -134,7 +151,13 @@ def s6f_fold_reminders(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """
     out: list[_Msg] = []
     for m in msgs:
-        if m.role != "user" or not any(b.get("type") == "text" and _is_reminder(b) for b in m.content):
+        if m.role != "user":
+            out.append(m)
+            continue
+        for b in m.content:  # a plain loop, not a generator per message
+            if b.get("type") == "text" and _is_reminder(b):
+                break
+        else:
             out.append(m)  # checked first: most messages hold no reminder, so skip indexing results
             continue
         results = [i for i, b in enumerate(m.content) if b.get("type") == "tool_result"]
@@ -175,18 +198,28 @@ def s6g_text_only_errors(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]
     """
     out: list[_Msg] = []
     for m in msgs:
-        if m.role == "user" and any(b.get("type") == "tool_result" for b in m.content):
-            content = [_clean_result(b) if b.get("type") == "tool_result" else b for b in m.content]
-            if any(c is not b for c, b in zip(content, m.content, strict=True)):
-                m = m.with_content(content)  # only when a result changed: most are already clean
+        if m.role == "user":
+            changed: list[Block] | None = None
+            for i, b in enumerate(m.content):
+                if b.get("type") == "tool_result" and (c := _clean_result(b)) is not b:
+                    if changed is None:
+                        changed = list(m.content)  # copied only when a result changed: most are clean
+                    changed[i] = c
+            if changed is not None:
+                m = m.with_content(changed)
         out.append(m)
     return out
 
 
 def _thinking_first(content: list[Block]) -> list[Block]:
     """Move the first run of thinking blocks to the front, unchanged and in order (A20)."""
-    # One scan for the first thinking block (this runs for every assistant message).
-    start = next((i for i, b in enumerate(content) if b.get("type") in _THINKING), 0)
+    # One scan for the first thinking block (this runs for every assistant message), as a plain loop:
+    # a generator costs more to set up than the scan, which usually stops at the first block.
+    start = 0
+    for i, b in enumerate(content):
+        if b.get("type") in _THINKING:
+            start = i
+            break
     if start == 0:
         return content  # empty, thinking already first, or no thinking at all
     end = start
@@ -209,27 +242,32 @@ def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]]]:
     out: list[_Msg] = []
     uses: list[list[str]] = []
     for m in msgs:
+        if m.role != "assistant":
+            out.append(m)
+            uses.append([])
+            continue
         ids: list[str] = []
-        if m.role == "assistant":
-            content: list[Block] = []
-            for b in _thinking_first(m.content):
-                kind = b.get("type")
-                if kind == "tool_result":
+        content: list[Block] = []
+        for b in _thinking_first(m.content):
+            kind = b.get("type")
+            if kind == "tool_result":
+                continue
+            if kind == "tool_use":
+                raw = b.get("id")
+                tid = raw if type(raw) is str and _GOOD_ID(raw) else _safe_tool_id(raw)
+                if tid in seen:
                     continue
-                if kind == "tool_use":
-                    tid = _safe_tool_id(b.get("id"))
-                    if tid in seen:
-                        continue
-                    seen.add(tid)
-                    ids.append(tid)
-                    b = b if tid == b.get("id") else b | {"id": tid}
-                content.append(b)
-            while content and _is_thinking(content[-1]):
-                content.pop()  # a dropped duplicate may have been all that followed the thinking
-            if not content and m.content:
-                continue  # only replayed tool calls: the originals are already sent
-            if content != m.content:
-                m = m.with_content(content)
+                seen.add(tid)
+                ids.append(tid)
+                if tid != raw:
+                    b = b | {"id": tid}
+            content.append(b)
+        while content and _is_thinking(content[-1]):
+            content.pop()  # a dropped duplicate may have been all that followed the thinking
+        if not content and m.content:
+            continue  # only replayed tool calls: the originals are already sent
+        if content != m.content:
+            m = m.with_content(content)
         out.append(m)
         uses.append(ids)
     return out, uses
@@ -245,9 +283,10 @@ def _claim_results(msgs: list[_Msg], uses: list[list[str]]) -> dict[str, Block]:
             continue
         for b in m.content:
             if b.get("type") == "tool_result":
-                tid = _safe_tool_id(b.get("tool_use_id"))
+                raw = b.get("tool_use_id")
+                tid = raw if type(raw) is str and _GOOD_ID(raw) else _safe_tool_id(raw)
                 if tid in declared and tid not in claimed:
-                    claimed[tid] = b if tid == b.get("tool_use_id") else b | {"tool_use_id": tid}
+                    claimed[tid] = b if tid == raw else b | {"tool_use_id": tid}
     return claimed
 
 
@@ -272,26 +311,34 @@ def s6h_pair_tools(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     out: list[_Msg] = []
     pending: list[str] = []
     for m, ids in zip(msgs, uses, strict=True):
-        rest = (
-            [b for b in m.content if b.get("type") not in ("tool_result", "tool_use")]
-            if m.role == "user"
-            else None
-        )
+        if m.role != "user":
+            if pending:
+                out.append(_Msg("user", [claimed.get(t) or _interrupted(t) for t in pending], ()))
+            out.append(m)
+            pending = ids
+            continue
+        content = m.content
         if pending:
             answers = [claimed.get(t) or _interrupted(t) for t in pending]
-            if m.role == "user":
-                content = [*answers, *(rest or [])]
-                # The usual case, results already first and in order, keeps the message as it is.
-                same = len(content) == len(m.content) and all(
-                    c is b for c, b in zip(content, m.content, strict=True)
+            n = len(answers)
+            # The usual case, the answers already first and in order with no other tool block after
+            # them, keeps the message as it is without building its content again.
+            if (
+                len(content) >= n
+                and all(a is b for a, b in zip(answers, content, strict=False))
+                and not any(b.get("type") in _TOOL_BLOCKS for b in content[n:])
+            ):
+                out.append(m)
+            else:
+                out.append(
+                    m.with_content([*answers, *(b for b in content if b.get("type") not in _TOOL_BLOCKS)])
                 )
-                out.append(m if same else m.with_content(content))
-                pending = ids
-                continue
-            out.append(_Msg("user", answers, ()))
-        if rest is not None and len(rest) != len(m.content):
+            pending = ids
+            continue
+        rest = [b for b in content if b.get("type") not in _TOOL_BLOCKS]
+        if len(rest) != len(content):
             m = m.with_content(rest)
-        if m.content or m.role != "user":
+        if m.content:
             out.append(m)
         pending = ids
     if pending:

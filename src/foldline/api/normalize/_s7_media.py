@@ -26,6 +26,12 @@ _MEDIA = frozenset({"image", "document"})
 
 def _iter_media(msgs: list[_Msg]) -> Iterable[tuple[str, _Msg, Block]]:
     for i, m in enumerate(msgs):
+        for b in m.content:  # a plain test first: most messages hold no media and need no indexing
+            kind = b.get("type")
+            if kind in _MEDIA or (kind == "tool_result" and isinstance(b.get("content"), list)):
+                break
+        else:
+            continue
         for j, b in enumerate(m.content):
             kind = b.get("type")
             if kind in _MEDIA:
