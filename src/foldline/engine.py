@@ -308,7 +308,7 @@ class QueryEngine:
     async def run(self) -> TurnResult:
         """The do-while loop (R0.1): step until a final decision; record any interruption."""
         budget = AttemptBudget(self.config.retry.max_retries_per_turn)
-        self._turn = turn = _Turn(budget, TurnState(max_tokens=self.config.max_output_tokens))
+        self._turn = turn = _Turn(budget, TurnState(max_tokens=self.config.output_tokens))
         try:
             while not isinstance(decision := await self.step(), Final):
                 pass

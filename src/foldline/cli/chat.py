@@ -38,11 +38,12 @@ from foldline.cli._jsonout import event_object, json_line, result_object
 from foldline.cli._prompt import make_asker
 from foldline.cli._slash import compact_command, run_slash
 from foldline.cli._ui import Renderer, recap, status_line
-from foldline.config import Config, TranscriptConfig
+from foldline.config import DESIGN_WINDOW, Config, TranscriptConfig
 from foldline.engine import TurnResult
 from foldline.errors import FoldlineError
 from foldline.events import NoticeEvent, UIEvent
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
+from foldline.providers.limits import server_limits
 from foldline.session import Session
 from foldline.sessions import (
     claude_code_projects_dir,
@@ -56,7 +57,7 @@ from foldline.tools import default_tools
 from foldline.tools.permissions import PermissionMode
 from foldline.transcript import list_session_files, session_path
 
-__all__ = ["chat", "compact_command"]
+__all__ = ["chat", "compact_command", "with_limits"]
 
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 
@@ -95,6 +96,27 @@ def _imported(source: Path, workspace: Path, sessions_dir: Path) -> Path:
     for issue in loaded.warnings:
         click.echo(f"warning: {issue} (skipped)", err=True)
     return dest
+
+
+def with_limits(
+    config: Config,
+    base_url: str | None,
+    api_key: str | None,
+    *,
+    context_window: int | None,
+    max_output: int | None,
+) -> Config:
+    """`config` with the model's window and output limit: the flags first; for a model Claude's table
+    does not know, what the server at `base_url` reports (`providers.limits`); else as it was."""
+    known = any(config.model.startswith(prefix) for prefix, _ in config.model_limits)
+    if (context_window is None or max_output is None) and not known and base_url:
+        served = server_limits(base_url, config.model, api_key=api_key)
+        if served is not None:
+            context_window = context_window or served.context_window
+            max_output = max_output or served.max_output
+    return replace(
+        config, context_window=context_window, model_max_output=max_output, reference_window=DESIGN_WINDOW
+    )
 
 
 def _start(
@@ -268,6 +290,26 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
 )
 @click.option("--api-key", envvar="ANTHROPIC_API_KEY", help="API key (default: $ANTHROPIC_API_KEY).")
 @click.option(
+    "--context-window",
+    type=click.IntRange(min=1024),
+    default=None,
+    help="The model's window in tokens (default: Claude's table; for another model, what the server "
+    "reports, else 200000). Every compaction threshold scales to it.",
+)
+@click.option(
+    "--max-output-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The model's output limit in tokens (default: Claude's table, or what the server reports).",
+)
+@click.option(
+    "--summary-format",
+    type=click.Choice(["sections", "free"]),
+    default="sections",
+    show_default=True,
+    help="free: keep a compaction summary that lacks the requested sections (a small local model).",
+)
+@click.option(
     "--permission-mode", type=click.Choice(MODES), help="Default: the settings' defaultMode, else default."
 )
 @click.option("--workspace", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path.cwd)
@@ -293,7 +335,13 @@ def chat(**options: Any) -> None:
     workspace = Path(options["workspace"]).resolve()
     sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
     model = {"model": options["model"]} if options["model"] else {}
-    config = Config(max_turns=options["max_turns"], **model)
+    config = with_limits(
+        Config(max_turns=options["max_turns"], summary_format=options["summary_format"], **model),
+        options["base_url"],
+        options["api_key"],
+        context_window=options["context_window"],
+        max_output=options["max_output_tokens"],
+    )
     try:
         settings = load_settings(workspace)
     except FoldlineError as e:

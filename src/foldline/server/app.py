@@ -282,6 +282,31 @@ def _status_of(error: Exception) -> int:
     return error.status if isinstance(error, _ApiError | RequestValidationError | BodyTooLarge) else 500
 
 
+async def _model(request: Request) -> Response:
+    """`GET /v1/models/{id}`: the Models API's object, plus this launch's limits.
+
+    `context_window` and `max_output_tokens` are foldline's fields (the public object has no such
+    limits): a client serving a model it has no table for (`foldline chat` on a local model) reads
+    its window here instead of assuming Claude's.
+    """
+    state: ServerState = request.app.state.foldline
+    _check_auth(request, state)
+    model = str(request.path_params["model"])
+    if not model.startswith(state.config.model_prefixes):
+        raise _ApiError(404, f"model: {model}")
+    config = state.config
+    return JSONResponse(
+        {
+            "type": "model",
+            "id": model,
+            "display_name": model,
+            "created_at": "1970-01-01T00:00:00Z",
+            "context_window": config.context_window,
+            "max_output_tokens": min(config.max_output_tokens, config.context_window),
+        }
+    )
+
+
 async def _count_tokens(request: Request) -> Response:
     state: ServerState = request.app.state.foldline
     _check_auth(request, state)
@@ -354,6 +379,7 @@ def create_app(
         routes=[
             Route("/v1/messages", _messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
+            Route("/v1/models/{model:path}", _model, methods=["GET"]),
         ],
         middleware=[Middleware(RequestGuard, config=config)],
         exception_handlers={
