@@ -270,10 +270,12 @@ the wording SmolLM2's function-calling data used, which `toolcalls` parses."""
 
 
 def _example(tools: Sequence[Mapping[str, Any]]) -> str:
-    """A one-shot example call to the first offered tool whose first required parameter is a string.
+    """Example calls to the first offered tool whose first required parameter is a string.
 
     Measured on SmolLM2-135M-Instruct: with the preamble alone it answered "Read the file notes.txt"
-    with Python code; with this one example it wrote the call.
+    with Python code; with one example it wrote the call, but behind foldline's own system prompt
+    it copied the example's file name; two examples with different names are meant to show it
+    that the value comes from the request.
     """
     for tool in tools:
         function = tool["function"]
@@ -282,8 +284,12 @@ def _example(tools: Sequence[Mapping[str, Any]]) -> str:
         properties = schema.get("properties") or {}
         if required and (properties.get(required[0]) or {}).get("type") == "string":
             name, parameter = function["name"], required[0]
-            call = f'[{{"name": "{name}", "arguments": {{"{parameter}": "a.txt"}}}}]'
-            return f"\n\nExample. User: {name} the file a.txt\nAssistant: <tool_call>{call}</tool_call>"
+            # Two examples with different values, so the value is seen to come from the request.
+            return "".join(
+                f"\n\nExample. User: {name} the file {value}\nAssistant: <tool_call>"
+                f'[{{"name": "{name}", "arguments": {{"{parameter}": "{value}"}}}}]</tool_call>'
+                for value in ("a.txt", "src/b.py")
+            )
     return ""
 
 
