@@ -1,10 +1,11 @@
 """A summary judge no one here wrote: a real model summarizes simulated sessions under each strategy's prompt.
 
 Snapshots: `--snapshots` simulated sessions (`foldline.testing.SimulatedProvider`, the `--profile`
-user, seeds from 0 up, a seed whose text passes `--max-snapshot-tokens` skipped, with the planted facts of `profiles.planted_facts(output_facts=True)`: some the
-user states, some only a script's output states), played in-process through the real engine and
-tools for `--turns` turns, then written out as a plain-text conversation (tool results cut to their
-head and tail so a snapshot fits SmolLM2's 8K window). A fact counts for a snapshot only if its
+user, seeds from 0 up, a seed whose text passes `--max-snapshot-tokens` skipped, with the planted
+facts of `profiles.planted_facts(output_facts=True)`: some the user states, some only a script's
+output states), played in-process through the real engine and tools for `--turns` turns, then
+written out as a plain-text conversation (tool results cut to their head and tail so a snapshot
+fits SmolLM2's 8K window). A fact counts for a snapshot only if its
 value is in that text.
 
 The judge: SmolLM2-135M-Instruct (`foldline model fetch`) through `TransformersBackend`, greedy.
