@@ -55,4 +55,7 @@ def fetch(models_dir: Path | None, threads: int) -> None:
     click.echo(
         f"serve it:    foldline serve --backend transformers --model {shlex.quote(str(path))} --port 8765"
     )
-    click.echo("chat with it: foldline chat --base-url http://127.0.0.1:8765 --model smollm2-135m-instruct")
+    click.echo(
+        "chat with it: foldline chat --base-url http://127.0.0.1:8765 --model smollm2-135m-instruct "
+        "--summary-format free"
+    )
