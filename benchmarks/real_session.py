@@ -102,6 +102,16 @@ def start_server(model_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], s
     raise RuntimeError("foldline serve did not start in 10 minutes")
 
 
+def stop_server(server: subprocess.Popen[bytes]) -> None:
+    """Stop the server; one still inside a generation (a cancelled fork's) is killed after 30 s."""
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 def run_chat(
     base_url: str,
     workspace: Path,
@@ -189,12 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         printed = run_chat(
             base_url, workspace, sessions, prompts, args.max_output_tokens, args.max_rounds, args.timeout
         )
+        (root / "chat.txt").write_text(printed)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop_server(server)
     report = read_back(sessions, server_log)
     report.seconds = time.monotonic() - started
-    (root / "chat.txt").write_text(printed)
     print(f"session under {root}: {report.turns} turns in {report.seconds:.0f} s")
     print(f"HTTP statuses of POST /v1/messages: {dict(sorted(report.requests.items()))}")
     print(f"tool calls: {dict(report.tool_calls)} ({report.tool_errors} error results)")

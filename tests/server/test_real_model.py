@@ -94,6 +94,8 @@ def test_a_three_turn_chat_session_compacts_with_the_real_models_summary(
     workspace.mkdir()
     for name, text in session.WORKSPACE_FILES.items():
         (workspace / name).write_text(text)
+    # One read that fills most of the 8K window, so three turns are enough to need a compaction.
+    (workspace / "notes.txt").write_text(session.WORKSPACE_FILES["notes.txt"] + session._lines("more", 260))
     server, base_url = session.start_server(model_dir, tmp_path / "server.log")
     try:
         session.run_chat(
@@ -106,8 +108,7 @@ def test_a_three_turn_chat_session_compacts_with_the_real_models_summary(
             1800.0,
         )
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        session.stop_server(server)
     report = session.read_back(sessions, tmp_path / "server.log")
     assert report.turns == 3
     assert set(report.requests) == {200}, report.requests  # requests were made; no 400s, no 500s
