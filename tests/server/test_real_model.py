@@ -21,7 +21,9 @@ pytest.importorskip("gguf")
 from foldline.server.backend import BackendRequest
 from foldline.server.model.fetch import default_models_dir, fetch_model
 
-pytestmark = pytest.mark.slow
+# Fetching and converting the model (first run only) takes about 2 minutes on 2 cores, and each
+# request a few seconds to a minute: well past the suite's default 300 s per test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 TOOLS = [
     {
