@@ -242,8 +242,8 @@ class Config:
     (benchmarks/simulator.py, 300 turns), the cache-read share falling from 99.0% to 94.2%."""
     summary_format: Literal["sections", "free"] = "sections"
     """`sections`: a compaction summary without the requested `## ` sections is a failure (R3.4.9).
-    `free`: such a reply is kept whole, for a model too small to follow the format (`foldline chat
-    --free-summaries`); an empty reply is still a failure."""
+    `free`: such a reply is kept whole, even one cut at the output limit, for a model too small to
+    follow the format (`foldline chat --summary-format free`); an empty reply is still a failure."""
     max_turns: int | None = None
     """Model rounds per user turn before it stops with `stop_reason="max_turns"`; `None`: no limit."""
     thinking_budget_tokens: int | None = None

@@ -104,9 +104,9 @@ class ToolRunner:
         directory = self.results_dir or (
             self.config.transcript.sessions_dir / (self.log.timeline.session_id or "session") / "tool-results"
         )
-        kept, moved = apply_result_budget(
-            results, names, limit=self.config.tool_result_budget_chars, directory=directory
-        )
+        # The budget is design.md's 50,000 characters on 200K, scaled down on a smaller window.
+        limit = self.config.scaled(self.config.tool_result_budget_chars)
+        kept, moved = apply_result_budget(results, names, limit=limit, directory=directory)
         if moved:
             chars = sum(m.chars for m in moved)
             text = f"saved {len(moved)} oversized tool result(s), {chars:,} chars, to files"

@@ -96,22 +96,26 @@ def test_a_three_turn_chat_session_compacts_with_the_real_models_summary(
     workspace.mkdir()
     for name, text in session.WORKSPACE_FILES.items():
         (workspace / name).write_text(text)
-    # One read that fills most of the 8K window, so three turns are enough to need a compaction.
-    (workspace / "notes.txt").write_text(session.WORKSPACE_FILES["notes.txt"] + session._lines("more", 260))
+    # A read, then two pasted logs of about 3,500 tokens each: past the 8K window by the third turn.
+    prompts = [
+        "Read the file notes.txt",
+        session._pasted("build", 260) + " Did the build pass?",
+        session._pasted("deploy", 260) + " Which step was last?",
+    ]
     server, base_url = session.start_server(model_dir, tmp_path / "server.log")
     try:
         session.run_chat(
             base_url,
             workspace,
             sessions,
-            ["Read the file notes.txt", "Read the file todo.txt", "What is the name of the project?"],
+            prompts,
             48,
             2,
             1800.0,
         )
     finally:
         session.stop_server(server)
-    report = session.read_back(sessions, tmp_path / "server.log")
+    report = session.read_back(sessions, tmp_path / "server.log", prompts)
     assert report.turns == 3
     assert set(report.requests) == {200}, report.requests  # requests were made; no 400s, no 500s
     assert report.tool_calls["Read"] >= 1

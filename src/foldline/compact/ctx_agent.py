@@ -275,7 +275,7 @@ class CtxAgent:
                 reply = await self._ask(_through(records, span.last_uuid), instruction)
         except ModelAPIError as e:
             return FoldFailure(span, f"request failed: {e}")
-        if reply.stop_reason == "max_tokens":
+        if reply.stop_reason == "max_tokens" and self.config.summary_format != "free":
             # A cut summary can still have every heading, and silently lose the facts past the cut.
             return FoldFailure(span, "the summary was cut at the output limit")
         sections = read_summary(reply.text, SPAN_SECTIONS, free=self.config.summary_format == "free")
