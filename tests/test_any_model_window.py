@@ -104,3 +104,20 @@ def test_scaled_thresholds_hold_for_any_window(window: int) -> None:
     config = _small(context_window=window, model_max_output=window // 4)
     assert 0 < config.warning_threshold < config.autocompact_threshold < config.blocking_limit
     assert config.blocking_limit + config.output_tokens <= window
+
+
+def test_a_free_summary_is_kept_whole_and_an_empty_one_never() -> None:
+    from foldline.compact.prompts import SPAN_SECTIONS, SUMMARY_SECTIONS, read_summary
+
+    # What SmolLM2-135M-Instruct answered the span prompt with (no sections at all).
+    said = "I will change the tax rate in cart.py from 0.2 to 0.25."
+    assert read_summary(said, SPAN_SECTIONS, free=False) is None
+    assert read_summary(said, SPAN_SECTIONS, free=True) == {"Task": said, "Outcome": "", "Facts to Keep": ""}
+    assert read_summary("  \n", SUMMARY_SECTIONS, free=True) is None
+    sectioned = "\n".join(f"## {title}\nx" for title in SPAN_SECTIONS)
+    assert read_summary(sectioned, SPAN_SECTIONS, free=True) == dict.fromkeys(SPAN_SECTIONS, "x")
+
+
+def test_the_tool_result_budget_scales_with_the_window() -> None:
+    assert _small().scaled(Config().tool_result_budget_chars) == 50_000 * 8_192 // 200_000
+    assert Config().scaled(50_000) == 50_000
