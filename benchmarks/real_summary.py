@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -115,7 +116,7 @@ async def _snapshot(profile: str, seed: int, turns: int, root: Path, result_char
         output_facts=True,
     )
     text = _conversation(next(sessions.rglob("*.jsonl")), result_chars)
-    facts = tuple(f for f in planted_facts(seed, output_facts=True) if f.value in text)
+    facts = tuple(f for f in planted_facts(seed, output_facts=True) if holds(text, f.value))
     return Snapshot(seed, text, facts)
 
 
@@ -170,15 +171,51 @@ def _tagged(text: str) -> str:
     return "\n".join(lines)
 
 
+def holds(text: str, value: str) -> bool:
+    """Whether `text` states `value` as a whole word ("10" is not in "1000000")."""
+    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
 def _answered(judge: Judge, context: str, facts: tuple[Fact, ...]) -> tuple[int, list[str]]:
     answers = [judge.ask(context, f"Answer briefly. {fact.question}", 24) for fact in facts]
-    right = sum(fact.value.lower() in answer.lower() for fact, answer in zip(facts, answers, strict=True))
-    return right, answers
+    return _right(facts, answers), answers
+
+
+def _right(facts: tuple[Fact, ...], answers: list[str]) -> int:
+    return sum(holds(answer, fact.value) for fact, answer in zip(facts, answers, strict=True))
 
 
 def _spread(shares: list[float]) -> str:
     """Mean ± population standard deviation over the snapshots."""
     return f"{statistics.mean(shares):.0%} ± {statistics.pstdev(shares):.0%}"
+
+
+def _table(rows: dict[str, list[tuple[float, float]]]) -> None:
+    print()
+    print("| context given to the judge | snapshots | facts kept in the summary | facts answered |")
+    print("|---|---|---|---|")
+    for name, values in rows.items():
+        if not values:
+            continue
+        kept = [k for k, _ in values]
+        answered = [a for _, a in values]
+        kept_cell = "—" if name in ("full context", "no context") else _spread(kept)
+        print(f"| {name} | {len(values)} | {kept_cell} | {_spread(answered)} |")
+
+
+def _rescore(path: Path, args: argparse.Namespace) -> None:
+    """The table again from a `--json` log: snapshots rebuilt (no model), summaries and answers read."""
+    log = json.loads(path.read_text())
+    rows: dict[str, list[tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in sorted({e["seed"] for e in log}):
+            snap = asyncio.run(_snapshot(args.profile, seed, args.turns, Path(tmp), args.result_chars))
+            n = len(snap.facts)
+            for entry in (e for e in log if e["seed"] == seed):
+                summary = entry.get("summary")
+                kept = sum(holds(summary, f.value) for f in snap.facts) / n if summary is not None else 0.0
+                rows.setdefault(entry["prompt"], []).append((kept, _right(snap.facts, entry["answers"]) / n))
+    _table(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,7 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-snapshot-tokens", type=int, default=5_000)
     parser.add_argument("--models-dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="Write every summary and answer here.")
+    parser.add_argument("--rescore", type=Path, default=None, help="Score a --json log again (no model).")
     args = parser.parse_args(argv)
+    if args.rescore is not None:
+        _rescore(args.rescore, args)
+        return 0
 
     started = time.monotonic()
     judge = Judge(args.models_dir)
@@ -219,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             log.append({"seed": seed, "prompt": "no context", "answers": answers})
             for name, instruction in _prompts().items():
                 summary = judge.ask(_tagged(snap.text), instruction, args.summary_tokens)
-                kept = sum(f.value.lower() in summary.lower() for f in snap.facts)
+                kept = sum(holds(summary, f.value) for f in snap.facts)
                 right, answers = _answered(
                     judge, f"Summary of an earlier conversation:\n{summary}", snap.facts
                 )
@@ -231,16 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         f"judge: SmolLM2-135M-Instruct, greedy; profile {args.profile}, {args.turns} turns per snapshot; "
         f"{judge.requests} model requests in {time.monotonic() - started:.0f} s"
     )
-    print()
-    print("| context given to the judge | snapshots | facts kept in the summary | facts answered |")
-    print("|---|---|---|---|")
-    for name, values in rows.items():
-        if not values:
-            continue
-        kept = [k for k, _ in values]
-        answered = [a for _, a in values]
-        kept_cell = "—" if name in ("full context", "no context") else _spread(kept)
-        print(f"| {name} | {len(values)} | {kept_cell} | {_spread(answered)} |")
+    _table(rows)
     if args.json is not None:
         args.json.write_text(json.dumps(log, indent=1))
     return 0
