@@ -97,13 +97,13 @@ class SessionReport:
 def start_server(model_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     """`foldline serve --backend transformers` on a free port; returns the process and its URL."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    handle = log.open("wb")
-    process = subprocess.Popen(
-        [*FOLDLINE, "serve", "--backend", "transformers", "--model", str(model_dir), "--port", "0"],
-        stdout=handle,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+    with log.open("wb") as handle:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [*FOLDLINE, "serve", "--backend", "transformers", "--model", str(model_dir), "--port", "0"],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         found = re.search(r"on (http://127\.0\.0\.1:\d+)", log.read_text(errors="replace"))
@@ -166,7 +166,8 @@ def read_back(sessions: Path, server_log: Path, prompts: list[str]) -> SessionRe
     for line in transcripts[0].read_text().splitlines():
         record = json.loads(line)
         kind = record.get("kind")
-        if kind == "user" and record.get("message", {}).get("content") in typed:
+        text = record.get("message", {}).get("content")
+        if kind == "user" and isinstance(text, str) and text in typed:
             report.turns += 1
         content = record.get("message", {}).get("content")
         for block in content if isinstance(content, list) else ():
@@ -190,40 +191,7 @@ def read_back(sessions: Path, server_log: Path, prompts: list[str]) -> SessionRe
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--turns", type=int, default=10)
-    parser.add_argument("--max-output-tokens", type=int, default=96)
-    parser.add_argument("--max-rounds", type=int, default=2, help="Model rounds per turn (--max-turns).")
-    parser.add_argument("--models-dir", type=Path, default=None)
-    parser.add_argument("--keep", type=Path, default=None, help="Keep the workspace, sessions and logs here.")
-    parser.add_argument("--timeout", type=float, default=3600.0)
-    args = parser.parse_args(argv)
-
-    import torch
-
-    from foldline.server.model.fetch import fetch_model
-
-    torch.set_num_threads(1)
-    model_dir = fetch_model(models_dir=args.models_dir)
-    root = args.keep or Path(tempfile.mkdtemp(prefix="foldline-real-session-"))
-    workspace, sessions = root / "workspace", root / "sessions"
-    workspace.mkdir(parents=True, exist_ok=True)
-    for name, text in WORKSPACE_FILES.items():
-        (workspace / name).write_text(text)
-    prompts = [PROMPTS[i % len(PROMPTS)] for i in range(args.turns)]
-    server_log = root / "server.log"
-    started = time.monotonic()
-    server, base_url = start_server(model_dir, server_log)
-    try:
-        printed = run_chat(
-            base_url, workspace, sessions, prompts, args.max_output_tokens, args.max_rounds, args.timeout
-        )
-        (root / "chat.txt").write_text(printed)
-    finally:
-        stop_server(server)
-    report = read_back(sessions, server_log, prompts)
-    report.seconds = time.monotonic() - started
+def _print(report: SessionReport, root: Path) -> None:
     print(f"session under {root}: {report.turns} turns in {report.seconds:.0f} s")
     print(f"HTTP statuses of POST /v1/messages: {dict(sorted(report.requests.items()))}")
     print(f"HTTP statuses of POST /v1/messages/count_tokens: {dict(sorted(report.counts.items()))}")
@@ -236,7 +204,51 @@ def main(argv: list[str] | None = None) -> int:
             f"{record.get('tokens_after', '?')}; summary: {summary[:300]!r}"
         )
     print("chat output (tail):")
-    print(printed[-4000:])
+    chat = root / "chat.txt"
+    print(chat.read_text()[-4000:] if chat.exists() else "(no chat.txt)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--max-output-tokens", type=int, default=96)
+    parser.add_argument("--max-rounds", type=int, default=2, help="Model rounds per turn (--max-turns).")
+    parser.add_argument("--models-dir", type=Path, default=None)
+    parser.add_argument("--keep", type=Path, default=None, help="Keep the workspace, sessions and logs here.")
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument(
+        "--read", type=Path, default=None, help="Only report on a --keep folder of a past run."
+    )
+    args = parser.parse_args(argv)
+    prompts = [PROMPTS[i % len(PROMPTS)] for i in range(args.turns)]
+    if args.read is not None:
+        _print(read_back(args.read / "sessions", args.read / "server.log", prompts), args.read)
+        return 0
+
+    import torch
+
+    from foldline.server.model.fetch import fetch_model
+
+    torch.set_num_threads(1)
+    model_dir = fetch_model(models_dir=args.models_dir)
+    root = args.keep or Path(tempfile.mkdtemp(prefix="foldline-real-session-"))
+    workspace, sessions = root / "workspace", root / "sessions"
+    workspace.mkdir(parents=True, exist_ok=True)
+    for name, text in WORKSPACE_FILES.items():
+        (workspace / name).write_text(text)
+    server_log = root / "server.log"
+    started = time.monotonic()
+    server, base_url = start_server(model_dir, server_log)
+    try:
+        printed = run_chat(
+            base_url, workspace, sessions, prompts, args.max_output_tokens, args.max_rounds, args.timeout
+        )
+        (root / "chat.txt").write_text(printed)
+    finally:
+        stop_server(server)
+    report = read_back(sessions, server_log, prompts)
+    report.seconds = time.monotonic() - started
+    _print(report, root)
     return 0
 
 
