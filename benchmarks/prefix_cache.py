@@ -8,7 +8,12 @@ user turn, so only the suffix is prefilled over the stored K/V. Each case asks f
 (`max_tokens=1`), which is what the SSE writer sends first; the median of `--repeat` runs is kept.
 Target (issue "real-model"): cold / cached >= 5x.
 
+`--real` runs the same on real pretrained weights instead: SmolLM2-135M-Instruct (`foldline model
+fetch`, fetched and converted on first use into `--models-dir`), its own tokenizer sizing the
+prefix (`--tokens 2000` for a 2K-token cached prefix), one torch thread.
+
 Run: `.venv/bin/python benchmarks/prefix_cache.py [--repeat N] [--tokens N] [--layers N] [--hidden N]`
+     `.venv/bin/python benchmarks/prefix_cache.py --real --tokens 2000 [--models-dir DIR]`
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -28,13 +34,14 @@ from foldline.server.model.tiny import write_tiny_model
 _LINE = "Rule {n}: keep every change small, tested, and explained in the commit message.\n"
 
 
-def _system(tokens: int) -> str:
-    """A system prompt of about `tokens` byte tokens (the tiny tokenizer's tokens are bytes)."""
+def _system(tokens: int, count: Callable[[str], int] = lambda line: len(line.encode())) -> str:
+    """A system prompt of about `tokens` tokens as `count` counts them (default: bytes, the tiny
+    tokenizer's tokens)."""
     lines: list[str] = []
     size = 0
     while size < tokens:
         lines.append(_LINE.format(n=len(lines)))
-        size += len(lines[-1].encode())
+        size += count(lines[-1])
     return "".join(lines)
 
 
@@ -64,19 +71,31 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=4000, help="system prompt tokens (the cached prefix)")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--real", action="store_true", help="SmolLM2-135M-Instruct instead of a tiny model")
+    parser.add_argument("--models-dir", type=Path, default=None)
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = write_tiny_model(
-            Path(tmp) / "model",
-            layers=args.layers,
-            hidden=args.hidden,
-            heads=max(1, args.hidden // 64),
-            kv_heads=max(1, args.hidden // 64),
-            intermediate=4 * args.hidden,
+    if args.real:
+        from foldline.server.model.fetch import fetch_model
+
+        torch.set_num_threads(1)
+        backend = TransformersBackend.load(fetch_model(models_dir=args.models_dir), min_cache_tokens=1024)
+        tokenizer = backend.tokenizer
+        system = _system(
+            args.tokens, lambda line: len(tokenizer(line, add_special_tokens=False)["input_ids"])
         )
-        backend = TransformersBackend.load(path, min_cache_tokens=1024)
-    system = _system(args.tokens)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write_tiny_model(
+                Path(tmp) / "model",
+                layers=args.layers,
+                hidden=args.hidden,
+                heads=max(1, args.hidden // 64),
+                kv_heads=max(1, args.hidden // 64),
+                intermediate=4 * args.hidden,
+            )
+            backend = TransformersBackend.load(path, min_cache_tokens=1024)
+        system = _system(args.tokens)
     backend.reply(_request(system[:2000], "warm up"))  # first-call allocations out of the timings
 
     cold: list[float] = []
@@ -94,8 +113,10 @@ def main() -> None:
         rows.append(("cached", prompt, read, seconds))
 
     params = sum(p.numel() for p in backend.model.parameters())
+    config = backend.model.config
     print(
-        f"model: {args.layers} layers, hidden {args.hidden}, {params / 1e6:.1f}M params, "
+        f"model: {'SmolLM2-135M-Instruct, ' if args.real else ''}{config.num_hidden_layers} layers, "
+        f"hidden {config.hidden_size}, {params / 1e6:.1f}M params, "
         f"{torch.get_num_threads()} CPU threads, torch {torch.__version__}"
     )
     print(f"{'run':<8} {'prompt tokens':>14} {'cache read':>11} {'prefilled':>10} {'TTFT ms':>9}")

@@ -13,3 +13,8 @@ Kept as the JSON object it came as, so opaque fields (thinking signatures, unkno
 
 JSONObject: TypeAlias = dict[str, Any]
 """A JSON object whose shape is owned by someone else (hook payloads, tool structured output)."""
+
+MALFORMED_TOOL_CALL = "malformed_tool_call"
+"""The reserved tool name a server gives a tool call its model botched (unreadable JSON, no name):
+the client's tool runner answers it with an error result that says what was wrong, so the model can
+try again and the loop never crashes (`foldline.server.model.toolcalls`, `foldline.executor`)."""

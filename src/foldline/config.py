@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
 __all__ = [
+    "DESIGN_WINDOW",
     "TOKEN_ESTIMATE",
     "AutoCompactConfig",
     "CacheConfig",
@@ -155,6 +156,9 @@ class ModelLimits:
     """The window with the long-context beta; None: the model has no such beta."""
     max_output: int = 64_000
 
+
+DESIGN_WINDOW = 200_000
+"""The window design.md's absolute token thresholds are tuned for (`Config.reference_window`)."""
 
 MODEL_LIMITS: tuple[tuple[str, ModelLimits], ...] = (
     ("claude-sonnet-4", ModelLimits(long_context_window=1_000_000)),
@@ -300,7 +304,16 @@ class Config:
 
     model: str = "claude-sonnet-4-5"
     context_window: int | None = None
-    """The model's window; None: from `model_limits` (and `long_context`)."""
+    """The model's window; None: from `model_limits` (and `long_context`). A model not in the table
+    (any non-Claude model: `foldline chat --context-window`, or what the server reports) sets it."""
+    model_max_output: int | None = None
+    """The model's output limit; None: from `model_limits`. Caps every request's `max_tokens`."""
+    reference_window: int | None = None
+    """The window the absolute token thresholds are tuned for; on a smaller window each of them
+    shrinks in proportion (`scaled`), so an 8K model compacts at the same share of its window as
+    Claude does of 200K instead of at a negative threshold. `foldline chat` sets `DESIGN_WINDOW`
+    (design.md's numbers are for 200K). None: the thresholds are taken as given (a caller that tuned
+    them for its own small window, as tests and the economics benchmark do)."""
     long_context: bool = False
     """Use the model's long-context window (1M) and send `long_context_beta` with every request."""
     long_context_beta: str = "context-1m-2025-08-07"
@@ -321,6 +334,10 @@ class Config:
     a compaction. Off by default: each snip rewrites the prompt after the first snipped message, and
     repeated every 5 prompts on a 200K window that cost 0.47x of no management against 0.28x without
     (benchmarks/simulator.py, 300 turns), the cache-read share falling from 99.0% to 94.2%."""
+    summary_format: Literal["sections", "free"] = "sections"
+    """`sections`: a compaction summary without the requested `## ` sections is a failure (R3.4.9).
+    `free`: such a reply is kept whole, even one cut at the output limit, for a model too small to
+    follow the format (`foldline chat --summary-format free`); an empty reply is still a failure."""
     max_turns: int | None = None
     """Model rounds per user turn before it stops with `stop_reason="max_turns"`; `None`: no limit."""
     thinking_budget_tokens: int | None = None
@@ -339,13 +356,44 @@ class Config:
 
     @property
     def limits(self) -> ModelLimits:
-        """The configured model's limits (`ModelLimits()` for a model not in the table)."""
-        return model_limits(self.model, self.model_limits)
+        """The configured model's limits (`ModelLimits()` for a model not in the table), with the
+        explicit `model_max_output` in place of the table's."""
+        found = model_limits(self.model, self.model_limits)
+        if self.model_max_output is not None:
+            return replace(found, max_output=self.model_max_output)
+        return found
 
     @property
-    def output_cap(self) -> int:
-        """The most `max_tokens` a request may ask for: the escalated limit, within the model's."""
-        return min(self.escalated_max_output_tokens, self.limits.max_output)
+    def below_reference(self) -> bool:
+        """Whether the window is smaller than the one the thresholds were tuned for (they scale)."""
+        return self.reference_window is not None and self.window < self.reference_window
+
+    def scaled(self, tokens: int) -> int:
+        """An absolute token threshold for this window: as is on `reference_window` or more,
+        proportionally smaller below it (never below 1)."""
+        if self.reference_window is None or not self.below_reference:
+            return tokens
+        return max(1, tokens * self.window // self.reference_window)
+
+    @property
+    def output_tokens(self) -> int:
+        """`max_tokens` of an ordinary request: the configured one, capped by the model's limit and,
+        on a window below `reference_window`, by the reserve, so a prompt under the blocking limit
+        plus its `max_tokens` always fits the window (no 400 for the output room)."""
+        most = min(self.max_output_tokens, self.limits.max_output)
+        return min(most, self.reserve) if self.below_reference else most
+
+    @property
+    def escalated_output_tokens(self) -> int:
+        """`max_tokens` after a max-output stop, capped as `output_tokens` is (on a small window the
+        two are equal: there is no room to escalate into)."""
+        most = min(self.escalated_max_output_tokens, self.limits.max_output)
+        return min(most, self.reserve) if self.below_reference else most
+
+    @property
+    def summary_tokens(self) -> int:
+        """`max_tokens` of a compaction summary request: the summary reserve, scaled to the window."""
+        return min(self.limits.max_output, self.scaled(self.autocompact.summary_max_tokens))
 
     @property
     def window(self) -> int:
@@ -362,7 +410,7 @@ class Config:
         """Output tokens kept free: the explicit reserve, else min(model max output, 20,000)."""
         if self.output_reserve is not None:
             return self.output_reserve
-        return min(self.limits.max_output, self.autocompact.summary_max_tokens)
+        return self.summary_tokens
 
     @property
     def effective_window(self) -> int:
@@ -372,14 +420,14 @@ class Config:
     @property
     def autocompact_threshold(self) -> int:
         """Effective window minus the AutoCompact buffer (167K for a 200K window)."""
-        return self.effective_window - self.autocompact.buffer_tokens
+        return self.effective_window - self.scaled(self.autocompact.buffer_tokens)
 
     @property
     def warning_threshold(self) -> int:
         """Where the UI turns yellow (147K for a 200K window)."""
-        return self.autocompact_threshold - self.autocompact.warning_below_threshold
+        return self.autocompact_threshold - self.scaled(self.autocompact.warning_below_threshold)
 
     @property
     def blocking_limit(self) -> int:
         """Above this the request is refused with an error telling the user to compact (177K)."""
-        return self.effective_window - self.autocompact.blocking_margin
+        return self.effective_window - self.scaled(self.autocompact.blocking_margin)

@@ -279,8 +279,7 @@ class QueryEngine:
     async def run(self) -> TurnResult:
         """The do-while loop (R0.1): step until a final decision; record any interruption."""
         budget = AttemptBudget(self.config.retry.max_retries_per_turn)
-        first = min(self.config.max_output_tokens, self.config.output_cap)
-        self._turn = turn = _Turn(budget, TurnState(max_tokens=first))
+        self._turn = turn = _Turn(budget, TurnState(max_tokens=self.config.output_tokens))
         try:
             while not isinstance(decision := await self.step(), Final):
                 pass

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from foldline._types import Block
+from foldline._types import MALFORMED_TOOL_CALL, Block
 from foldline.tools.base import Tool, ToolContext, ToolResult, input_error, result_block
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "PermissionGate",
     "ToolCall",
     "ToolExecutor",
+    "malformed_call_message",
     "run_call",
 ]
 
@@ -147,6 +148,8 @@ async def run_call(
     Every failure becomes an error result the model reads; `on_start` fires just before the tool
     itself runs (from then on its effects may have happened).
     """
+    if tool is None and name == MALFORMED_TOOL_CALL:
+        return ToolResult(content=malformed_call_message(tool_input), is_error=True)
     if tool is None:
         return ToolResult(content=f"<tool_use_error>No such tool: {name}</tool_use_error>", is_error=True)
     invalid = input_error(tool, tool_input)
@@ -164,6 +167,16 @@ async def run_call(
         return ToolResult(
             content=f"<tool_use_error>{tool.name} failed: {e!r}</tool_use_error>", is_error=True
         )
+
+
+def malformed_call_message(tool_input: Mapping[str, Any]) -> str:
+    """The error result of a call the model botched (the server names it `MALFORMED_TOOL_CALL`)."""
+    error = str(tool_input.get("error") or "the tool call could not be read")
+    return (
+        f"<tool_use_error>Your tool call could not be read: {error}. Write each call as "
+        '<tool_call>{"name": "<tool name>", "arguments": {...}}</tool_call> with valid JSON.'
+        "</tool_use_error>"
+    )
 
 
 def _exclusive(call: ToolCall) -> bool:

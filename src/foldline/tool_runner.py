@@ -112,7 +112,8 @@ class ToolRunner:
         kept, moved = apply_result_budget(
             results,
             names,
-            limit=self.config.tool_result_budget_chars,
+            # design.md's 50,000 characters on 200K, scaled down on a smaller window
+            limit=self.config.scaled(self.config.tool_result_budget_chars),
             directory=directory,
             exempt_limit=self.config.tools.read_max_output_chars,
             preview=self.config.tool_result_preview_chars,

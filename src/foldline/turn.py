@@ -135,9 +135,9 @@ def _after_reply(state: TurnState, reply: Reply, config: Config) -> Decision:
         cut_off
         and not state.escalated
         and not state.output_shrunk  # the context has no room for a larger reply
-        and state.max_tokens < config.output_cap  # never past the model's own output limit (R5.5)
+        and state.max_tokens < config.escalated_output_tokens  # never past the model's own limit (R5.5)
     ):
-        return Recover("escalate_output", max_tokens=config.output_cap)
+        return Recover("escalate_output", max_tokens=config.escalated_output_tokens)
     if reply.broken_tool_input and not cut_off:
         return GiveUp(UnexpectedModelBehavior("a tool_use block's input was not valid JSON"))
     goes_on = reply.tool_calls > 0 or (cut_off and state.continuations < config.max_output_recoveries)

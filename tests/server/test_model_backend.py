@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from foldline.server.backend import BackendRequest  # noqa: E402
-from foldline.server.model.backend import TransformersBackend, parse_tool_calls  # noqa: E402
+from foldline.server.model.backend import TransformersBackend  # noqa: E402
 from foldline.server.model.kvcache import PrefixKVCache  # noqa: E402
 from foldline.server.model.masking import Hide, additive_mask  # noqa: E402
 from foldline.server.model.tiny import write_tiny_model  # noqa: E402
@@ -200,14 +200,6 @@ def test_prefix_cache_lru_budget_and_ttl() -> None:
     assert cache.lookup([7] * 9, deleted={(2, 4)}) is not None
 
 
-def test_tool_calls_are_parsed_from_the_model_text() -> None:
-    text = 'Reading.\n<tool_call>\n{"name": "Read", "arguments": {"path": "a.py"}}\n</tool_call>'
-    assert parse_tool_calls(text, {"Read"}) == ("Reading.", [("Read", {"path": "a.py"})])
-    unknown = '<tool_call>{"name": "Nope", "arguments": {}}</tool_call>'
-    assert parse_tool_calls(unknown, {"Read"}) == (unknown, [])
-    assert parse_tool_calls("<tool_call>not json</tool_call>", {"Read"})[1] == []
-
-
 def test_render_maps_breakpoints_and_references_to_token_positions(backend: TransformersBackend) -> None:
     prompt = backend.render(_request(_turn_one()))
     tok = backend.tokenizer
@@ -240,7 +232,7 @@ def test_a_tool_call_in_the_model_text_becomes_a_tool_use_block(
 ) -> None:
     said = 'Checking.<tool_call>{"name": "Read", "arguments": {"path": "b.py"}}</tool_call>'
     ids = backend.tokenizer(said, add_special_tokens=False)["input_ids"]
-    monkeypatch.setattr(backend, "_decode", lambda prefill, max_tokens: (ids, True))
+    monkeypatch.setattr(backend, "_decode", lambda prefill, max_tokens, stop=None: (ids, True))
     reply = backend.reply(_request(_turn_two()))
     assert reply.stop_reason == "tool_use"
     assert reply.content[0] == {"type": "text", "text": "Checking."}
@@ -249,3 +241,58 @@ def test_a_tool_call_in_the_model_text_becomes_a_tool_use_block(
     assert reply.content[1]["id"].startswith("toolu_")
     assert reply.usage is not None
     assert reply.usage["output_tokens"] == len(ids)
+
+
+# SmolLM2-135M-Instruct's chat template (from its GGUF): no place for tools or tool calls.
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    "<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% endif %}"
+)
+
+
+def test_a_template_without_tools_gets_them_in_the_system_prompt_and_sees_its_calls(
+    backend: TransformersBackend,
+) -> None:
+    tools = [
+        {
+            "name": "Read",
+            "description": "Read a file.",
+            "input_schema": {
+                "type": "object",
+                "properties": {"file_path": {"type": "string"}},
+                "required": ["file_path"],
+            },
+        }
+    ]
+    backend.tokenizer.chat_template = SMOLLM2_TEMPLATE
+    request = BackendRequest(
+        model="m",
+        messages=_turn_one(),
+        system=SYSTEM,
+        tools=tools,
+        max_tokens=8,
+        thinking=None,
+        request_key="k",
+    )
+    text = backend.render(request).text
+    system = text.split("<|im_end|>")[0]
+    assert SYSTEM[0]["text"] in system
+    assert '"name":"Read"' in system
+    assert "<tools>" in system
+    assert '<tool_call>[{"name": "Read", "arguments": {"file_path": "a.txt"}}]</tool_call>' in system
+    # The assistant's earlier call is in the prompt as the text it would have written.
+    assert '<|im_start|>assistant\n<tool_call>\n{"name":"Read","arguments":{"p":"a"}}\n</tool_call>' in text
+    # Without tools offered nothing is added.
+    bare = BackendRequest(
+        model="m",
+        messages=[{"role": "user", "content": "hi"}],
+        system=None,
+        tools=[],
+        max_tokens=8,
+        thinking=None,
+        request_key="k",
+    )
+    assert "<tools>" not in backend.render(bare).text

@@ -356,7 +356,7 @@ class RequestAssembler:
         body = params_from_context(
             model=self.config.model,
             messages=marked.messages,
-            max_tokens=max_tokens or self.config.max_output_tokens,
+            max_tokens=max_tokens or self.config.output_tokens,
             system=marked.system,
             tools=marked.tools,
             thinking_budget=budget,

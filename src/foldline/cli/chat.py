@@ -39,7 +39,7 @@ from foldline.cli._jsonout import event_object, json_line, result_object
 from foldline.cli._prompt import make_asker
 from foldline.cli._slash import compact_command, run_slash
 from foldline.cli._ui import Renderer, recap, status_line
-from foldline.config import Config, TranscriptConfig
+from foldline.config import DESIGN_WINDOW, Config, TranscriptConfig
 from foldline.engine import TurnResult
 from foldline.errors import FoldlineError
 from foldline.events import NoticeEvent, UIEvent
@@ -49,6 +49,7 @@ from foldline.providers.anthropic import (
     discover_capabilities,
 )
 from foldline.providers.base import Capabilities
+from foldline.providers.limits import server_limits
 from foldline.session import Session
 from foldline.sessions import (
     claude_code_projects_dir,
@@ -63,7 +64,7 @@ from foldline.tools.permissions import PermissionMode
 from foldline.tools.sandbox import Sandbox, detect_sandbox, rule_patterns
 from foldline.transcript import list_session_files, session_path
 
-__all__ = ["chat", "compact_command"]
+__all__ = ["chat", "compact_command", "with_limits"]
 
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 
@@ -141,6 +142,27 @@ def _sandbox(settings: Settings, workspace: Path, config: Config) -> Sandbox:
     return sandbox
 
 
+def with_limits(
+    config: Config,
+    base_url: str | None,
+    api_key: str | None,
+    *,
+    context_window: int | None,
+    max_output: int | None,
+) -> Config:
+    """`config` with the model's window and output limit: the flags first; for a model Claude's table
+    does not know, what the server at `base_url` reports (`providers.limits`); else as it was."""
+    known = any(config.model.startswith(prefix) for prefix, _ in config.model_limits)
+    if (context_window is None or max_output is None) and not known and base_url:
+        served = server_limits(base_url, config.model, api_key=api_key)
+        if served is not None:
+            context_window = context_window or served.context_window
+            max_output = max_output or served.max_output
+    return replace(
+        config, context_window=context_window, model_max_output=max_output, reference_window=DESIGN_WINDOW
+    )
+
+
 def _start(
     path: Path,
     workspace: Path,
@@ -175,9 +197,10 @@ def _capabilities(options: dict[str, Any], config: Config) -> Capabilities | Non
 
 
 def _config(options: dict[str, Any]) -> Config:
-    """The pipeline's configuration from the flags: model, turn limit, thinking, the 1M window."""
+    """The pipeline's configuration from the flags: model, turn limit, summary form, thinking, the 1M
+    window (the model's limits come after, `with_limits`)."""
     defaults = Config()
-    fields: dict[str, Any] = {"max_turns": options["max_turns"]}
+    fields: dict[str, Any] = {"max_turns": options["max_turns"], "summary_format": options["summary_format"]}
     if options["model"]:
         fields["model"] = options["model"]
     budget = options["thinking_budget"]
@@ -387,6 +410,26 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
 )
 @click.option("--api-key", envvar="ANTHROPIC_API_KEY", help="API key (default: $ANTHROPIC_API_KEY).")
 @click.option(
+    "--context-window",
+    type=click.IntRange(min=1024),
+    default=None,
+    help="The model's window in tokens (default: Claude's table; for another model, what the server "
+    "reports, else 200000). Every compaction threshold scales to it.",
+)
+@click.option(
+    "--max-output-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The model's output limit in tokens (default: Claude's table, or what the server reports).",
+)
+@click.option(
+    "--summary-format",
+    type=click.Choice(["sections", "free"]),
+    default="sections",
+    show_default=True,
+    help="free: keep a compaction summary that lacks the requested sections (a small local model).",
+)
+@click.option(
     "--permission-mode", type=click.Choice(MODES), help="Default: the settings' defaultMode, else default."
 )
 @click.option(
@@ -416,7 +459,13 @@ def chat(**options: Any) -> None:
     console = Console(highlight=False, stderr=fmt != "text")  # JSON owns stdout
     workspace = _workspace(options["workspace"])
     sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
-    config = _config(options)
+    config = with_limits(
+        _config(options),
+        options["base_url"],
+        options["api_key"],
+        context_window=options["context_window"],
+        max_output=options["max_output_tokens"],
+    )
     try:
         settings = load_settings(workspace)
     except FoldlineError as e:

@@ -53,7 +53,12 @@ __all__ = ["serve"]
     help="Local Hugging Face model directory (--backend transformers).",
 )
 @click.option("--faults", "faults_spec", default="", help="Fault spec, e.g. '1:529,3:cut/5,10%:500,seed=7'.")
-@click.option("--context-window", default=200_000, show_default=True, type=click.IntRange(1), help="Tokens.")
+@click.option(
+    "--context-window",
+    default=None,
+    type=click.IntRange(1),
+    help="Tokens (default: the model directory's window with --backend transformers, else 200000).",
+)
 @click.option("--api-key", default=None, help="Require this key in x-api-key (per launch).")
 @click.option(
     "--allow-host",
@@ -86,7 +91,7 @@ def serve(
     faults_spec: str,
     seed: int,
     profile: str,
-    context_window: int,
+    context_window: int | None,
     api_key: str | None,
     allow_hosts: tuple[str, ...],
     allow_origins: tuple[str, ...],
@@ -115,8 +120,10 @@ def serve(
         raise click.BadParameter(str(e)) from e
     # A local model answers whatever model name the client sends; the scripted server mimics the API's 404.
     prefixes = ("",) if backend_name == "transformers" else ServerConfig().model_prefixes
+    if context_window is None:
+        context_window = _model_window(model_path) if backend_name == "transformers" and model_path else None
     config = ServerConfig(
-        context_window=context_window,
+        context_window=context_window or ServerConfig().context_window,
         api_key=api_key,
         model_prefixes=prefixes,
         allowed_hosts=(*allow_hosts, *_bound_name(host)),
@@ -130,6 +137,23 @@ def serve(
     server = uvicorn.Server(uvicorn_config(app, config, host=host, port=bound_port, log_level="info"))
     with listener:
         server.run(sockets=[listener])
+
+
+def _model_window(model_path: str) -> int | None:
+    """The window a model directory states: `foldline.json` (written by `foldline model fetch`), else
+    the config's `max_position_embeddings`; None when neither says."""
+    from pathlib import Path
+
+    from foldline._json import loads
+
+    for name, key in (("foldline.json", "context_window"), ("config.json", "max_position_embeddings")):
+        try:
+            value = loads((Path(model_path) / name).read_bytes()).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def _bound_name(host: str) -> tuple[str, ...]:

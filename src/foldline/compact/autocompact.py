@@ -42,7 +42,7 @@ from foldline._types import Block, JSONObject
 from foldline.compact.api_rounds import drop_oldest_rounds, recent_tail_start, shrink_oversized
 from foldline.compact.fork import ask_forked
 from foldline.compact.pipeline import CompactionContext, Stage, StageResult
-from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_prompt
+from foldline.compact.prompts import SUMMARY_SECTIONS, read_summary, summary_prompt
 from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
 from foldline.config import Config
 from foldline.errors import ModelAPIError, OutputRoomError, PromptTooLongAPIError
@@ -207,11 +207,13 @@ class AutoCompactStage:
         if index is None:
             return None  # the memory covers a conversation this view no longer shows
         cfg = ctx.config.autocompact.memory
-        most = min(cfg.keep_max_tokens, int(ctx.config.effective_window * cfg.keep_max_share))
+        most = min(
+            ctx.config.scaled(cfg.keep_max_tokens), int(ctx.config.effective_window * cfg.keep_max_share)
+        )
         start = recent_tail_start(
             view,
             index + 1,
-            min_tokens=min(cfg.keep_min_tokens, most),
+            min_tokens=min(ctx.config.scaled(cfg.keep_min_tokens), most),
             max_tokens=most,
             min_text_messages=cfg.keep_min_text_messages,
         )
@@ -235,7 +237,7 @@ class AutoCompactStage:
                     config=ctx.config,
                     system=self.system,
                     tools=self.tools,
-                    max_tokens=min(ctx.config.limits.max_output, cfg.summary_max_tokens),
+                    max_tokens=ctx.config.summary_tokens,
                     limit=ctx.config.blocking_limit,
                 )
             except (PromptTooLongAPIError, OutputRoomError) as e:
@@ -256,10 +258,10 @@ class AutoCompactStage:
                     raise CompactionFailed(f"the summary request is too long: {e.message}") from e
                 records, dropped = entries, dropped + count
                 continue
-            if parse_sections(reply.text, SUMMARY_SECTIONS) is None:
+            if read_summary(reply.text, SUMMARY_SECTIONS, free=ctx.config.summary_format == "free") is None:
                 what = "empty" if not reply.text.strip() else "malformed (not the 9 sections asked for)"
                 raise CompactionFailed(f"the summary was {what}; nothing was committed")
-            preserved = _pending_prompt(view, cfg.keep_prompt_max_tokens)
+            preserved = _pending_prompt(view, ctx.config.scaled(cfg.keep_prompt_max_tokens))
             return _Summary(
                 reply.text.strip(), attempt + 1, dropped, reply.usage, preserved, "summary request", shrunk
             )
@@ -347,7 +349,9 @@ class AutoCompactStage:
                 text = path.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue  # gone or unreadable since: the model can Read it again if it needs it
-            limit = min(cfg.reattach_tokens_per_file, cfg.reattach_tokens_total - total)
+            limit = min(
+                config.scaled(cfg.reattach_tokens_per_file), config.scaled(cfg.reattach_tokens_total) - total
+            )
             if limit <= 0:
                 break
             if estimate_text(text) > limit:

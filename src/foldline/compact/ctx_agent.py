@@ -10,7 +10,7 @@ what the first one already rewrites.
 
 Each span's summary comes from a forked request (`compact.fork`): the main conversation's request
 with `span_prompt` as the last user message, so it reads the main prefix from the cache. A reply
-that `parse_sections` rejects is a failure, reported and never staged (R3.4.9's rule, applied here).
+that `read_summary` rejects is a failure, reported and never staged (R3.4.9's rule, applied here).
 
 This module decides and asks; it never writes the timeline. The collapse store (`compact.collapse`)
 stages what it returns and commits it from the compaction round.
@@ -24,7 +24,7 @@ from typing import Any
 
 from foldline._types import Block
 from foldline.compact.fork import ForkedReply, ask_forked
-from foldline.compact.prompts import SPAN_SECTIONS, parse_sections, span_prompt
+from foldline.compact.prompts import SPAN_SECTIONS, read_summary, span_prompt
 from foldline.compact.snip import short_id
 from foldline.config import Config
 from foldline.errors import ModelAPIError, PromptTooLongAPIError
@@ -183,7 +183,7 @@ def find_spans(
             (default `collapse.span_target_tokens`; an emergency fold passes 0).
     """
     cfg = config.collapse
-    floor = cfg.span_target_tokens if min_tokens is None else min_tokens
+    floor = config.scaled(cfg.span_target_tokens) if min_tokens is None else min_tokens
     turns = _turns(records)
     keep = max(cfg.keep_recent_turns, 1)
     candidates = turns[:-keep] if len(turns) >= keep else []
@@ -221,7 +221,7 @@ def find_spans(
         if not usable:
             continue
         run.append(turn)
-        if padded(sum(t.tokens for t in run)) >= cfg.span_target_tokens:
+        if padded(sum(t.tokens for t in run)) >= config.scaled(cfg.span_target_tokens):
             close(force=True)
     close(force=False)
     return spans
@@ -275,10 +275,10 @@ class CtxAgent:
                 reply = await self._ask(_through(records, span.last_uuid), instruction)
         except ModelAPIError as e:
             return FoldFailure(span, f"request failed: {e}")
-        if reply.stop_reason == "max_tokens":
+        if reply.stop_reason == "max_tokens" and self.config.summary_format != "free":
             # A cut summary can still have every heading, and silently lose the facts past the cut.
             return FoldFailure(span, "the summary was cut at the output limit")
-        sections = parse_sections(reply.text, SPAN_SECTIONS)
+        sections = read_summary(reply.text, SPAN_SECTIONS, free=self.config.summary_format == "free")
         if sections is None:
             return FoldFailure(span, "the summary was empty or malformed")
         return StagedFold(span, summary_of(sections), reply.usage)
@@ -291,7 +291,9 @@ class CtxAgent:
             config=self.config,
             system=self.system,
             tools=self.tools,
-            max_tokens=self.config.collapse.summary_max_tokens,
+            max_tokens=min(
+                self.config.limits.max_output, self.config.scaled(self.config.collapse.summary_max_tokens)
+            ),
             limit=self.config.blocking_limit,
         )
 

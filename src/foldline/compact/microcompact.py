@@ -178,7 +178,11 @@ class MicrocompactStage:
             return self._repinned(ctx, lost)
 
         total = sum(r.tokens for r in candidates)
-        if ctx.capabilities.supports_cache_edits and candidates and total > cfg.cached_trigger_tokens:
+        if (
+            ctx.capabilities.supports_cache_edits
+            and candidates
+            and total > ctx.config.scaled(cfg.cached_trigger_tokens)
+        ):
             edits = [
                 {"type": "delete", "cache_reference": cache_reference_for(r.tool_use_id)} for r in candidates
             ]

@@ -22,6 +22,7 @@ __all__ = [
     "SPAN_SECTIONS",
     "SUMMARY_SECTIONS",
     "parse_sections",
+    "read_summary",
     "requested_sections",
     "snip_nudge",
     "span_prompt",
@@ -124,3 +125,13 @@ def parse_sections(reply: str, sections: Sequence[str]) -> dict[str, str] | None
         stop = marks[i + 1][1] if i + 1 < len(marks) else len(reply)
         out[title] = reply[end:stop].strip()
     return out if any(out.values()) else None
+
+
+def read_summary(reply: str, sections: Sequence[str], *, free: bool) -> dict[str, str] | None:
+    """`parse_sections`, or with `free` (`Config.summary_format == "free"`) a reply without the
+    sections taken whole as the first one: a small local model cannot follow the format, and what it
+    wrote is still its reading of the conversation. An empty reply is never a summary."""
+    parsed = parse_sections(reply, sections)
+    if parsed is not None or not free or not reply.strip():
+        return parsed
+    return {title: (reply.strip() if i == 0 else "") for i, title in enumerate(sections)}

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from foldline._types import Block
 from foldline.compact.fork import ask_forked
-from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_prompt
+from foldline.compact.prompts import SUMMARY_SECTIONS, read_summary, summary_prompt
 from foldline.config import Config
 from foldline.errors import PromptTooLongAPIError
 from foldline.events import EventBus, NoticeEvent
@@ -121,12 +121,12 @@ class SessionMemory:
             return False
         state = self.load()
         if state is None:
-            return context_tokens_of(records) >= cfg.init_tokens
+            return context_tokens_of(records) >= self.config.scaled(cfg.init_tokens)
         view = api_filter(project_view(records))
         index = next((i for i, e in enumerate(view) if e.uuid == state.covered_uuid), -1)
         after = view[index + 1 :]
         tokens = padded(sum(estimate_entry(e) for e in after))
-        return tokens >= cfg.update_tokens and _tool_calls(after) >= cfg.update_tool_calls
+        return tokens >= self.config.scaled(cfg.update_tokens) and _tool_calls(after) >= cfg.update_tool_calls
 
     async def extract(self, records: Sequence[AnyRecord]) -> bool:
         """Ask for a fresh memory of `records` and write it; False when the reply was not usable."""
@@ -141,11 +141,11 @@ class SessionMemory:
             config=self.config,
             system=self.system,
             tools=self.tools,
-            max_tokens=min(self.config.limits.max_output, self.config.autocompact.summary_max_tokens),
+            max_tokens=self.config.summary_tokens,
             limit=self.config.blocking_limit,
         )
         self.usage.append(reply.usage)
-        if parse_sections(reply.text, SUMMARY_SECTIONS) is None:
+        if read_summary(reply.text, SUMMARY_SECTIONS, free=self.config.summary_format == "free") is None:
             if self.events is not None:
                 self.events.emit(NoticeEvent("session memory: the reply was not a usable summary", "warning"))
             return False

@@ -427,15 +427,26 @@ async def _list_models(request: Request) -> Response:
 
 
 async def _get_model(request: Request) -> Response:
-    """A listed model by id or alias (`claude-sonnet-4-5`); any other name messages accepts too."""
+    """`GET /v1/models/{id}`: a listed model by id or alias (`claude-sonnet-4-5`), or any other name
+    messages accepts, plus this launch's limits.
+
+    `context_window` and `max_output_tokens` are foldline's fields (the public object has no such
+    limits): a client serving a model it has no table for (`foldline chat` on a local model) reads
+    its window here instead of assuming Claude's.
+    """
     state: ServerState = request.app.state.foldline
     _check_auth(request, state)
+    config = state.config
+    limits = {
+        "context_window": config.context_window,
+        "max_output_tokens": min(config.max_output_tokens, config.context_window),
+    }
     wanted = str(request.path_params["model_id"])
-    for model_id, name, created in state.config.models:
+    for model_id, name, created in config.models:
         if wanted == model_id or model_id.startswith(wanted + "-"):
-            return JSONResponse(_model_object(model_id, name, created))
-    if wanted.startswith(state.config.model_prefixes):
-        return JSONResponse(_model_object(wanted, wanted, "2025-01-01T00:00:00Z"))
+            return JSONResponse(_model_object(model_id, name, created) | limits)
+    if wanted.startswith(config.model_prefixes):
+        return JSONResponse(_model_object(wanted, wanted, "2025-01-01T00:00:00Z") | limits)
     raise _ApiError(404, f"model: {wanted}")
 
 

@@ -12,7 +12,9 @@ Modules, one concern each:
 - `kvcache`: the prefix K/V cache: entries keyed by the token-prefix hash, TTLs, LRU under a byte
   budget.
 - `backend`: `TransformersBackend`: loading a local model directory, prefill over a cache hit,
-  greedy decoding, tool-call parsing, usage in the model's own tokens.
+  greedy decoding, usage in the model's own tokens.
+- `toolcalls`: tool calls out of the model's text (tagged, bare JSON, botched).
+- `fetch`: SmolLM2-135M-Instruct from the package registry, checked and converted once.
 - `tiny`: `write_tiny_model`, a small randomly initialised model directory built offline (tests and
   the benchmark).
 

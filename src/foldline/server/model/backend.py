@@ -3,7 +3,7 @@
 One request: render through the chat template (`render`), look up the longest cached token prefix
 (`kvcache`), prefill only the suffix over the cached K/V with the 4D mask that hides cache_edits
 deletions (`masking`), store K/V at the request's breakpoints, decode greedily up to `max_tokens`,
-parse tool calls (the `<tool_call>{json}</tool_call>` form of Qwen and Hermes templates), and bill
+parse tool calls (`toolcalls`: tagged, bare JSON, botched), and bill
 `usage` in the model's own tokens. The reply goes back through the server's one response path, so
 it is streamed by the same SSE writer as the scripted backend's.
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import re
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -29,17 +28,15 @@ from typing import Any, Literal
 
 import torch
 
-from foldline._json import loads
 from foldline._types import Block
 from foldline.errors import UserError
 from foldline.server.backend import BackendRequest, Reply, StopReason
 from foldline.server.model.kvcache import KVEntry, LayerKV, PrefixKVCache
 from foldline.server.model.masking import Hide, additive_mask
 from foldline.server.model.render import Breakpoint, RenderedPrompt, render_prompt
+from foldline.server.model.toolcalls import TOOL_CALL_END, parse_tool_calls
 
-__all__ = ["Prefill", "TransformersBackend", "parse_tool_calls"]
-
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+__all__ = ["Prefill", "TransformersBackend"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,31 +59,6 @@ class Prefill:
     """Per layer (1, heads, computed, length) weights, when asked for (eager attention only)."""
 
 
-def parse_tool_calls(text: str, tool_names: Collection[str]) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
-    """The text outside `<tool_call>` tags, and the (name, input) of each well-formed call to a known tool.
-
-    A call that is not a JSON object with a known `name` stays in the text: the client sees what the
-    model wrote instead of a call the tool loop would reject.
-    """
-    calls: list[tuple[str, dict[str, Any]]] = []
-    kept: list[str] = []
-    last = 0
-    for match in _TOOL_CALL.finditer(text):
-        try:
-            obj = loads(match.group(1))
-        except ValueError:
-            continue
-        name = obj.get("name") if isinstance(obj, dict) else None
-        arguments = obj.get("arguments", {}) if isinstance(obj, dict) else None
-        if not isinstance(name, str) or name not in tool_names or not isinstance(arguments, dict):
-            continue
-        kept.append(text[last : match.start()])
-        last = match.end()
-        calls.append((name, arguments))
-    kept.append(text[last:])
-    return "".join(kept).strip(), calls
-
-
 def _layers_of(cache: Any) -> list[LayerKV]:
     """(keys, values) per layer of a transformers cache, old (key_cache lists) or new (layers) API."""
     if hasattr(cache, "layers"):
@@ -102,6 +74,10 @@ def _span_union(spans: Collection[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
+
+
+_STOP_WINDOW = 8
+"""Tokens decoded to look for the stop text: more than any tokenizer splits `</tool_call>` into."""
 
 
 class TransformersBackend:
@@ -285,12 +261,18 @@ class TransformersBackend:
                 written.append(Breakpoint(position, ttl))
         return tuple(written)
 
-    def _decode(self, prefill: Prefill, max_tokens: int) -> tuple[list[int], bool]:
-        """Greedy tokens after the prompt, and whether the model ended its turn (vs. hit max_tokens)."""
+    def _decode(self, prefill: Prefill, max_tokens: int, stop: str | None = None) -> tuple[list[int], bool]:
+        """Greedy tokens after the prompt, and whether the model ended its turn (vs. hit max_tokens).
+
+        `stop`: text that ends the turn once generated (the closing tool-call tag: a small model
+        otherwise goes on after its call, repeating the prompt's example; the call is the turn).
+        """
         generated: list[int] = []
         next_id = int(prefill.logits[-1].argmax())
         while next_id not in self._eos:
             generated.append(next_id)
+            if stop is not None and stop in str(self.tokenizer.decode(generated[-_STOP_WINDOW:])):
+                return generated, True
             if len(generated) >= max_tokens:
                 return generated, False
             position = prefill.length + len(generated) - 1
@@ -304,14 +286,17 @@ class TransformersBackend:
             self.calls.append(request)
             prompt = self.render(request)
             prefill = self.prefill(prompt, request.deleted_references)
-            generated, ended = self._decode(prefill, request.max_tokens)
+            stop_text = TOOL_CALL_END if request.tools else None
+            generated, ended = self._decode(prefill, request.max_tokens, stop_text)
         text = str(self.tokenizer.decode(generated, skip_special_tokens=True))
         names = {str(t.get("name")) for t in request.tools}
         text, calls = parse_tool_calls(text, names) if names else (text, [])
         content: list[Block] = [{"type": "text", "text": text}] if text else []
-        for i, (name, arguments) in enumerate(calls):
+        for i, call in enumerate(calls):
             digest = hashlib.sha256(f"{request.request_key}:{i}".encode()).hexdigest()[:24]
-            content.append({"type": "tool_use", "id": "toolu_" + digest, "name": name, "input": arguments})
+            content.append(
+                {"type": "tool_use", "id": "toolu_" + digest, "name": call.name, "input": call.input}
+            )
         stop: StopReason = ("tool_use" if calls else "end_turn") if ended else "max_tokens"
         usage = _usage(prompt, prefill, request.deleted_references, len(generated))
         return Reply(content=tuple(content), stop_reason=stop, usage=usage)

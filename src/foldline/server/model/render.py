@@ -217,6 +217,12 @@ def render_prompt(
     marks = _Marks()
     hf_tools = chat_tools(tools, marks)
     hf_messages = chat_messages(system, messages, marks)
+    template = str(getattr(tokenizer, "chat_template", "") or "")
+    if "tool_calls" not in template:
+        hf_messages = [_calls_as_text(m) for m in hf_messages]
+    if hf_tools and "tools" not in template.replace("tool_calls", ""):
+        hf_messages = _tools_in_system(hf_messages, hf_tools)
+        hf_tools = []
     prefill = (
         bool(hf_messages) and hf_messages[-1]["role"] == "assistant" and "tool_calls" not in hf_messages[-1]
     )
@@ -249,6 +255,73 @@ def render_prompt(
             last = bisect.bisect_left(starts, offsets[closing])
             references[name] = (first, max(first, last))
     return RenderedPrompt(text=text, token_ids=ids, breakpoints=breakpoints, references=references)
+
+
+TOOLS_PREAMBLE = (
+    "You are an expert in composing functions. You are given a question and a set of possible "
+    "functions. Based on the question, you will need to make one or more function/tool calls to "
+    "achieve the purpose. If none of the functions can be used, answer in plain text.\n\n"
+    "You have access to the following tools:\n<tools>{tools}</tools>\n\n"
+    "To call tools, answer in this format and nothing else:\n"
+    '<tool_call>[\n{{"name": "func_name1", "arguments": {{"argument1": "value1"}}}}\n]</tool_call>'
+)
+"""How tools are offered to a model whose chat template has no place for them (SmolLM2's, for one):
+the wording SmolLM2's function-calling data used, which `toolcalls` parses."""
+
+
+def _example(tools: Sequence[Mapping[str, Any]]) -> str:
+    """Example calls to the first offered tool whose first required parameter is a string.
+
+    Measured on SmolLM2-135M-Instruct: with the preamble alone it answered "Read the file notes.txt"
+    with Python code; with one example it wrote the call, but behind foldline's own system prompt
+    it copied the example's file name; two examples with different names are meant to show it
+    that the value comes from the request.
+    """
+    for tool in tools:
+        function = tool["function"]
+        schema = function.get("parameters") or {}
+        required = schema.get("required") or []
+        properties = schema.get("properties") or {}
+        if required and (properties.get(required[0]) or {}).get("type") == "string":
+            name, parameter = function["name"], required[0]
+            # Two examples with different values, so the value is seen to come from the request.
+            return "".join(
+                f"\n\nExample. User: {name} the file {value}\nAssistant: <tool_call>"
+                f'[{{"name": "{name}", "arguments": {{"{parameter}": "{value}"}}}}]</tool_call>'
+                for value in ("a.txt", "src/b.py")
+            )
+    return ""
+
+
+def _tools_in_system(
+    messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """`messages` with the tool definitions written into the system message (one is added if none)."""
+    from foldline._json import dumps
+
+    listing = dumps([t["function"] for t in tools]).decode()
+    preamble = TOOLS_PREAMBLE.format(tools=listing) + _example(tools)
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": f"{messages[0]['content']}\n\n{preamble}"}, *messages[1:]]
+    return [{"role": "system", "content": preamble}, *messages]
+
+
+def _calls_as_text(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message's tool calls written into its text, for a template that drops `tool_calls`
+    (the model must see the calls it made, in the form it is asked to make them)."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    from foldline._json import dumps
+
+    written = "".join(
+        "\n<tool_call>\n"
+        + dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]}).decode()
+        + "\n</tool_call>"
+        for c in calls
+    )
+    rest = {k: v for k, v in message.items() if k != "tool_calls"}
+    return {**rest, "content": (str(message.get("content") or "") + written).strip()}
 
 
 def _strip_markers(marked: str) -> tuple[str, dict[int, int]]:
