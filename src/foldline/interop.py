@@ -201,20 +201,14 @@ def _wait_until_answering(url: str, timeout: float) -> None:
 
 
 @dataclass
-class ClaudeCode:
-    """Claude Code in `root/ws` (the workspace, which must exist) under a private HOME `root/home`.
-
-    `prepare` trusts the workspace and allows the tools (Claude Code refuses to skip permissions as
-    root); `turn` plays one `claude -p` turn, `--continue` after the first.
-    """
+class _Client:
+    """A client's folders: the workspace `root/ws` and a private HOME `root/home`."""
 
     binary: Path
     root: Path
     url: str
     model: str = MODEL
     turn_timeout: float = 300
-    results: list[dict[str, Any]] = field(default_factory=list)
-    """Each turn's JSON result, as Claude Code printed it."""
 
     @property
     def home(self) -> Path:
@@ -223,6 +217,18 @@ class ClaudeCode:
     @property
     def workspace(self) -> Path:
         return self.root / "ws"
+
+
+@dataclass
+class ClaudeCode(_Client):
+    """Claude Code in `root/ws` (the workspace, which must exist) under a private HOME `root/home`.
+
+    `prepare` trusts the workspace and allows the tools (Claude Code refuses to skip permissions as
+    root); `turn` plays one `claude -p` turn, `--continue` after the first.
+    """
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+    """Each turn's JSON result, as Claude Code printed it."""
 
     def prepare(self) -> None:
         settings = {"permissions": {"allow": ["Read", "Edit", "Write", "Glob", "Grep", "Bash"]}}
@@ -282,31 +288,18 @@ class ClaudeCode:
 
 
 @dataclass
-class OpenCode:
+class OpenCode(_Client):
     """opencode in `root/ws` (which must exist) under a private HOME `root/home`, through its
     `anthropic` provider pointed at the server (the workspace's `opencode.json`).
 
     opencode takes its project folder from `$PWD`, so `env` sets it beside the working directory.
     """
 
-    binary: Path
-    root: Path
-    url: str
-    model: str = MODEL
-    turn_timeout: float = 300
     turns: int = 0
     exit_status: int = 0
     """The last turn's exit status: opencode exits 1 after a turn it finished when a request of the
     turn was refused (the window's 400 it then compacted on), so a non-zero status with a finished
     reply is kept here rather than raised."""
-
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
-    def workspace(self) -> Path:
-        return self.root / "ws"
 
     def prepare(self) -> None:
         (self.workspace / "opencode.json").write_bytes(dumps(opencode_config(self.url, self.model)))
