@@ -192,7 +192,16 @@ def verdicts(cells: Sequence[dict[str, Any]]) -> list[str]:
                 )
             )
         else:
-            checks.append(("a peer at equal retention exists", False, "none kept as many facts"))
+            # Nothing to be cheaper than: every peer that completed kept fewer facts. Not a win on
+            # cost either, so the line names the cheapest peer and what it gave up.
+            others = [c for c in done if c["strategy"] not in FOLDLINE]
+            if others:
+                rival = min(others, key=_cost)
+                out.append(
+                    f"- no peer kept as many facts: the cheapest, `{rival['strategy']}` "
+                    f"(${rival['cost_usd'].mean:,.2f}), kept {retained(rival):.1f} against "
+                    f"{retained(fold):.1f}; the cost target has no peer to be judged against."
+                )
         share = fold["cache_read_share"].mean
         checks.append(("cache-read share >= 0.95", share >= 0.95, f"{share:.1%}"))
         checks.append(("zero HTTP 400s", fold["http_400"].high == 0, fold["http_400"].show(".0f")))

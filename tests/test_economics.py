@@ -325,6 +325,12 @@ def test_the_report_names_who_wins_at_equal_retention_and_judges_the_headline_ro
     lines = "\n".join(report.verdicts(report.aggregate(rows)))
     assert "met: cost <= 0.75x the cheapest feasible peer at equal or better retention (0.79x" not in lines
     assert "(0.79x of `summary-opencode`" in lines
+    # every peer forgets more than the headline row: no cost verdict, the cheapest peer is named
+    forgetful = [r for r in rows if r["strategy"] in ("truncate", "foldline-no-edits", "foldline")]
+    lines = "\n".join(report.verdicts(report.aggregate(forgetful)))
+    assert "no peer kept as many facts: the cheapest, `truncate` ($1.10), kept 2.0 against 5.0" in lines
+    assert "cost <= 0.75x" not in lines
+    assert "met: zero HTTP 400s (0)" in lines
     page = report.build_page(rows, [], "feature 4", [])
     assert "seeds 7, 8, 9" in page
     assert "| feature | anthropic-clear | 3 | $4.00 (3.00–6.00) |" in page
