@@ -331,6 +331,12 @@ def test_the_report_names_who_wins_at_equal_retention_and_judges_the_headline_ro
     assert "no peer kept as many facts: the cheapest, `truncate` ($1.10), kept 2.0 against 5.0" in lines
     assert "cost <= 0.75x" not in lines
     assert "met: zero HTTP 400s (0)" in lines
+    # a real client that finished every turn is a peer even with its prompt-too-long 400s
+    client = _seeds("claude-code", (2.0, 2.0, 2.0))
+    for row in client:
+        row["http_400"] = 3
+    lines = "\n".join(report.verdicts(report.aggregate([*forgetful, *client])))
+    assert "(1.65x of `claude-code` ($2.00)" in lines
     page = report.build_page(rows, [], "feature 4", [])
     assert "seeds 7, 8, 9" in page
     assert "| feature | anthropic-clear | 3 | $4.00 (3.00–6.00) |" in page
