@@ -352,6 +352,22 @@ PEERS_TEXT = (
 )
 
 
+def _coverage(rows: Sequence[dict[str, Any]], clients: Sequence[str]) -> str:
+    """Which profiles and seeds each real client played, and which profiles it did not: a profile
+    without a client's rows is judged without that peer, and the page says so."""
+    profiles = list(dict.fromkeys(r["profile"] for r in rows))
+    parts = []
+    for client in clients:
+        played: dict[str, list[int]] = {}
+        for r in rows:
+            if r["strategy"] == client:
+                played.setdefault(r["profile"], []).append(r["seed"])
+        missing = [p for p in profiles if p not in played]
+        text = "; ".join(f"{p} (seeds {', '.join(map(str, sorted(s)))})" for p, s in played.items())
+        parts.append(f"`{client}` played {text}" + (f", not {', '.join(missing)}" if missing else ""))
+    return "Peer coverage: " + ". ".join(parts) + "."
+
+
 def build_page(
     rows: Sequence[dict[str, Any]],
     others: Sequence[tuple[str, str, str, float, int]],
@@ -364,6 +380,7 @@ def build_page(
     clients = [name for name in CLIENTS if any(r["strategy"] == name for r in rows)]
     if clients:
         lines += [PEERS_TEXT.format(rows=", ".join(f"`{c}` ({CLIENTS[c][1]})" for c in clients)), ""]
+        lines += [_coverage(rows, clients), ""]
     lines += ["### Who wins, and foldline against its target", ""]
     lines += [
         f"Target: `{HEADLINE}` at least 25% cheaper than the cheapest feasible peer at equal or better "

@@ -337,6 +337,9 @@ def test_the_report_names_who_wins_at_equal_retention_and_judges_the_headline_ro
         row["http_400"] = 3
     lines = "\n".join(report.verdicts(report.aggregate([*forgetful, *client])))
     assert "(1.65x of `claude-code` ($2.00)" in lines
+    debug = [{**r, "profile": "debug"} for r in forgetful]
+    page = report.build_page([*forgetful, *client, *debug], [], "feature 4, debug 4", [])
+    assert "Peer coverage: `claude-code` played feature (seeds 7, 8, 9), not debug." in page
     page = report.build_page(rows, [], "feature 4", [])
     assert "seeds 7, 8, 9" in page
     assert "| feature | anthropic-clear | 3 | $4.00 (3.00–6.00) |" in page
