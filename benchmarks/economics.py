@@ -37,6 +37,8 @@ agents do to the bytes they send, applied to every request the engine makes:
   public pricing: its billing is this server's own model).
 - `foldline-no-edits-memory` (opt-in): the headline row with the session memory refreshed beside
   Collapse, the old default, to measure that change side by side.
+- `foldline-no-edits-no-snip` (opt-in): the headline row with Snip off (`Config.snip_enabled`), to
+  measure what the model's snips cost and save.
 
 The managed strategies run on a 200K window (the server refuses larger prompts with a 400). The
 rewriting strategies run the engine itself on an unlimited window, so that the engine's own
@@ -508,6 +510,8 @@ class Strategy(Protocol):
     """Context Collapse among them (Claude Code's design has none)."""
     memory_with_collapse: bool
     """Session memory refreshed in the background although Collapse is on (the old default)."""
+    snip: bool
+    """The Snip tool offered and nudged (`Config.snip_enabled`); the model decides what it deletes."""
 
     def engine_window(self, window: int) -> int:
         """The engine's `Config.context_window` for a managed window of `window` tokens."""
@@ -529,6 +533,7 @@ class NoManagement:
     levels: bool = False
     collapse: bool = False
     memory_with_collapse: bool = False
+    snip: bool = True
 
     def engine_window(self, window: int) -> int:
         return UNLIMITED
@@ -635,6 +640,7 @@ class Foldline:
     collapse: bool = True
     cache_edits: bool = True
     memory_with_collapse: bool = False
+    snip: bool = True
 
     def engine_window(self, window: int) -> int:
         return window
@@ -670,10 +676,19 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         cache_edits=False,
         memory_with_collapse=True,
     ),
+    "foldline-no-edits-no-snip": lambda: Foldline(
+        name="foldline-no-edits-no-snip",
+        label="foldline-no-edits with Snip off (no nudge, no id tags)",
+        cache_edits=False,
+        snip=False,
+    ),
 }
 """Every strategy, in table order. `none` is opt-in (`--strategies`): no model takes its window;
-`foldline-no-edits-memory` too: it measures one change of foldline's defaults side by side."""
-DEFAULT_STRATEGIES = tuple(n for n in STRATEGIES if n not in ("none", "foldline-no-edits-memory"))
+`foldline-no-edits-memory` and `foldline-no-edits-no-snip` too: each measures one change of foldline's
+defaults side by side."""
+DEFAULT_STRATEGIES = tuple(
+    n for n in STRATEGIES if n not in ("none", "foldline-no-edits-memory", "foldline-no-edits-no-snip")
+)
 
 
 # --- running ------------------------------------------------------------------------------------
@@ -753,6 +768,7 @@ async def play(
     config = Config(
         context_window=strategy.engine_window(window),
         collapse=CollapseConfig(enabled=strategy.collapse),
+        snip_enabled=strategy.snip,
         autocompact=AutoCompactConfig(
             memory=SessionMemoryConfig(with_collapse=strategy.memory_with_collapse)
         ),

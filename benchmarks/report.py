@@ -65,7 +65,13 @@ OTHERS: tuple[tuple[str, list[str], str], ...] = (
         "against cold. Target: cold / cached >= 5x.",
     ),
 )
-FOLDLINE = ("foldline", "foldline-no-edits", "claude-code-design")
+FOLDLINE = (
+    "foldline",
+    "foldline-no-edits",
+    "claude-code-design",
+    "foldline-no-edits-memory",
+    "foldline-no-edits-no-snip",
+)
 """foldline's own engine in its configurations (Claude Code's design included): not peers of each other."""
 LAST_ROWS = HERE / "economics_last.jsonl"
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from foldline._json import dumps
 from foldline.testing import SimulatedProvider
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -88,6 +89,15 @@ def test_every_strategy_completes_a_short_session_and_reports_every_column(tmp_p
     assert row["api_calls"] == len(provider.calls) > 0
     assert row["cost_usd"] == pytest.approx(report.usage.cost(), abs=1e-3)
     assert len(row["context_per_turn"]) == 6
+
+
+@pytest.mark.parametrize(
+    ("name", "tagged"), [("foldline-no-edits", True), ("foldline-no-edits-no-snip", False)]
+)
+def test_the_no_snip_row_sends_no_snip_id_tags(tmp_path: Path, name: str, tagged: bool) -> None:
+    _, provider = _session(tmp_path, econ.STRATEGIES[name](), None, turns=3)
+    sent = [dumps(call.body).decode() for call in provider.calls]
+    assert any("[id:" in body for body in sent) is tagged
 
 
 def test_masking_replaces_all_but_the_last_results_in_what_is_sent_not_in_the_history(tmp_path: Path) -> None:

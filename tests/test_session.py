@@ -160,3 +160,25 @@ async def test_ids_are_tagged_only_when_the_model_has_the_snip_tool(
     sent = str(backend.calls[-1].messages)
     assert ("[id:" in sent) is with_snip
     assert ("Snip" in sent) is with_snip  # the nudge names the tool
+
+
+@pytest.mark.anyio
+async def test_with_snip_off_the_snip_tool_is_not_offered(tmp_path: Path) -> None:
+    from foldline.config import Config
+    from foldline.testing import FunctionProvider
+    from foldline.tools import default_tools
+
+    offered: list[list[str]] = []
+
+    def record(body: dict[str, Any], betas: object) -> dict[str, str]:
+        offered.append([tool["name"] for tool in body.get("tools", [])])
+        return {"text": "ok"}
+
+    config = Config(snip_enabled=False, snip_nudge_share=0.0)
+    provider = FunctionProvider(record)
+    path = tmp_path / "s.jsonl"
+    async with Session.open(path, provider=provider, tools=default_tools(), config=config) as session:
+        await session.submit_message("hello")
+    assert offered
+    assert "Read" in offered[-1]
+    assert "Snip" not in offered[-1]

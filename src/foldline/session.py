@@ -120,7 +120,7 @@ class Session:
                 provider=provider,
                 config=_snip_matches_tools(config or Config(), tools),
                 system=system,
-                tools=tools,
+                tools=_tools_match_snip(config or Config(), tools),
                 workspace=workspace,
                 rules=rules,
                 permission_mode=permission_mode,
@@ -197,3 +197,9 @@ def _snip_matches_tools(config: Config, tools: Sequence[Tool]) -> Config:
     if config.snip_enabled and not any(tool.name == "Snip" for tool in tools):
         return replace(config, snip_enabled=False)
     return config
+
+
+def _tools_match_snip(config: Config, tools: Sequence[Tool]) -> Sequence[Tool]:
+    """The other way round: with Snip off (`Config.snip_enabled`), no Snip tool whose `[id:…]` tags
+    the requests do not carry."""
+    return tools if config.snip_enabled else [tool for tool in tools if tool.name != "Snip"]
