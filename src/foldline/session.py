@@ -105,6 +105,7 @@ class Session:
                 "Import it with foldline.sessions.import_claude_code_session (or `foldline chat --resume`)"
             )
         workspace = (workspace or Path.cwd()).resolve()
+        config = config or Config()
         notices: list[str] = []
 
         def notice(text: str) -> None:
@@ -118,9 +119,9 @@ class Session:
         try:
             engine = QueryEngine(
                 provider=provider,
-                config=_snip_matches_tools(config or Config(), tools),
+                config=_snip_matches_tools(config, tools),
                 system=system,
-                tools=_tools_match_snip(config or Config(), tools),
+                tools=_tools_match_snip(config, tools),
                 workspace=workspace,
                 rules=rules,
                 permission_mode=permission_mode,
