@@ -185,10 +185,11 @@ def verdicts(cells: Sequence[dict[str, Any]]) -> list[str]:
             f"{cheapest['facts_asked'].mean:.0f} facts; cheapest at {HEADLINE}'s retention "
             f"({retained(fold):.1f}) or better: `{best['strategy']}`, ${best['cost_usd'].mean:,.2f}."
         )
-        peers = [c for c in kept if c["strategy"] not in FOLDLINE]
+        others = [c for c in done if c["strategy"] not in FOLDLINE]
+        peers = [c for c in others if retained(c) >= retained(fold)]
+        peer = min(peers, key=_cost) if peers else None
         checks: list[tuple[str, bool, str]] = []
-        if peers:
-            peer = min(peers, key=_cost)
+        if peer is not None:
             ratio = fold["cost_usd"].mean / peer["cost_usd"].mean if peer["cost_usd"].mean else float("inf")
             checks.append(
                 (
@@ -197,23 +198,21 @@ def verdicts(cells: Sequence[dict[str, Any]]) -> list[str]:
                     f"{ratio:.2f}x of `{peer['strategy']}` (${peer['cost_usd'].mean:,.2f})",
                 )
             )
-        else:
+        elif others:
             # Nothing to be cheaper than: every peer that completed kept fewer facts. Not a win on
             # cost either, so the line names the cheapest peer and what it gave up.
-            others = [c for c in done if c["strategy"] not in FOLDLINE]
-            if others:
-                rival = min(others, key=_cost)
-                out.append(
-                    f"- no peer kept as many facts: the cheapest, `{rival['strategy']}` "
-                    f"(${rival['cost_usd'].mean:,.2f}), kept {retained(rival):.1f} against "
-                    f"{retained(fold):.1f}; the cost target has no peer to be judged against."
-                )
+            rival = min(others, key=_cost)
+            out.append(
+                f"- no peer kept as many facts: the cheapest, `{rival['strategy']}` "
+                f"(${rival['cost_usd'].mean:,.2f}), kept {retained(rival):.1f} against "
+                f"{retained(fold):.1f}; the cost target has no peer to be judged against."
+            )
         share = fold["cache_read_share"].mean
         checks.append(("cache-read share >= 0.95", share >= 0.95, f"{share:.1%}"))
         checks.append(("zero HTTP 400s", fold["http_400"].high == 0, fold["http_400"].show(".0f")))
         out += [f"- {'met' if ok else '**MISSED**'}: {what} ({value})" for what, ok, value in checks]
-        if peers:
-            out.append(f"- why: {_why(fold, min(peers, key=_cost))}")
+        if peer is not None:
+            out.append(f"- why: {_why(fold, peer)}")
         out.append("")
     return out
 
