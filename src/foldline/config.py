@@ -380,14 +380,16 @@ class Config:
         """`max_tokens` of an ordinary request: the configured one, capped by the model's limit and,
         on a window below `reference_window`, by the reserve, so a prompt under the blocking limit
         plus its `max_tokens` always fits the window (no 400 for the output room)."""
-        most = min(self.max_output_tokens, self.limits.max_output)
-        return min(most, self.reserve) if self.below_reference else most
+        return self._output_cap(self.max_output_tokens)
 
     @property
     def escalated_output_tokens(self) -> int:
         """`max_tokens` after a max-output stop, capped as `output_tokens` is (on a small window the
         two are equal: there is no room to escalate into)."""
-        most = min(self.escalated_max_output_tokens, self.limits.max_output)
+        return self._output_cap(self.escalated_max_output_tokens)
+
+    def _output_cap(self, wanted: int) -> int:
+        most = min(wanted, self.limits.max_output)
         return min(most, self.reserve) if self.below_reference else most
 
     @property

@@ -105,7 +105,7 @@ class Session:
                 "Import it with foldline.sessions.import_claude_code_session (or `foldline chat --resume`)"
             )
         workspace = (workspace or Path.cwd()).resolve()
-        config = config or Config()
+        config, tools = _snip_agrees(config or Config(), tools)
         notices: list[str] = []
 
         def notice(text: str) -> None:
@@ -119,9 +119,9 @@ class Session:
         try:
             engine = QueryEngine(
                 provider=provider,
-                config=_snip_matches_tools(config, tools),
+                config=config,
                 system=system,
-                tools=_tools_match_snip(config, tools),
+                tools=tools,
                 workspace=workspace,
                 rules=rules,
                 permission_mode=permission_mode,
@@ -192,15 +192,14 @@ class Session:
         await self.aclose()
 
 
-def _snip_matches_tools(config: Config, tools: Sequence[Tool]) -> Config:
-    """Snip's `[id:…]` tags and its nudge only where the model has the Snip tool to act on them: a
-    session opened without it (`tools=()`, a custom set) must not advertise a tool it cannot call."""
-    if config.snip_enabled and not any(tool.name == "Snip" for tool in tools):
-        return replace(config, snip_enabled=False)
-    return config
-
-
-def _tools_match_snip(config: Config, tools: Sequence[Tool]) -> Sequence[Tool]:
-    """The other way round: with Snip off (`Config.snip_enabled`), no Snip tool whose `[id:…]` tags
-    the requests do not carry."""
-    return tools if config.snip_enabled else [tool for tool in tools if tool.name != "Snip"]
+def _snip_agrees(config: Config, tools: Sequence[Tool]) -> tuple[Config, Sequence[Tool]]:
+    """Snip's `[id:…]` tags and its nudge only where the model has the Snip tool to act on them (a
+    session opened without it, `tools=()` or a custom set, must not advertise a tool it cannot call);
+    and the other way round, with Snip off (`Config.snip_enabled`), no Snip tool whose tags the
+    requests do not carry."""
+    has_snip = any(tool.name == "Snip" for tool in tools)
+    if config.snip_enabled and not has_snip:
+        return replace(config, snip_enabled=False), tools
+    if not config.snip_enabled and has_snip:
+        return config, [tool for tool in tools if tool.name != "Snip"]
+    return config, tools
