@@ -134,7 +134,9 @@ def measure(size: int, repeat: int, trials: int) -> tuple[int, float, float, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9, help="turns timed per session size")
-    parser.add_argument("--trials", type=int, default=3, help="cold and resumed builds timed per size")
+    # As many cold builds as timed turns: the ratios set the best of N builds against the best of N
+    # serializations, and with fewer builds than turns the build was the likelier to be disturbed.
+    parser.add_argument("--trials", type=int, default=9, help="cold and resumed builds timed per size")
     args = parser.parse_args()
     print(
         f"{'messages':>9} {'body MB':>8} {'turn ms':>8} {'dumps ms':>9} {'ratio':>6} {'cold ms':>8} "

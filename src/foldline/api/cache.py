@@ -213,7 +213,11 @@ def _prepared_messages(
         if pin.message_index >= reuse:
             pins_at.setdefault(pin.message_index, []).append(pin)
     for i in range(reuse, len(messages)):
-        out.append(_prepare(messages[i], pins_at.get(i, ()), i <= refs_upto))
+        message, pinned = messages[i], pins_at.get(i, ())
+        if pinned or message["role"] != "assistant":
+            out.append(_prepare(message, pinned, i <= refs_upto))
+        else:
+            out.append(message)  # results ride only in user messages (S6.h): nothing to name or pin
     if memo:
         memo.remember(messages, out, len(pins), refs_upto)
     return out

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 
 from foldline._incremental import GrowthCursor
 from foldline.api.normalize._base import (
@@ -26,8 +28,8 @@ from foldline.api.normalize._final import (
     _finish,
     _wire,
 )
-from foldline.api.normalize._lift import _lift
-from foldline.api.normalize._s6_edges import _GOOD_ID, _safe_tool_id
+from foldline.api.normalize._lift import _lift, lift_all
+from foldline.api.normalize._s6_edges import _GOOD_ID, EDGE_STEP_NAMES, _safe_tool_id, edges_clean
 from foldline.api.normalize._s7_media import (
     _as_sent,
     _check_media,
@@ -42,6 +44,13 @@ from foldline.timeline import (
 )
 
 _PRE_FINAL = tuple(step for step in STEPS if step.name not in ("S7", "final"))
+_EDGES = tuple(step for step in _PRE_FINAL if step.name in EDGE_STEP_NAMES)
+_BEFORE_EDGES = _PRE_FINAL[: _PRE_FINAL.index(_EDGES[0])]
+_AFTER_EDGES = _PRE_FINAL[_PRE_FINAL.index(_EDGES[-1]) + 1 :]
+assert _BEFORE_EDGES + _EDGES + _AFTER_EDGES == _PRE_FINAL, "S6.a-S6.g must be consecutive"
+
+
+_UUIDS = attrgetter("uuids")
 
 
 class _Dependent(Exception):
@@ -96,7 +105,10 @@ def _refs(entries: Sequence[Entry]) -> tuple[set[str], set[str], set[str]]:
                 raw = b.get("tool_use_id")
             else:
                 continue
-            tool_ids.add(raw if type(raw) is str and _GOOD_ID(raw) else _safe_tool_id(raw))
+            if type(raw) is str and (raw in tool_ids or _GOOD_ID(raw)):
+                tool_ids.add(raw)  # seen already (a result after its call) needs no second match
+            else:
+                tool_ids.add(_safe_tool_id(raw))
     return tool_ids, msg_ids, targets
 
 
@@ -193,11 +205,19 @@ class IncrementalNormalizer:
                 lifted[j] if 0 <= (j := i - start) < len(seen) and seen[j] is e else _lift(e)
                 for i, e in enumerate(tail, self._tail_start)
             ]
+            self._lifted = (self._tail_start, tail, msgs)
         else:
-            msgs = list(map(_lift, tail))  # nothing to reuse (a cold build): no per-entry test
-
-        self._lifted = (self._tail_start, tail, msgs)
-        for step in _PRE_FINAL:
+            # Nothing to reuse (a cold build): no per-entry test, and a reply's pieces joined as they
+            # are lifted. Those lifts no longer line up with the entries, so the next call lifts anew
+            # (its tail, from the latest reply on, is short).
+            msgs = lift_all(tail)
+            self._lifted = (self._tail_start, tail, msgs) if len(msgs) == len(tail) else (0, (), [])
+        for step in _BEFORE_EDGES:
+            msgs = step.run(msgs, self.options)
+        if not edges_clean(msgs):  # one scan instead of seven when none of them would change anything
+            for step in _EDGES:
+                msgs = step.run(msgs, self.options)
+        for step in _AFTER_EDGES:
             msgs = step.run(msgs, self.options)
         if not at_start and (not msgs or msgs[0].role != "assistant"):
             raise _Dependent
@@ -223,16 +243,19 @@ class IncrementalNormalizer:
         cut = next((j for j in range(len(final) - 1, 0, -1) if final[j].role == "assistant"), 0)
         if cut == 0 or not final[cut].uuids:
             return
-        # The first entry carrying the reply's uuid, found by a scan: on a cold build the tail is the
-        # whole session, and dicts or sets over all of it cost more than the scans below.
+        # The entry carrying the reply's first uuid, found from the end (the reply is near it): on a
+        # cold build the tail is the whole session. Were that uuid also earlier (a replay), the
+        # check below finds it there and nothing is frozen.
         first = final[cut].uuids[0]
-        split = next((i for i, e in enumerate(tail) if e.uuid == first), None)
+        split = next((i for i in range(len(tail) - 1, -1, -1) if tail[i].uuid == first), None)
         if split is None:
             return
+        frozen = [e.uuid for e in tail[:split]]
         later = {u for m in final[cut:] for u in m.uuids}
         after = {e.uuid for e in tail[split:]}
-        if any(e.uuid in later for e in tail[:split]) or any(
-            u in after for m in final[:cut] for u in m.uuids
+        # Set tests over C iterators, not generators: both sides of the cut can be the whole session.
+        if not later.isdisjoint(frozen) or not after.isdisjoint(
+            chain.from_iterable(map(_UUIDS, final[:cut]))
         ):
             return  # S1 moved an attachment across the cut: keep the tail whole
         tool_ids, msg_ids, _ = _refs(tail[:split])
@@ -240,7 +263,7 @@ class IncrementalNormalizer:
         if not no_media:
             head.media = _check_media(final[:cut], self.options.media, head.media)
         head.wire = head.wire + wire[:cut]
-        head.uuids = head.uuids + [e.uuid for e in tail[:split]]
+        head.uuids = head.uuids + frozen
         head.tool_ids |= tool_ids
         head.msg_ids |= msg_ids
         self._tail_start += split

@@ -16,6 +16,7 @@ from foldline.api.normalize._base import (
     _Msg,
     _new_msg,
 )
+from foldline.api.normalize._s0_s5 import _IDENTITY_KEY
 from foldline.errors import UserError
 from foldline.timeline import (
     AssistantEntry,
@@ -100,3 +101,61 @@ def _lift(entry: Entry) -> _Msg:
     if isinstance(entry, ProgressEntry):
         return _Msg("system", _blocks(entry.text), uuids, entry=entry)
     raise UserError(f"entry {getattr(entry, 'uuid', '?')}: not a timeline entry: {type(entry).__name__}")
+
+
+def lift_all(entries: Sequence[Entry]) -> list[_Msg]:
+    """Every entry lifted, each run of adjacent pieces of one streamed reply already joined as S3 joins them.
+
+    A cold build lifts every entry of a session (tens of thousands, most of them one block of a
+    reply written block by block): joining a run here builds one message instead of one per piece,
+    and every step up to S3 then walks a third as many. S3's output is the same as for
+    `[_lift(e) for e in entries]` (`tests/api/test_cold_build_shortcuts.py`): only adjacent plain
+    pieces (sent, not an API error, one message id) are joined, only when no two of them carry the
+    same block, and not at all in a timeline where a piece is replayed under its own uuid.
+    """
+    out: list[_Msg] = []
+    run: list[AssistantEntry] = []
+    uuids: set[str] = set()
+    for e in entries:
+        if (
+            type(e) is AssistantEntry
+            and e.message.id
+            and not (e.is_api_error_message or e.is_virtual or e.is_sidechain)
+        ):
+            if e.uuid in uuids:
+                return [_lift(entry) for entry in entries]  # S3 skips a replayed piece: lift one by one
+            uuids.add(e.uuid)
+            if run and run[0].message.id != e.message.id:
+                _join(run, out)
+                run = []
+            run.append(e)
+            continue
+        if run:
+            _join(run, out)
+            run = []
+        if type(e) is UserEntry:  # the common kind built inline: a call per entry cost more
+            meta = e.is_meta or e.is_compact_summary
+            out.append(_new_msg(_Msg, ("user", _blocks(e.message.content), (e.uuid,), "", meta, e, None, "")))
+        else:
+            out.append(_lift(e))
+    if run:
+        _join(run, out)
+    return out
+
+
+def _join(run: list[AssistantEntry], out: list[_Msg]) -> None:
+    """Append the run's pieces as one message (what S3 makes of them), or one by one if a block repeats."""
+    first = run[0]
+    if len(run) == 1:
+        content = _blocks(first.message.content)
+        out.append(
+            _new_msg(_Msg, ("assistant", content, (first.uuid,), first.message.id, True, first, None, ""))
+        )
+        return
+    content = [b for e in run for b in _blocks(e.message.content)]
+    identities = [(key, str(b.get(key))) for b in content if (key := _IDENTITY_KEY.get(str(b.get("type"))))]
+    if len(set(identities)) != len(identities):
+        out.extend(_lift(e) for e in run)  # S3 drops a repeated block: leave the dropping to it
+        return
+    uuids = tuple(e.uuid for e in run)
+    out.append(_new_msg(_Msg, ("assistant", content, uuids, first.message.id, True, None, None, "")))

@@ -18,7 +18,7 @@ from foldline.api.normalize._base import (
     _Msg,
     _new_msg,
 )
-from foldline.timeline import AssistantEntry, is_api_visible, short_id
+from foldline.timeline import AssistantEntry, UserEntry, is_api_visible, short_id
 
 _USERS = frozenset({"user"})
 
@@ -30,10 +30,19 @@ def s0_filter(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """
     out: list[_Msg] = []
     for m in msgs:
-        if m.entry is None or is_api_visible(m.entry):
+        e = m.entry
+        # `is_api_visible` inline for the two kinds nearly every entry is (a call per entry cost more
+        # than the test); any other kind, a subclass included, asks it.
+        if type(e) is UserEntry:
+            visible = not (e.is_virtual or e.is_sidechain)
+        elif type(e) is AssistantEntry:
+            visible = not (e.is_virtual or e.is_sidechain or e.is_api_error_message)
+        else:
+            visible = e is None or is_api_visible(e)
+        if visible:
             out.append(m)
-        elif isinstance(m.entry, AssistantEntry) and m.entry.is_api_error_message and not m.entry.is_virtual:
-            out.append(_Msg("error", [], m.uuids, entry=m.entry, error_text=m.error_text))
+        elif isinstance(e, AssistantEntry) and e.is_api_error_message and not e.is_virtual:
+            out.append(_Msg("error", [], m.uuids, entry=e, error_text=m.error_text))
     return out
 
 
@@ -102,10 +111,13 @@ def s2_strip_failed_media(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg
     The walk back from each error marker stops at an assistant message or at a user message with
     typed text: the user's own input is never touched. A message left with nothing is dropped.
     """
+    markers = [i for i, m in enumerate(msgs) if m.role == "error"]
+    if not markers:
+        return msgs  # no API error in the session (the usual case): one scan, no copy
     out = list(msgs)
     emptied: set[int] = set()
-    for i, m in enumerate(msgs):
-        kinds = media_types_to_strip(m.error_text) if m.role == "error" else frozenset()
+    for i in markers:
+        kinds = media_types_to_strip(msgs[i].error_text)
         if not kinds:
             continue
         for j in range(i - 1, -1, -1):
@@ -159,8 +171,9 @@ def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[
     """
     out: list[_Msg] = []
     open_at: int | None = None
-    # The open reply is kept as parts (content, uuids, block identities) and built once when the
-    # next reply opens: merging piece by piece would copy the reply so far for every piece.
+    # The open reply is kept as parts (content, uuids, block identities), made when the first piece
+    # joins it, and built once when the next reply opens: merging piece by piece would copy the
+    # reply so far for every piece.
     content: list[Block] = []
     uuids: list[str] = []
     known_uuids: set[str] = set()
@@ -180,6 +193,12 @@ def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[
             out.append(m)
             continue
         if open_at is not None and m.msg_id and out[open_at].msg_id == m.msg_id:
+            if not merged:  # the first piece to join the open reply: its parts are made now
+                first = out[open_at]
+                content, uuids, known_uuids = list(first.content), list(first.uuids), set(first.uuids)
+                known = {_identity(b) for b in first.content}
+                known.discard(None)
+                meta = first.is_meta
             if not known_uuids.issuperset(m.uuids):
                 if len(m.content) == 1 and len(m.uuids) == 1:
                     # The usual piece, one block from one entry (a reply streamed block by block):
@@ -210,10 +229,7 @@ def s3_merge_assistant_pieces(msgs: list[_Msg], opts: NormalizeOptions) -> list[
         close()
         out.append(m)
         open_at = len(out) - 1
-        content, uuids, known_uuids = list(m.content), list(m.uuids), set(m.uuids)
-        merged, meta = False, m.is_meta
-        known = {_identity(b) for b in m.content}
-        known.discard(None)
+        merged = False  # its parts are made only if a piece joins it (a reply joined at lift has none)
     close()
     return out
 
@@ -240,7 +256,7 @@ def s5_snip_tags(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     out: list[_Msg] = []
     for m in msgs:
         if m.role == "user" and m.uuids:
-            tag = " ".join([f"[id:{short_id(u)}]" for u in m.uuids])  # a list joins faster than a generator
+            tag = "[id:" + "] [id:".join(map(short_id, m.uuids)) + "]"  # no comprehension per message
             m = m.with_content([*m.content, {"type": "text", "text": tag}])
         out.append(m)
     return out

@@ -211,6 +211,61 @@ def s6g_text_only_errors(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]
     return out
 
 
+EDGE_STEP_NAMES = ("S6.a", "S6.b", "S6.c", "S6.d", "S6.e", "S6.f", "S6.g")
+"""The steps `edges_clean` vouches for, in pipeline order."""
+
+
+def edges_clean(msgs: list[_Msg]) -> bool:
+    """Whether S6.a-S6.g would each leave `msgs` as they are, proved in one pass (conservatively).
+
+    Each of those steps scans the whole session; on a session foldline wrote itself none of them
+    changes anything, so one combined scan that finds nothing for any of them lets the incremental
+    path skip all seven (a cold build's first request scans tens of thousands of messages). A False
+    only means "run the steps": it may be said of messages they would leave alone too.
+    """
+    last = len(msgs) - 1
+    previous = ""
+    for i, m in enumerate(msgs):
+        if m.role == previous:
+            return False  # S6.e would merge them
+        previous = m.role
+        if m.role == "assistant":
+            if m.content and not _reply_clean(m.content):
+                return False
+            if not m.content and i != last:
+                return False  # S6.d
+        elif not m.content or not _user_clean(m.content):
+            return False  # S6.c drops an empty user message
+    return True
+
+
+def _reply_clean(content: list[Block]) -> bool:
+    if content[-1].get("type") in _THINKING:
+        return False  # S6.b, and S6.a for a reply that is only thinking
+    for b in content:
+        if b.get("type") == "text":
+            text = b.get("text")
+            if not isinstance(text, str) or not text.strip():
+                return False  # S6.c
+    return True
+
+
+def _user_clean(content: list[Block]) -> bool:
+    for b in content:
+        kind = b.get("type")
+        if kind == "text":
+            text = b.get("text")
+            if not isinstance(text, str) or not text.strip():
+                return False  # S6.c
+            if text.lstrip().startswith(_REMINDER_PREFIX):
+                return False  # S6.f
+        elif kind == "tool_result" and (b.get("is_error") is True or not isinstance(b.get("content"), str)):
+            # `_clean_result` leaves a plain result with text content alone: asked only otherwise.
+            if _clean_result(b) is not b:
+                return False  # S6.g
+    return True
+
+
 def _thinking_first(content: list[Block]) -> list[Block]:
     """Move the first run of thinking blocks to the front, unchanged and in order (A20)."""
     # One scan for the first thinking block (this runs for every assistant message), as a plain loop:
@@ -236,6 +291,37 @@ def _safe_tool_id(raw: object) -> str:
     return "toolu_fl" + hashlib.sha256(repr(raw).encode()).hexdigest()[:24]
 
 
+def _unique_uses(source: list[Block], seen: set[str], ids: list[str]) -> list[Block] | None:
+    """`source` without tool_results and repeated tool_use ids, bad ids mended; None if it needs no change.
+
+    Adds the ids it keeps to `seen` and `ids`. The copy is made at the first block that changes or
+    goes: most replies keep every block.
+    """
+    copy: list[Block] | None = None
+    for k, b in enumerate(source):
+        kind = b.get("type")
+        if kind == "tool_result":
+            if copy is None:
+                copy = source[:k]
+            continue
+        if kind == "tool_use":
+            raw = b.get("id")
+            tid = raw if type(raw) is str and _GOOD_ID(raw) else _safe_tool_id(raw)
+            if tid in seen:
+                if copy is None:
+                    copy = source[:k]
+                continue
+            seen.add(tid)
+            ids.append(tid)
+            if tid != raw:
+                if copy is None:
+                    copy = source[:k]
+                b = b | {"id": tid}
+        if copy is not None:
+            copy.append(b)
+    return copy
+
+
 def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]]]:
     """Assistant content with thinking first, unique well-formed tool_use ids; the ids per message."""
     seen: set[str] = set()
@@ -247,26 +333,16 @@ def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]]]:
             uses.append([])
             continue
         ids: list[str] = []
-        content: list[Block] = []
-        for b in _thinking_first(m.content):
-            kind = b.get("type")
-            if kind == "tool_result":
-                continue
-            if kind == "tool_use":
-                raw = b.get("id")
-                tid = raw if type(raw) is str and _GOOD_ID(raw) else _safe_tool_id(raw)
-                if tid in seen:
-                    continue
-                seen.add(tid)
-                ids.append(tid)
-                if tid != raw:
-                    b = b | {"id": tid}
-            content.append(b)
-        while content and _is_thinking(content[-1]):
-            content.pop()  # a dropped duplicate may have been all that followed the thinking
+        source = _thinking_first(m.content)
+        copy = _unique_uses(source, seen, ids)
+        content = source if copy is None else copy
+        if content and _is_thinking(content[-1]):
+            content = list(content)
+            while content and _is_thinking(content[-1]):
+                content.pop()  # a dropped duplicate may have been all that followed the thinking
         if not content and m.content:
             continue  # only replayed tool calls: the originals are already sent
-        if content != m.content:
+        if content is not m.content and content != m.content:
             m = m.with_content(content)
         out.append(m)
         uses.append(ids)
@@ -299,6 +375,18 @@ def _interrupted(tool_use_id: str) -> Block:
     }
 
 
+def _answered_in_place(answers: list[Block], content: list[Block]) -> bool:
+    """Whether `content` starts with exactly `answers` and holds no other tool block after them."""
+    # Plain loops, not `all`/`any` over generators: this runs for every user message that answers.
+    for a, b in zip(answers, content, strict=False):
+        if a is not b:
+            return False
+    for b in content[len(answers) :]:
+        if b.get("type") in _TOOL_BLOCKS:
+            return False
+    return True
+
+
 def s6h_pair_tools(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     """S6.h: every tool_use is answered at the start of the next user message, in tool_use order.
 
@@ -323,11 +411,7 @@ def s6h_pair_tools(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
             n = len(answers)
             # The usual case, the answers already first and in order with no other tool block after
             # them, keeps the message as it is without building its content again.
-            if (
-                len(content) >= n
-                and all(a is b for a, b in zip(answers, content, strict=False))
-                and not any(b.get("type") in _TOOL_BLOCKS for b in content[n:])
-            ):
+            if len(content) >= n and _answered_in_place(answers, content):
                 out.append(m)
             else:
                 out.append(
