@@ -94,12 +94,20 @@ class SessionReport:
     seconds: float = 0.0
 
 
-def start_server(model_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`foldline serve --backend transformers` on a free port; returns the process and its URL."""
+def start_server(
+    model_dir: Path, log: Path, window: int | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`foldline serve --backend transformers` on a free port; returns the process and its URL.
+
+    `window` launches it with a smaller context window than the model's own (`--context-window`).
+    """
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    command = [*FOLDLINE, "serve", "--backend", "transformers", "--model", str(model_dir), "--port", "0"]
+    if window is not None:
+        command += ["--context-window", str(window)]
     with log.open("wb") as handle:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            [*FOLDLINE, "serve", "--backend", "transformers", "--model", str(model_dir), "--port", "0"],
+            command,
             stdout=handle,
             stderr=subprocess.STDOUT,
             env=env,
