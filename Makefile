@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 MODEL_STAMP := $(VENV)/.installed-model
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck bench bench-quick clean real-model
+.PHONY: demo test coverage lint typecheck bench bench-quick clean real-model
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ typecheck: $(DEV_STAMP)
 # `@pytest.mark.xdist_group` on one worker. `make test TEST_JOBS=0` runs in one process.
 TEST_JOBS ?= auto
 test: lint typecheck
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(TEST_JOBS) --dist loadgroup
+
+# The same suite with a line coverage report. Its own target: tracing every line doubles the CPU
+# time of the Python-heavy tests (the property tests, the fuzzers), and `make test` is what CI runs.
+coverage: $(DEV_STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(TEST_JOBS) --dist loadgroup --cov=foldline --cov-report=term:skip-covered
 
 # 3 profiles x 9 strategies x 3 seeds x BENCH_TURNS turns over HTTP, BENCH_JOBS pairs at a time, then
