@@ -322,13 +322,21 @@ def _unique_uses(source: list[Block], seen: set[str], ids: list[str]) -> list[Bl
     return copy
 
 
-def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]]]:
-    """Assistant content with thinking first, unique well-formed tool_use ids; the ids per message."""
+def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]], dict[str, Block]]:
+    """Assistant content with thinking first, unique well-formed tool_use ids; the ids per message;
+    and the first result recorded after each tool_use, by id (orphans and duplicates not claimed).
+
+    One pass for both: a result can only be claimed by a call before it, and the calls kept so far
+    are exactly the ids `seen` holds when the pass reaches the result.
+    """
     seen: set[str] = set()
+    claimed: dict[str, Block] = {}
     out: list[_Msg] = []
     uses: list[list[str]] = []
     for m in msgs:
         if m.role != "assistant":
+            if m.role == "user":
+                _claim(m.content, seen, claimed)
             out.append(m)
             uses.append([])
             continue
@@ -346,24 +354,17 @@ def _dedupe_tool_uses(msgs: list[_Msg]) -> tuple[list[_Msg], list[list[str]]]:
             m = m.with_content(content)
         out.append(m)
         uses.append(ids)
-    return out, uses
+    return out, uses, claimed
 
 
-def _claim_results(msgs: list[_Msg], uses: list[list[str]]) -> dict[str, Block]:
-    """The first result recorded after each tool_use, by id; orphans and duplicates are not claimed."""
-    declared: set[str] = set()
-    claimed: dict[str, Block] = {}
-    for m, ids in zip(msgs, uses, strict=True):
-        declared.update(ids)
-        if m.role != "user":
-            continue
-        for b in m.content:
-            if b.get("type") == "tool_result":
-                raw = b.get("tool_use_id")
-                tid = raw if type(raw) is str and _GOOD_ID(raw) else _safe_tool_id(raw)
-                if tid in declared and tid not in claimed:
-                    claimed[tid] = b if tid == raw else b | {"tool_use_id": tid}
-    return claimed
+def _claim(content: list[Block], declared: set[str], claimed: dict[str, Block]) -> None:
+    """Claim each result in `content` whose call was declared before it and is not yet answered."""
+    for b in content:
+        if b.get("type") == "tool_result":
+            raw = b.get("tool_use_id")
+            tid = raw if type(raw) is str and _GOOD_ID(raw) else _safe_tool_id(raw)
+            if tid in declared and tid not in claimed:
+                claimed[tid] = b if tid == raw else b | {"tool_use_id": tid}
 
 
 def _interrupted(tool_use_id: str) -> Block:
@@ -394,8 +395,7 @@ def s6h_pair_tools(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
     before them are dropped; tool_use ids are made unique; thinking comes first in its message
     (A10-A14, A20). A user message left empty by moving results away is dropped.
     """
-    msgs, uses = _dedupe_tool_uses(msgs)
-    claimed = _claim_results(msgs, uses)
+    msgs, uses, claimed = _dedupe_tool_uses(msgs)
     out: list[_Msg] = []
     pending: list[str] = []
     for m, ids in zip(msgs, uses, strict=True):
