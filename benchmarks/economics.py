@@ -641,9 +641,11 @@ class Foldline:
     cache_edits: bool = True
     memory_with_collapse: bool = False
     snip: bool = True
+    working_window: int | None = None
+    """The window the engine manages to, when smaller than the server's (`Config.context_window`)."""
 
     def engine_window(self, window: int) -> int:
-        return window
+        return min(window, self.working_window) if self.working_window else window
 
     def capabilities(self) -> Capabilities | None:
         return FOLDLINE_SERVE_CAPABILITIES if self.cache_edits else None
@@ -682,13 +684,18 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         cache_edits=False,
         snip=False,
     ),
+    "foldline-no-edits-100k": lambda: Foldline(
+        name="foldline-no-edits-100k",
+        label="foldline-no-edits managing to a 100K working window on the 200K model",
+        cache_edits=False,
+        working_window=100_000,
+    ),
 }
 """Every strategy, in table order. `none` is opt-in (`--strategies`): no model takes its window;
-`foldline-no-edits-memory` and `foldline-no-edits-no-snip` too: each measures one change of foldline's
-defaults side by side."""
-DEFAULT_STRATEGIES = tuple(
-    n for n in STRATEGIES if n not in ("none", "foldline-no-edits-memory", "foldline-no-edits-no-snip")
-)
+`foldline-no-edits-memory`, `foldline-no-edits-no-snip` and `foldline-no-edits-100k` too: each
+measures one change of foldline's defaults side by side."""
+_OPT_IN = ("none", "foldline-no-edits-memory", "foldline-no-edits-no-snip", "foldline-no-edits-100k")
+DEFAULT_STRATEGIES = tuple(n for n in STRATEGIES if n not in _OPT_IN)
 
 
 # --- running ------------------------------------------------------------------------------------
