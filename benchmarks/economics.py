@@ -921,6 +921,9 @@ def aggregate(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         user = [user_facts(r) for r in group]
         cells["user_facts_retained"] = Spread.of([float(k) for k, _ in user])
         cells["user_facts_asked"] = Spread.of([float(a) for _, a in user])
+        contexts = [r["context_per_turn"] for r in group if r.get("context_per_turn")]
+        if contexts:  # what each request carried, on average: cache reads make most of a long bill
+            cells["mean_context_tokens"] = Spread.of([sum(c) / len(c) for c in contexts])
         out.append(cells)
     return out
 

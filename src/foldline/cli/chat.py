@@ -414,7 +414,9 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
     type=click.IntRange(min=1024),
     default=None,
     help="The model's window in tokens (default: Claude's table; for another model, what the server "
-    "reports, else 200000). Every compaction threshold scales to it.",
+    "reports, else 200000). Every compaction threshold scales to it: a smaller working window than "
+    "the model's (100000 on a 200K model) compacts earlier and costs less per turn "
+    "(docs/benchmarks.md).",
 )
 @click.option(
     "--max-output-tokens",
