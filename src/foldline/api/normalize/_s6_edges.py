@@ -245,8 +245,8 @@ def _reply_clean(content: list[Block]) -> bool:
     for b in content:
         if b.get("type") == "text":
             text = b.get("text")
-            if not isinstance(text, str) or not text.strip():
-                return False  # S6.c
+            if not isinstance(text, str) or not text or text.isspace():
+                return False  # S6.c (`isspace` tests what `strip` would, without copying the text)
     return True
 
 
@@ -255,7 +255,7 @@ def _user_clean(content: list[Block]) -> bool:
         kind = b.get("type")
         if kind == "text":
             text = b.get("text")
-            if not isinstance(text, str) or not text.strip():
+            if not isinstance(text, str) or not text or text.isspace():
                 return False  # S6.c
             if text.lstrip().startswith(_REMINDER_PREFIX):
                 return False  # S6.f
