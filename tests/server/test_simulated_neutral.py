@@ -239,6 +239,21 @@ def test_each_agents_tools_are_read_by_their_purpose_and_the_rest_are_left_alone
 
 
 @pytest.mark.parametrize(
+    ("name", "description"),
+    [
+        ("ListAgents", "Lists the agents and other sessions you can send a message to."),
+        ("ViewTasks", "Shows the tasks running in the background and their state."),
+        ("ReadSkills", "Reads the skills available in this session."),
+    ],
+)
+def test_a_tool_named_for_something_other_than_files_is_never_taken_for_a_file_tool(
+    name: str, description: str
+) -> None:
+    tool = {"name": name, "description": description, "input_schema": {"type": "object", "properties": {}}}
+    assert Toolbox.of([*CLAUDE_CODE_LIKE, tool]).specs == Toolbox.of(CLAUDE_CODE_LIKE).specs
+
+
+@pytest.mark.parametrize(
     ("text", "cwd"),
     [
         ("<env>\nWorking directory: /tmp/ws\nIs directory a git repo: No\n</env>", "/tmp/ws"),

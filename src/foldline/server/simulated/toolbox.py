@@ -259,8 +259,8 @@ def _classify(tool: Mapping[str, Any]) -> ToolSpec | None:
     if not name or not isinstance(schema, Mapping):
         return None
     words = _words(name)
-    if words & _NOT_FILES:
-        return None
+    if (words | {w[:-1] for w in words if w.endswith("s")}) & _NOT_FILES:
+        return None  # plurals too: `ListAgents` lists agents, not a directory
     description = str(tool.get("description", ""))
     scored: list[tuple[int, Kind, dict[str, str]]] = []
     for kind in KINDS:
