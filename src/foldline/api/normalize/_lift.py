@@ -147,10 +147,7 @@ def _join(run: list[AssistantEntry], out: list[_Msg]) -> None:
     """Append the run's pieces as one message (what S3 makes of them), or one by one if a block repeats."""
     first = run[0]
     if len(run) == 1:
-        content = _blocks(first.message.content)
-        out.append(
-            _new_msg(_Msg, ("assistant", content, (first.uuid,), first.message.id, True, first, None, ""))
-        )
+        out.append(_lift(first))
         return
     content = [b for e in run for b in _blocks(e.message.content)]
     identities = [(key, str(b.get(key))) for b in content if (key := _IDENTITY_KEY.get(str(b.get("type"))))]
