@@ -189,7 +189,8 @@ def verdicts(cells: Sequence[dict[str, Any]]) -> list[str]:
             f"{cheapest['facts_asked'].mean:.0f} facts; cheapest at {HEADLINE}'s retention "
             f"({retained(fold):.1f}) or better: `{best['strategy']}`, ${best['cost_usd'].mean:,.2f}."
         )
-        if best is not fold:
+        if best is not fold and best["strategy"] in FOLDLINE:
+            # Another of foldline's own configurations: no judged row's peer line explains it.
             out.append(f"- why `{best['strategy']}` and not {HEADLINE}: {_why(fold, best)}")
         others = [c for c in done if c["strategy"] not in FOLDLINE]
         for name in JUDGED:

@@ -347,6 +347,11 @@ def test_the_report_names_who_wins_at_equal_retention_and_judges_the_headline_ro
         row["http_400"] = 3
     lines = "\n".join(report.verdicts(report.aggregate([*forgetful, *client])))
     assert "(1.65x of `claude-code` ($2.00)" in lines
+    # a peer that wins is explained once, by the headline's own line against it
+    no_edits = [r for r in forgetful if r["strategy"] != "foldline"]
+    lines = "\n".join(report.verdicts(report.aggregate([*no_edits, *client])))
+    assert "why `claude-code` and not" not in lines
+    assert lines.count("- why: `foldline-no-edits` made") == 1
     # the 100K working-window configuration is judged beside the headline, and is no peer of it
     narrow = _seeds("foldline-no-edits-100k", (1.4, 1.5, 1.6))
     lines = "\n".join(report.verdicts(report.aggregate([*forgetful, *client, *narrow])))
