@@ -19,6 +19,7 @@ from foldline.config import Config, TranscriptConfig
 from foldline.server.backend import BackendRequest
 from foldline.server.config import SimulatedConfig
 from foldline.server.simulated import SimulatedBackend, generate_workspace, output_facts_for, think_time
+from foldline.server.simulated.profiles import user_prompts
 from foldline.server.simulated.toolbox import Toolbox, working_directory
 from foldline.session import Session
 from foldline.testing import SimulatedProvider
@@ -316,12 +317,16 @@ def _execute(kind: str, args: Mapping[str, Any], ws: Path, style: str) -> tuple[
 def _search(
     kind: str, args: Mapping[str, Any], ws: Path, path_of: Callable[[object], Path]
 ) -> tuple[str, bool]:
+    def root_of(value: object) -> Path:
+        # a search path may be relative to the working directory (both agents' search tools say so)
+        return path_of(value) if str(value).startswith("/") else ws / str(value)
+
     if kind == "Glob":
-        root = path_of(args["path"]) if "path" in args else ws
+        root = root_of(args["path"]) if "path" in args else ws
         found = sorted(str(p) for p in root.glob(str(args["pattern"])) if p.is_file())
         return "\n".join(found[:100]) or "No files found", False
     if kind == "Grep":
-        root = path_of(args["path"]) if "path" in args else ws
+        root = root_of(args["path"]) if "path" in args else ws
         flags = re.IGNORECASE if args.get("-i") else 0
         regex = re.compile(str(args["pattern"]), flags)
         include = args.get("glob") or args.get("include")
@@ -337,7 +342,7 @@ def _search(
                     hits.append(f"{f}:{n}:{line}")
         return "\n".join(hits[:100]) or "No files found", False
     if kind == "List":
-        root = path_of(args["path"]) if "path" in args else ws
+        root = root_of(args["path"]) if "path" in args else ws
         return "\n".join(sorted(f"{p}" for p in root.iterdir())), False
     raise AssertionError(f"unexpected kind {kind}")
 
@@ -359,15 +364,17 @@ def _play(
     history: list[dict[str, Any]] | None = None,
     answers: list[str] | None = None,
     shell: bool = True,
+    rounds: list[int] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
-    """Play `prompts` as `style`'s agent loop would; every call, read back in the model's terms."""
+    """Play `prompts` as `style`'s agent loop would; every call, read back in the model's terms (and
+    each prompt's tool rounds appended to `rounds`)."""
     backend = SimulatedBackend(seed=seed)
     messages: list[dict[str, Any]] = list(history or [])
     calls: list[tuple[str, dict[str, Any]]] = []
     schemas = {t["name"]: t["input_schema"] for t in tools}
     for prompt in prompts:
         messages.append({"role": "user", "content": [{"type": "text", "text": prompt}]})
-        for _ in range(100):
+        for done in range(100):
             request = BackendRequest(model=MODEL, messages=messages, tools=tools, system=_system(ws))
             content = [dict(b) for b in backend.reply(request).content]
             uses = [b for b in content if b["type"] == "tool_use"]
@@ -375,6 +382,8 @@ def _play(
                 block["id"] = f"toolu_{len(messages)}_{n}"
             messages.append({"role": "assistant", "content": content})
             if not uses:
+                if rounds is not None:
+                    rounds.append(done)
                 if answers is not None:
                     answers.append("".join(str(b.get("text", "")) for b in content))
                 break
@@ -762,3 +771,49 @@ def test_with_only_a_shell_to_search_with_the_question_still_greps_for_the_ident
     assert "'add'" in calls[0][1]["command"]
     assert "calc.py" in answers[-1]
     assert "test_calc.py" in answers[-1]
+
+
+@pytest.mark.parametrize("profile", ["feature", "debug"])
+@pytest.mark.parametrize("agent", ["claude-code", "opencode"])
+def test_a_prompts_rounds_do_not_depend_on_which_search_tools_a_client_offers(
+    agent: str, profile: str, tmp_path: Path
+) -> None:
+    """Claude Code in `-p` mode offers no Glob or Grep: a turn must take the rounds it takes with them,
+    through the shell (a turn that drew a glob once started no work at all without one)."""
+    prompts = user_prompts(profile, 14, 3)
+    searchless = [t for t in SETS[agent] if KINDS_OF[agent].get(t["name"]) not in ("Glob", "Grep")]
+    seen: dict[str, list[int]] = {}
+    for label, tools in (("all", SETS[agent]), ("searchless", searchless)):
+        ws = generate_workspace(tmp_path / label, seed=3, data_rows=200, log_lines=300)
+        rounds: list[int] = []
+        calls = _play(tools, KINDS_OF[agent], ws, prompts, style=agent, seed=3, shell=False, rounds=rounds)
+        seen[label] = rounds
+        if label == "searchless":
+            assert {kind for kind, _ in calls} <= {"Bash", "Read", "Edit", "Write"}
+    assert len(seen["all"]) == len(prompts)
+    assert sum(seen["all"]) >= len(prompts)
+    assert seen["searchless"] == seen["all"]
+
+
+def test_the_working_directory_is_found_where_a_client_moved_it_after_compacting() -> None:
+    """After its compaction Claude Code states its environment in a reminder riding on a tool result;
+    the model still knows where it works and reads files by their absolute paths."""
+    env = "<system-reminder>\n# Environment\n - Primary working directory: /srv/ws\n</system-reminder>"
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Summary of the conversation so far: ..."}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": f"src\nlogs\n{env}"}],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "Listed."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Read logs/worker.log: what failed?"}]},
+    ]
+    request = BackendRequest(model=MODEL, messages=messages, tools=CLAUDE_CODE_LIKE, system="An agent.")
+    reply = SimulatedBackend(seed=2).reply(request)
+    reads = [b["input"] for b in reply.content if b.get("type") == "tool_use" and b["name"] == "Read"]
+    assert reads
+    assert reads[0]["file_path"] == "/srv/ws/logs/worker.log"

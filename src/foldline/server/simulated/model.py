@@ -507,7 +507,7 @@ class SimulatedBackend:
             paths = self._candidates(turn, words, mentioned)
             count = 1 + pick % self.config.max_parallel_reads
             return [_use("Read", self._read_input(p, pick)) for p in paths[:count]]
-        if phase == "grep" and "Bash" in tools and words and pick % 3:
+        if phase == "grep" and "Bash" in tools and words and (pick % 3 or "Grep" not in tools):
             word = words[(pick // 7) % len(words)]
             command = f"grep -rn '{word}' src tests docs | head -n 30"
             return [_use("Bash", {"command": command, "description": f"Find uses of {word}"})]
@@ -566,15 +566,22 @@ class SimulatedBackend:
                 return [_use("Grep", search)]
             command = f"grep -rlw -- {_shell_quote(word)} . | head -n 40"
             return [_use("Bash", {"command": command, "description": f"Find {word}"})]
-        elif "Bash" in tools and pick % 4:
+        elif "Glob" in tools and (pick % 4 == 0 or "Bash" not in tools):
+            pattern = f"**/*{named[0]}*" if named else "**/*.py"
+            calls.append(_use("Glob", {"pattern": pattern}))
+        elif "Bash" in tools:
+            # also when a Glob would have been drawn but none is offered: whether a turn starts its
+            # work must not depend on which search tools a client happens to ship
             name = f"*{named[0]}*" if named else "*.py"  # the first content word: the subject
             command = f"find . -name '{name}' -not -path '*/.*' | sort | head -n 40"
             calls.append(_use("Bash", {"command": command, "description": "Find the relevant files"}))
-        elif "Glob" in tools:
-            pattern = f"**/*{named[0]}*" if named else "**/*.py"
-            calls.append(_use("Glob", {"pattern": pattern}))
-        if "Grep" in tools and words and pick % 4 == 0:
-            calls.append(_use("Grep", {"pattern": words[pick % len(words)], "glob": "*.py", "-i": True}))
+        if words and pick % 4 == 0:
+            word = words[pick % len(words)]
+            if "Grep" in tools:
+                calls.append(_use("Grep", {"pattern": word, "glob": "*.py", "-i": True}))
+            elif "Bash" in tools:
+                command = f"grep -rli --include='*.py' -- {_shell_quote(word)} . | head -n 40"
+                calls.append(_use("Bash", {"command": command, "description": f"Find files that use {word}"}))
         return calls
 
     def _read_input(self, path: str, pick: int) -> dict[str, Any]:
@@ -819,12 +826,23 @@ def _render(tools: Toolbox, calls: Sequence[_Planned]) -> list[Block]:
 
 
 def _request_texts(request: BackendRequest) -> Iterator[str]:
-    """Where a request states its working directory: the system prompt, then the users' texts (lazily:
-    the first statement ends the search, usually in the system prompt)."""
+    """Where a request states its working directory: the system prompt, then the users' texts, then
+    the tool results (lazily: the first statement ends the search, usually in the system prompt).
+
+    The tool results are read last but read: a client that states its environment in a reminder of
+    its first message can carry that reminder on a tool result once it has compacted (Claude Code
+    does), and a model that forgot where it works would stop reading files for the rest of the
+    session, a workload set by how a client writes its history."""
     yield request.system_text()
-    for message in request.messages:
-        if message.get("role") == "user":
-            yield from _text_blocks(message)
+    users = [m for m in request.messages if m.get("role") == "user"]
+    for message in users:
+        yield from _text_blocks(message)
+    for message in users:
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    yield text_of(block.get("content"))
 
 
 _NARRATION: dict[str, tuple[str, ...]] = {
