@@ -267,8 +267,12 @@ def _cost(cell: dict[str, Any]) -> float:
     return float(cell["cost_usd"].mean)
 
 
-def plots(rows: Sequence[dict[str, Any]], img: Path, context_profile: str) -> list[str]:
-    """Write the PNGs (means over seeds; the context plot from the first seed); their markdown links."""
+def plots(
+    rows: Sequence[dict[str, Any]], img: Path, context_profile: str, prefix: str = "bench"
+) -> list[str]:
+    """Write the PNGs (means over seeds; the context plot from the first seed); their markdown links.
+
+    Each page names its own (`prefix`): `make bench-quick` must not overwrite the main page's plots."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -282,8 +286,8 @@ def plots(rows: Sequence[dict[str, Any]], img: Path, context_profile: str) -> li
     one = {(r["profile"], r["strategy"]): r for r in rows if r["seed"] == first}
     links = []
     for key, title, fmt, name in (
-        ("cost_usd", "Cost at Sonnet list prices (USD)", "${:,.2f}", "bench_cost.png"),
-        ("cache_read_share", "Cache-read share of input tokens", "{:.0%}", "bench_cache_read.png"),
+        ("cost_usd", "Cost at Sonnet list prices (USD)", "${:,.2f}", f"{prefix}_cost.png"),
+        ("cache_read_share", "Cache-read share of input tokens", "{:.0%}", f"{prefix}_cache_read.png"),
     ):
         fig, ax = plt.subplots(figsize=(10, 4.5))
         width = 0.8 / max(1, len(strategies))
@@ -313,7 +317,7 @@ def plots(rows: Sequence[dict[str, Any]], img: Path, context_profile: str) -> li
     ax.set_title(f"Context over turns, profile {context_profile}, seed {first} (dashed: the 200K window)")
     ax.legend(fontsize=7, ncols=4)
     fig.tight_layout()
-    name = f"bench_context_{context_profile}.png"
+    name = f"{prefix}_context_{context_profile}.png"
     fig.savefig(img / name, dpi=110)
     plt.close(fig)
     links.append(f"![Context over turns]({'img/' + name})")
@@ -324,8 +328,8 @@ def plots(rows: Sequence[dict[str, Any]], img: Path, context_profile: str) -> li
 
 PREAMBLE = """# Benchmarks
 
-Written by `make bench` (`benchmarks/report.py`); every number below was measured in that run on
-the machine that ran it. Do not edit by hand: rerun `make bench`.
+Written by `{make}` (`benchmarks/report.py`); every number below was measured in that run on
+the machine that ran it. Do not edit by hand: rerun `{make}`.
 """
 
 ECONOMICS_TEXT = """## Economics: foldline against the strategies other agents use
@@ -408,10 +412,16 @@ def build_page(
     others: Sequence[tuple[str, str, str, float, int]],
     turns: str,
     links: list[str],
+    make: str = "make bench",
 ) -> str:
     cells = aggregate(rows)
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in rows})) or "-"
-    lines = [PREAMBLE, ECONOMICS_TEXT.format(turns=turns, seeds=seeds), *table_lines(cells), ""]
+    lines = [
+        PREAMBLE.format(make=make),
+        ECONOMICS_TEXT.format(turns=turns, seeds=seeds),
+        *table_lines(cells),
+        "",
+    ]
     clients = [name for name in CLIENTS if any(r["strategy"] == name for r in rows)]
     if clients:
         lines += [PEERS_TEXT.format(rows=", ".join(f"`{c}` ({CLIENTS[c][1]})" for c in clients)), ""]
@@ -501,8 +511,10 @@ def main() -> None:
             others.append((name, text, about, seconds, code))
     out = Path(args.out)
     profile = "debug" if any(r["profile"] == "debug" for r in rows) else (rows[0]["profile"] if rows else "")
-    links = plots(rows, out.parent / "img", profile) if rows else []
-    out.write_text(build_page(rows, others, turns, links))
+    prefix = out.stem.replace("benchmarks", "bench")  # benchmarks.md: bench_*.png, as it always was
+    links = plots(rows, out.parent / "img", profile, prefix) if rows else []
+    make = "make bench" if prefix == "bench" else f"make {prefix}"
+    out.write_text(build_page(rows, others, turns, links, make))
     print(f"wrote {out}", file=sys.stderr)
 
 

@@ -381,3 +381,17 @@ def test_the_report_judges_the_cold_builds_with_and_without_a_saved_head() -> No
     resumed, _, cold = report._target_lines("pipeline_overhead", slow)
     assert "target <= 10x: **MISSED**" in resumed
     assert "target <= 15x: met" in cold
+
+
+def test_each_page_writes_its_own_plots(tmp_path: Path) -> None:
+    """`make bench-quick` once overwrote the main page's plots with its short sessions' numbers."""
+    report = _load_report()
+    rows = [*_seeds("truncate", (1.0, 1.2, 1.1)), *_seeds("foldline-no-edits", (3.0, 3.3, 3.6))]
+    main = report.plots(rows, tmp_path / "img", "feature")
+    quick = report.plots(rows, tmp_path / "img", "feature", "bench-quick")
+    assert len(main) == len(quick) == 3
+    assert not set(main) & set(quick)
+    written = sorted(p.name for p in (tmp_path / "img").iterdir())
+    assert written == sorted(
+        [f"{p}_{n}.png" for p in ("bench", "bench-quick") for n in ("cost", "cache_read", "context_feature")]
+    )
