@@ -734,7 +734,10 @@ def report_row(
         "cost_usd": round(cost, 4),
         "cost_uncached_usd": round(usage.cost(cached=False), 4),
         "seed": report.seed,
-        "long_context_requests": sum(1 for r in report.requests if r.prompt > LONG_CONTEXT_THRESHOLD),
+        # answered requests only: one refused as too long is not billed, at any rate
+        "long_context_requests": sum(
+            1 for r in report.requests if r.status is None and r.prompt > LONG_CONTEXT_THRESHOLD
+        ),
         "cache_read_share": round(usage.read_share, 4),
         "cache_write_share": round(usage.cache_write / usage.prompt, 4) if usage.prompt else 0.0,
         "peak_context_tokens": report.peak_request,

@@ -395,3 +395,17 @@ def test_each_page_writes_its_own_plots(tmp_path: Path) -> None:
     assert written == sorted(
         [f"{p}_{n}.png" for p in ("bench", "bench-quick") for n in ("cost", "cache_read", "context_feature")]
     )
+
+
+def test_a_request_refused_as_too_long_is_not_counted_as_billed_at_long_context_rates() -> None:
+    from foldline.simulation import MeteredRequest, SimulationReport
+
+    report = SimulationReport(profile="debug", seed=7, turns_planned=1)
+    report.requests = [
+        MeteredRequest(input=10, cache_read=210_000, output=50),
+        MeteredRequest(status=400, refused_tokens=200_025, error="prompt is too long"),
+        MeteredRequest(input=10, cache_read=150_000, output=50),
+    ]
+    row = econ.report_row("debug", "claude-code", "a client", report)
+    assert row["long_context_requests"] == 1
+    assert row["http_400"] == 1
