@@ -293,6 +293,8 @@ def _execute(kind: str, args: Mapping[str, Any], ws: Path, style: str) -> tuple[
         shown = lines[start : start + count]
         if style == "claude-code":
             return "\n".join(f"{n + start + 1:6}\u2192{line}" for n, line in enumerate(shown)), False
+        if style == "cat-n":  # foldline's own Read, and Claude Code 2.1's
+            return "\n".join(f"{n + start + 1:6}\t{line}" for n, line in enumerate(shown)), False
         body = "\n".join(f"{n + start + 1:05}| {line}" for n, line in enumerate(shown))
         return f"<file>\n{body}\n\n(End of file - total {len(lines)} lines)\n</file>", False
     if kind in ("Edit", "Write"):
@@ -817,3 +819,18 @@ def test_the_working_directory_is_found_where_a_client_moved_it_after_compacting
     reads = [b["input"] for b in reply.content if b.get("type") == "tool_use" and b["name"] == "Read"]
     assert reads
     assert reads[0]["file_path"] == "/srv/ws/logs/worker.log"
+
+
+def test_an_answer_reports_the_same_lines_whatever_the_clients_listing_format(tmp_path: Path) -> None:
+    """opencode numbers a Read listing `00012| code`; the model once stripped only `cat -n`'s tab, so
+    it quoted no file line to opencode and answered it in a fraction of the tokens (its output was a
+    sixth of foldline's over a session)."""
+    answers: dict[str, list[str]] = {}
+    for style in ("cat-n", "claude-code", "opencode"):
+        ws = generate_workspace(tmp_path / style, seed=4, data_rows=200, log_lines=300)
+        said: list[str] = []
+        _play(CLAUDE_CODE_LIKE, KINDS_OF["claude-code"], ws, PROMPTS, style=style, answers=said, shell=False)
+        answers[style] = [a.replace(str(ws), "WS") for a in said]
+    assert sum("py: `def " in a or "py: `class " in a for a in answers["cat-n"]) >= 2
+    assert answers["claude-code"] == answers["cat-n"]
+    assert answers["opencode"] == answers["cat-n"]

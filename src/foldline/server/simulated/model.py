@@ -292,6 +292,13 @@ _NUMBERED = re.compile(r"^\s*\d+(?:\t|\u2192|\| |: )")
 (`00012| code` or `12: code`)."""
 
 
+def _unnumbered(line: str) -> str:
+    """A result line without its listing number, in whichever client's format it came: an answer
+    quotes the same code lines to every client."""
+    match = _NUMBERED.match(line)
+    return line[match.end() :] if match else line
+
+
 def _listing_lines(listing: str) -> list[str]:
     """The file lines of a Read listing, without their numbers."""
     lines = []
@@ -485,7 +492,9 @@ class SimulatedBackend:
                 continue
             where = PurePosixPath(str(call.input.get("file_path") or call.input.get("path") or ".")).name
             for line in call.result.splitlines():
-                code = line.partition("\t")[2] if "\t" in line else line
+                code = _unnumbered(line)
+                if code is line and "\t" in line:
+                    code = line.partition("\t")[2]  # a tabbed output's last columns (`du`, `uniq -c`)
                 stripped = code.strip()
                 if stripped.startswith(_NOTABLE) or " ERROR " in code:
                     seen.append(f"- {where}: `{stripped[:120]}`")
@@ -746,8 +755,7 @@ class SimulatedBackend:
                         or call.input.get("command")
                         or f"a search for {call.input.get('pattern')!r}"
                     )
-                    number, tab, rest = line.partition("\t")
-                    shown = (rest if tab and number.strip().isdigit() else line).strip()[:160]
+                    shown = _unnumbered(line).strip()[:160]
                     return f"In {where} I found: `{shown}`."
         return ""
 
