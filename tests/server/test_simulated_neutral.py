@@ -834,3 +834,42 @@ def test_an_answer_reports_the_same_lines_whatever_the_clients_listing_format(tm
     assert sum("py: `def " in a or "py: `class " in a for a in answers["cat-n"]) >= 2
     assert answers["claude-code"] == answers["cat-n"]
     assert answers["opencode"] == answers["cat-n"]
+
+
+def test_bytecode_a_search_lists_is_never_read_as_a_source() -> None:
+    """Clients whose shell writes `__pycache__` list bytecode beside the sources; opencode's read of
+    a `.pyc` ended its session in the benchmark. The model reads sources only."""
+    listing = "\n".join(
+        [
+            "./src/app/__pycache__/parser.cpython-311.pyc",
+            "./src/app/parser.py",
+            "./tests/__pycache__/test_parser.cpython-311.pyc",
+            "./tests/test_parser.py",
+        ]
+    )
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "How does the parser treat negative values?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "Bash",
+                    "input": {"command": "find . -name '*parser*'"},
+                }
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": listing}]},
+    ]
+    read: list[str] = []
+    for seed in range(12):
+        request = BackendRequest(
+            model=MODEL, messages=messages, tools=CLAUDE_CODE_LIKE, system=_system(Path("/w"))
+        )
+        content = SimulatedBackend(seed=seed).reply(request).content
+        read += [
+            b["input"]["file_path"] for b in content if b.get("type") == "tool_use" and b["name"] == "Read"
+        ]
+    assert "/w/src/app/parser.py" in read
+    assert not [p for p in read if p.endswith(".pyc")]

@@ -81,6 +81,23 @@ _STOP = frozenset(
 _NOTE = re.compile(r"(?:[\w ]+:\s*)?\bthe [\w' -]+? is \w[^\n]*?\.(?=\s|$)", re.IGNORECASE)
 _ASKS = re.compile(r"\?\s*$|^\s*(how|why|where|what|which|does|is|can)\b", re.IGNORECASE)
 _TEXT_EXT = (".py", ".md", ".txt", ".toml", ".cfg", ".ini", ".json", ".yaml", ".yml", ".rst")
+_BINARY_EXT = (
+    ".pyc",
+    ".pyo",
+    ".so",
+    ".o",
+    ".a",
+    ".class",
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".gif",
+    ".gz",
+    ".zip",
+    ".whl",
+)
+"""Files no coding model opens to read: a search that lists bytecode (the tests left `__pycache__`
+where a client's shell writes it) does not make it a source to read."""
 
 
 def _hash(*parts: object) -> int:
@@ -611,7 +628,8 @@ class SimulatedBackend:
         lowered = [w.lower() for w in words]
 
         ranked = [p for p in mentioned if not turn.done("Read", p)]
-        ranked += _ranked([p for p in found if p.endswith(_TEXT_EXT) or hits_any(p, lowered)], lowered)
+        readable = [p for p in found if not p.endswith(_BINARY_EXT)]
+        ranked += _ranked([p for p in readable if p.endswith(_TEXT_EXT) or hits_any(p, lowered)], lowered)
         return [p for p in dict.fromkeys(ranked) if not turn.done("Read", p)]
 
     def _logs(self, turn: _Turn, tools: Toolbox, pick: int, mentioned: list[str]) -> list[_Planned]:
