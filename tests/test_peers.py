@@ -137,3 +137,37 @@ def test_three_turns_of_a_real_client_make_an_economics_row(client: str) -> None
     assert (row["turns_completed"], row["turns_planned"], row["errors"]) == (3, 3, [])
     (cell,) = econ.aggregate([row])  # the report's table takes it
     assert cell["strategy"] == client
+
+
+class _OpenCodeRun:
+    """What one `opencode run` printed and how it exited (the client process is the edge here)."""
+
+    def __init__(self, found: list[dict[str, object]], exit_status: int) -> None:
+        self.found, self.exit_status = found, exit_status
+
+    def turn(self, prompt: str) -> list[dict[str, object]]:
+        return self.found
+
+
+@pytest.mark.parametrize(
+    ("found", "status", "goes_on"),
+    [
+        ([], 0, True),  # left its loop at the window without a word: the user types the next prompt
+        ([{"type": "error", "error": {"name": "APIError"}}], 1, False),
+        ([], 1, False),
+    ],
+)
+def test_an_opencode_turn_that_ends_silently_at_the_window_lets_the_session_go_on(
+    found: list[dict[str, object]], status: int, goes_on: bool
+) -> None:
+    driver = object.__new__(peers.Driver)
+    driver.name = "opencode"
+    driver.opencode = _OpenCodeRun(found, status)  # type: ignore[assignment]
+    if goes_on:
+        text, note = driver.turn("Explain the parser.")
+        assert text == ""
+        assert note is not None
+        assert "without an answer" in note
+    else:
+        with pytest.raises(peers.ClientRunError):
+            driver.turn("Explain the parser.")
