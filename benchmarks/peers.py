@@ -109,14 +109,15 @@ class Driver:
             return str(result.get("result", "")), None
         found = self.opencode.turn(prompt)
         errors = [e for e in found if e.get("type") == "error"]
+        failed = bool(errors) or self.opencode.exit_status != 0
         if not interop.finished(found):
-            if errors or self.opencode.exit_status:
+            if failed:
                 raise ClientRunError(f"opencode did not finish its reply: {dumps(errors[:1]).decode()[:300]}")
             # opencode 1.18 leaves its loop without a word, exit 0, when a reply stops at the
             # context window (`model_context_window_exceeded`): the turn has no answer, and the user
             # types the next prompt, as one would (its next request compacts).
             return interop.answer(found), "ended without an answer (exit 0): a reply stopped at the window"
-        if errors or self.opencode.exit_status:
+        if failed:
             # The session goes on, as a user's would: the refusal is counted from the server's log.
             note = f"exited {self.opencode.exit_status} after answering: {dumps(errors[:1]).decode()[:200]}"
             return interop.answer(found), note
