@@ -23,10 +23,10 @@ from pathlib import Path
 
 import anyio
 
+from foldline.containment.sandbox import Sandbox, SandboxPolicy, detect_sandbox
 from foldline.tools import ToolContext, check_permission
 from foldline.tools.bash import BashTool
 from foldline.tools.permissions import PermissionMode
-from foldline.tools.sandbox import Sandbox, SandboxPolicy, detect_sandbox
 
 SESSION = [
     # look around

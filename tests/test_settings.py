@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from foldline.containment.trust import trust
 from foldline.errors import UserError
 from foldline.settings import SettingsSource, load_settings, local_settings_path, save_rule
 from foldline.tools import ToolContext, check_permission
@@ -44,6 +45,7 @@ def test_scopes_merge_and_remember_where_each_rule_came_from(dirs: tuple[Path, P
     project = write(ws / ".foldline/settings.json", perms(allow=["Bash"], defaultMode="acceptEdits"))
     local = write(ws / ".foldline/settings.local.json", perms(ask=["Bash(git push:*)"]))
     claude = write(ws / ".claude/settings.json", perms(deny=["Read(**/.env)"]))
+    trust(project, home)  # its allow rule and mode loosen: they count once the user confirmed it
     settings = load_settings(ws, home=home)
     assert [str(r) for r in settings.rules.deny] == ["Bash(rm:*)", "Read(**/.env)"]
     assert settings.rule_sources[("deny", "Bash(rm:*)")] == SettingsSource("user", user)
@@ -70,6 +72,7 @@ def test_the_most_specific_mode_wins(dirs: tuple[Path, Path]) -> None:
     write(home / ".foldline/settings.json", {"defaultMode": "plan"})
     assert load_settings(ws, home=home).mode == "plan"
     local = write(ws / ".foldline/settings.local.json", perms(defaultMode="acceptEdits"))
+    trust(local, home)
     settings = load_settings(ws, home=home)
     assert (settings.mode, settings.mode_source) == ("acceptEdits", SettingsSource("local", local))
 
@@ -80,7 +83,13 @@ def test_a_checked_in_file_cannot_turn_prompts_off(dirs: tuple[Path, Path]) -> N
     settings = load_settings(ws, home=home)
     assert settings.mode is None
     assert "bypassPermissions" in settings.warnings[0]
-    write(ws / ".foldline/settings.local.json", perms(defaultMode="bypassPermissions"))
+    trust(ws / ".foldline/settings.json", home)  # confirmed or not, checked in: never bypass
+    assert load_settings(ws, home=home).mode is None
+    local = write(ws / ".foldline/settings.local.json", perms(defaultMode="bypassPermissions"))
+    unconfirmed = load_settings(ws, home=home)  # a cloned repository may hold a "local" file too
+    assert unconfirmed.mode is None
+    assert unconfirmed.untrusted == (local,)
+    trust(local, home)
     assert load_settings(ws, home=home).mode == "bypassPermissions"
 
 
@@ -108,8 +117,9 @@ def test_a_bad_file_is_an_error_naming_it(dirs: tuple[Path, Path], content: str,
 def test_save_rule_adds_once_and_keeps_the_rest(dirs: tuple[Path, Path]) -> None:
     home, ws = dirs
     path = write(local_settings_path(ws), {"env": {"A": "1"}, "permissions": {"deny": ["Bash(rm:*)"]}})
-    assert save_rule(ws, "Bash(npm test)") == path
-    save_rule(ws, "Bash(npm test)")
+    trust(path, home)
+    assert save_rule(ws, "Bash(npm test)", home=home) == path
+    save_rule(ws, "Bash(npm test)", home=home)
     assert json.loads(path.read_text()) == {
         "env": {"A": "1"},
         "permissions": {"deny": ["Bash(rm:*)"], "allow": ["Bash(npm test)"]},
@@ -117,9 +127,24 @@ def test_save_rule_adds_once_and_keeps_the_rest(dirs: tuple[Path, Path]) -> None
     assert [str(r) for r in load_settings(ws, home=home).rules.allow] == ["Bash(npm test)"]
 
 
+def test_save_rule_keeps_a_file_the_user_never_confirmed_unconfirmed(dirs: tuple[Path, Path]) -> None:
+    # a planted local file gains the user's rule, but its own rules stay ignored: saving one
+    # answer must not confirm what the user never saw
+    home, ws = dirs
+    path = write(local_settings_path(ws), perms(allow=["Bash"], defaultMode="bypassPermissions"))
+    save_rule(ws, "Bash(npm test)", home=home)
+    settings = load_settings(ws, home=home)
+    assert settings.rules.allow == ()
+    assert settings.mode is None
+    assert settings.untrusted == (path,)
+
+
 def test_save_rule_creates_the_file_and_refuses_non_rules(dirs: tuple[Path, Path]) -> None:
-    _, ws = dirs
-    save_rule(ws, "Edit(/src/a.py)")
+    home, ws = dirs
+    save_rule(ws, "Edit(/src/a.py)", home=home)
+    assert [str(r) for r in load_settings(ws, home=home).rules.allow] == [
+        "Edit(/src/a.py)"
+    ]  # foldline wrote it
     assert json.loads(local_settings_path(ws).read_text()) == {"permissions": {"allow": ["Edit(/src/a.py)"]}}
     with pytest.raises(UserError):
         save_rule(ws, "Bash(")

@@ -242,8 +242,19 @@ class ToolsConfig:
     """How long the start-up check that bubblewrap can run may take before the sandbox counts as
     unavailable."""
     sandbox_rule_paths_limit: int = 200
-    """Paths one rule's glob may bind into the Bash sandbox (read-only or hidden) per call; past it,
-    the permission checker alone enforces the rule."""
+    """Paths one rule's glob binds into the Bash sandbox (read-only or hidden) one by one; past it,
+    their parent folders are bound instead (more is covered, never less)."""
+    sandbox_rule_walk_entries: int = 200_000
+    """Entries the walk for one rule's glob visits per call; the folders it has not reached by
+    then are hidden (or bound read-only) whole, so a huge tree costs access, never a rule."""
+    sandbox_tmp_bytes: int = 2 * 1024**3
+    """Size of the sandbox's private `/tmp` and home (memory-backed tmpfs)."""
+    sandbox_data_bytes: int = 8 * 1024**3
+    """RLIMIT_DATA of a sandboxed command (its heap and private writable memory)."""
+    sandbox_file_bytes: int = 8 * 1024**3
+    """RLIMIT_FSIZE of a sandboxed command: the largest file it may write."""
+    sandbox_processes: int = 4_096
+    """RLIMIT_NPROC of a sandboxed command (not enforced by Linux for root)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,6 +39,7 @@ from foldline.compact.pipeline import PreCompactHook, Stage
 from foldline.compact.rounds import default_stages
 from foldline.compact.window import ContextWindow
 from foldline.config import Config
+from foldline.containment.sandbox import Sandbox
 from foldline.errors import (
     ModelAPIError,
     ModelHTTPError,
@@ -89,7 +90,6 @@ from foldline.tools.permissions import (
     PermissionMode,
     PermissionRules,
 )
-from foldline.tools.sandbox import Sandbox
 from foldline.turn import (
     Continue,
     Decision,

@@ -28,6 +28,7 @@ from typing import Self
 from foldline.api.frozen_head import HEAD_FILE, load_head, save_head
 from foldline.compact.levels import install_levels
 from foldline.config import Config, FsyncPolicy
+from foldline.containment.sandbox import Sandbox
 from foldline.engine import DEFAULT_SYSTEM_PROMPT, AssemblingBuilder, QueryEngine, TurnResult
 from foldline.errors import UserError
 from foldline.events import UIEvent
@@ -35,7 +36,6 @@ from foldline.providers.base import Provider
 from foldline.sessions import detect_format
 from foldline.tools.base import Tool
 from foldline.tools.permissions import AskCallback, PermissionMode, PermissionRules
-from foldline.tools.sandbox import Sandbox
 from foldline.transcript import TranscriptWriter, open_session
 
 __all__ = ["Session"]

@@ -19,13 +19,17 @@ Invariants:
 - `defaultMode` is taken from the most specific scope that sets it (local, then project, then
   user), except that a checked-in project file may not turn on `bypassPermissions`: cloning a
   repository must not switch every prompt off. That case is reported in `Settings.warnings`.
+- A file inside the workspace (project or local scope) loosens nothing until the user confirmed
+  it (`foldline.containment.trust`: created through foldline, `foldline trust`, or the prompt at
+  chat's start): until then its allow rules, a `defaultMode` other than `default`/`plan` and its
+  sandbox loosening are ignored with a warning; its deny and ask rules always hold. A cloned
+  repository, or a command the agent ran, may have written it. `Settings.untrusted` lists them.
 - "Yes, always" answers are saved by `save_rule` to the local foldline file only.
-- `sandbox` (the Bash sandbox, `foldline.tools.sandbox`) is `"auto"`, `"required"`, `"off"`, or an
-  object `{"mode": ..., "network": bool, "homeReadable": [paths], "autoAllow": bool, "bwrap": path}`;
-  each key is taken from the most specific scope that sets it. A checked-in project file may only
-  tighten it: its `mode: off`, `network: true`, `homeReadable`, `autoAllow: true` and `bwrap` are
-  ignored with a warning (a cloned repository must not open the sandbox, or name the binary that
-  builds it).
+- `sandbox` (the Bash sandbox, `foldline.containment.sandbox`) is `"auto"`, `"required"`, `"off"`,
+  or an object `{"mode": ..., "network": bool, "homeReadable": [paths], "autoAllow": bool, "bwrap":
+  path, "env": [names]}`; each key is taken from the most specific scope that sets it. A checked-in
+  project file may only tighten it, confirmed or not; `bwrap` and `env` are read from the user's
+  own file only (a workspace never names a program foldline runs, nor a secret it passes on).
 """
 
 from __future__ import annotations
@@ -38,9 +42,10 @@ from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
 from foldline._json import JSONDecodeError, dumps, loads
+from foldline.containment.sandbox import SandboxMode, SandboxPolicy
+from foldline.containment.trust import is_trusted, trust
 from foldline.errors import UserError
 from foldline.tools.permissions import Behavior, PermissionMode, PermissionRules, Rule
-from foldline.tools.sandbox import SandboxMode, SandboxPolicy
 
 __all__ = ["Scope", "Settings", "SettingsSource", "load_settings", "local_settings_path", "save_rule"]
 
@@ -72,6 +77,8 @@ class Settings:
     """Settings that were ignored, and why."""
     sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
     """The Bash sandbox's settings (default: on where it works, no network)."""
+    untrusted: tuple[Path, ...] = ()
+    """Workspace settings files the user has not confirmed, whose loosening was ignored."""
 
 
 def _files(workspace: Path, home: Path) -> list[SettingsSource]:
@@ -135,7 +142,7 @@ def _mode_of(data: Mapping[str, Any], path: Path) -> PermissionMode | None:
 
 
 _SANDBOX_KEYS = {"mode": "mode", "network": "network", "homeReadable": "home_readable",
-                 "autoAllow": "auto_allow", "bwrap": "bwrap"}  # fmt: skip
+                 "autoAllow": "auto_allow", "bwrap": "bwrap", "env": "env"}  # fmt: skip
 
 
 def _sandbox_of(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
@@ -163,6 +170,11 @@ def _sandbox_of(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
         out["home_readable"] = tuple(paths)
     if not isinstance(out.get("bwrap", ""), str):
         raise UserError(f"{path}: sandbox `bwrap` must be a path")
+    names = out.get("env", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise UserError(f"{path}: sandbox `env` must be a list of variable names")
+    if "env" in out:
+        out["env"] = tuple(names)
     return out
 
 
@@ -173,8 +185,60 @@ def _loosening(keys: Mapping[str, Any]) -> list[str]:
         for key, value in keys.items()
         if (key == "mode" and value == "off")
         or (key in ("network", "auto_allow") and value is True)
-        or key in ("home_readable", "bwrap")
+        or key in ("home_readable", "bwrap", "env")
     ]
+
+
+def _restrict(
+    source: SettingsSource,
+    rules: dict[Behavior, list[str]],
+    mode: PermissionMode | None,
+    sandbox: dict[str, Any],
+    trusted: bool,
+) -> tuple[dict[Behavior, list[str]], PermissionMode | None, dict[str, Any], list[str]]:
+    """What a workspace file may set: everything tightening; loosening only once confirmed, and
+    never `bypassPermissions` or a looser sandbox from a checked-in file, nor a program or secret
+    from any. Returns the kept rules, mode and sandbox keys, and what was ignored."""
+    ignored: list[str] = []
+    if source.scope == "user":
+        return rules, mode, sandbox, ignored
+    programs = [k for k in ("bwrap", "env") if k in sandbox]
+    loose = programs if source.scope == "local" and trusted else _loosening(sandbox)
+    if loose:
+        ignored.append(f"sandbox {', '.join(loose)}")
+        sandbox = {k: v for k, v in sandbox.items() if k not in loose}
+    if not trusted and rules.get("allow"):
+        ignored.append(f"allow rules {', '.join(rules['allow'])}")
+        rules = {**rules, "allow": []}
+    too_loose = mode not in (None, "default", "plan") and (
+        not trusted or (source.scope == "project" and mode == "bypassPermissions")
+    )
+    if too_loose:
+        checked_in = source.scope == "project" and mode == "bypassPermissions"
+        note = " (a checked-in project file may not set bypassPermissions)" if checked_in else ""
+        ignored.append(f"defaultMode {mode}{note}")
+        mode = None
+    return rules, mode, sandbox, ignored
+    programs = [k for k in ("bwrap", "env") if k in sandbox]
+    loose = programs if source.scope == "local" and trusted else _loosening(sandbox)
+    if loose:
+        ignored.append(f"sandbox {', '.join(loose)}")
+        sandbox = {k: v for k, v in sandbox.items() if k not in loose}
+    if not trusted and rules.get("allow"):
+        ignored.append(f"allow rules {', '.join(rules['allow'])}")
+        rules = {**rules, "allow": []}
+    too_loose = mode not in (None, "default", "plan") and (
+        not trusted or (source.scope == "project" and mode == "bypassPermissions")
+    )
+    if too_loose and trusted:
+        ignored.append(
+            "defaultMode bypassPermissions: a checked-in project file may not set bypassPermissions"
+        )
+        mode = None
+    elif too_loose:
+        ignored.append(f"defaultMode {mode}")
+        mode = None
+    return rules, mode, sandbox, ignored
 
 
 def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
@@ -192,30 +256,34 @@ def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
     read: list[SettingsSource] = []
     warnings: list[str] = []
     sandbox_keys: dict[str, Any] = {}
+    untrusted: list[Path] = []
     for source in _files(workspace, home):
         if not source.path.is_file():
             continue
         read.append(source)
         data = _read(source.path)
-        for name, items in _rules_of(data, source.path).items():
+        trusted = source.scope == "user" or is_trusted(source.path, home)
+        rules, found, sandbox, ignored = _restrict(
+            source,
+            _rules_of(data, source.path),
+            _mode_of(data, source.path),
+            _sandbox_of(data, source.path),
+            trusted,
+        )
+        if ignored:
+            why = "may not loosen this" if trusted else "is not confirmed by you"
+            hint = "" if trusted else "; to confirm it, run `foldline trust` in the workspace"
+            said = f"{source.path}: this {source.scope} file {why}"
+            warnings.append(f"{said}; ignored {'; '.join(ignored)}{hint}")
+            if not trusted:
+                untrusted.append(source.path)
+        for name, items in rules.items():
             for text in items:
                 if (name, text) not in sources:
                     sources[(name, text)] = source
                     lists[name].append(text)
-        sandbox = _sandbox_of(data, source.path)
-        if source.scope == "project" and (ignored := _loosening(sandbox)):
-            warnings.append(
-                f"{source.path}: a checked-in project file may not loosen the sandbox; "
-                f"ignored {', '.join(ignored)}"
-            )
-            sandbox = {k: v for k, v in sandbox.items() if k not in ignored}
         sandbox_keys.update(sandbox)  # files are read least specific first: later ones win
-        found = _mode_of(data, source.path)
-        if found == "bypassPermissions" and source.scope == "project":
-            warnings.append(
-                f"{source.path}: a checked-in project file may not set bypassPermissions; ignored"
-            )
-        elif found is not None:
+        if found is not None:
             mode, mode_source = found, source
     return Settings(
         PermissionRules.from_lists(allow=lists["allow"], ask=lists["ask"], deny=lists["deny"]),
@@ -225,10 +293,11 @@ def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
         tuple(read),
         tuple(warnings),
         SandboxPolicy(**sandbox_keys),
+        tuple(untrusted),
     )
 
 
-def save_rule(workspace: Path, rule: str, behavior: Behavior = "allow") -> Path:
+def save_rule(workspace: Path, rule: str, behavior: Behavior = "allow", *, home: Path | None = None) -> Path:
     """Add `rule` to a list of the local settings file (created if missing), keeping the rest of the
     file as it was; a rule already there is not added twice. Returns the file's path.
 
@@ -237,6 +306,10 @@ def save_rule(workspace: Path, rule: str, behavior: Behavior = "allow") -> Path:
     """
     Rule.parse(rule)
     path = local_settings_path(workspace)
+    home = Path.home() if home is None else home
+    # foldline writes it for the user: trusted after, unless it was an unconfirmed file before
+    # (then confirming it is still the user's call: it may hold rules they never saw)
+    keep_trusted = not path.exists() or is_trusted(path, home)
     data = _read(path) if path.exists() else {}
     permissions = data.setdefault("permissions", {})
     if not isinstance(permissions, dict):
@@ -251,4 +324,6 @@ def save_rule(workspace: Path, rule: str, behavior: Behavior = "allow") -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(dumps(data, indent=True).decode() + "\n")
     os.replace(tmp, path)  # readers see the old file or the new one, never half of it
+    if keep_trusted:
+        trust(path, home)
     return path

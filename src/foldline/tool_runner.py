@@ -22,6 +22,7 @@ from foldline._types import Block
 from foldline.compact.budget import apply_result_budget
 from foldline.compact.snipping import resolve_snip
 from foldline.config import Config
+from foldline.containment.sandbox import Sandbox
 from foldline.events import CompactionEvent, NoticeEvent
 from foldline.executor import ToolExecutor, run_call
 from foldline.session_log import SessionLog
@@ -42,7 +43,6 @@ from foldline.tools.permissions import (
     authorize,
     read_denied_filter,
 )
-from foldline.tools.sandbox import Sandbox
 
 __all__ = ["ToolRunner"]
 

@@ -17,12 +17,14 @@ from pathlib import Path
 import anyio
 import pytest
 
+from foldline.containment.sandbox import Sandbox, SandboxPolicy, detect_sandbox
+from foldline.containment.trust import trust
 from foldline.errors import UserError
 from foldline.settings import Settings, load_settings
 from foldline.tools import PermissionRules, ToolContext, authorize, check_permission
 from foldline.tools.base import ToolResult
 from foldline.tools.bash import BashTool
-from foldline.tools.sandbox import Sandbox, SandboxPolicy, detect_sandbox, rule_patterns
+from foldline.tools.permissions import rule_patterns
 
 _PROBE = detect_sandbox(SandboxPolicy())
 needs_bwrap = pytest.mark.skipif(not _PROBE.active, reason=f"bubblewrap cannot run here: {_PROBE.problem}")
@@ -484,6 +486,7 @@ def _settings(
         if text is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
+            trust(path, home)  # the user's own: a confirmed project file still may not loosen
     ws.mkdir(exist_ok=True)
     return load_settings(ws, home=home)
 
@@ -497,10 +500,20 @@ def test_sandbox_settings_take_a_mode_or_an_object_most_specific_scope_first(tmp
     assert _settings(tmp_path, local='{"sandbox": false}').sandbox.mode == "off"
     policy = _settings(
         tmp_path,
-        user='{"sandbox": {"network": true, "homeReadable": ["~/.cargo"], "mode": "required"}}',
-        local='{"sandbox": {"mode": "auto", "bwrap": "/opt/bwrap"}}',
+        user='{"sandbox": {"network": true, "homeReadable": ["~/.cargo"], "mode": "required", '
+        '"bwrap": "/opt/bwrap"}}',
+        local='{"sandbox": {"mode": "auto"}}',
     ).sandbox
     assert policy == SandboxPolicy("auto", True, ("~/.cargo",), True, "/opt/bwrap")
+
+
+def test_no_workspace_file_names_the_sandboxs_program_or_passes_a_secret(tmp_path: Path) -> None:
+    # even the user's confirmed local file: the workspace is where a command may write
+    settings = _settings(
+        tmp_path, local='{"sandbox": {"bwrap": "./bwrap", "env": ["AWS_SECRET_ACCESS_KEY"]}}'
+    )
+    assert settings.sandbox == SandboxPolicy()
+    assert "ignored sandbox bwrap, env" in settings.warnings[0]
 
 
 def test_a_checked_in_project_file_may_tighten_the_sandbox_but_not_loosen_it(tmp_path: Path) -> None:
@@ -513,7 +526,7 @@ def test_a_checked_in_project_file_may_tighten_the_sandbox_but_not_loosen_it(tmp
     )
     assert loose.sandbox == SandboxPolicy()
     assert len(loose.warnings) == 1
-    assert "may not loosen the sandbox" in loose.warnings[0]
+    assert "may not loosen this; ignored sandbox mode, network, home_readable, bwrap" in loose.warnings[0]
 
 
 @pytest.mark.parametrize(
@@ -550,15 +563,24 @@ def _chat_output(tmp_path: Path, settings: str | None) -> str:
 
 
 def test_chat_says_once_that_the_sandbox_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    output = _chat_output(tmp_path, '{"sandbox": {"bwrap": "/nonexistent/bwrap"}}')
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    (home / ".foldline").mkdir(parents=True)
+    user = home / ".foldline" / "settings.json"  # only the user's own file may name the binary
+    user.write_text('{"sandbox": {"bwrap": "/nonexistent/bwrap"}}')
+    output = _chat_output(tmp_path, None)
     assert output.count("the Bash sandbox cannot run here") == 1, output
     assert "permission checker alone" in output
-    required = _chat_output(tmp_path, '{"sandbox": {"mode": "required", "bwrap": "/nonexistent/bwrap"}}')
+    user.write_text('{"sandbox": {"mode": "required", "bwrap": "/nonexistent/bwrap"}}')
+    required = _chat_output(tmp_path, None)
     assert required.count("Bash is refused") == 1, required
 
 
 @needs_bwrap
-def test_chat_says_nothing_where_the_sandbox_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chat_says_once_what_the_sandbox_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert "sandbox" not in _chat_output(tmp_path, None)
+    output = _chat_output(tmp_path, None)
+    assert output.count("Bash runs in a bubblewrap sandbox") == 1, output
+    line = next(x for x in output.splitlines() if "bubblewrap sandbox" in x)
+    assert "no network" in line
+    assert "run without asking" in line

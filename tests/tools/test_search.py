@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from foldline._glob import glob_regex, literal_prefix
 from foldline.config import ToolsConfig
 from foldline.tools import GlobTool, GrepTool, PermissionRules, ToolContext, read_denied_filter
-from foldline.tools._glob import glob_regex, literal_prefix
 
 pytestmark = pytest.mark.anyio
 

@@ -40,6 +40,7 @@ from foldline.cli._prompt import make_asker
 from foldline.cli._slash import compact_command, run_slash
 from foldline.cli._ui import Renderer, recap, status_line
 from foldline.config import DESIGN_WINDOW, Config, TranscriptConfig
+from foldline.containment.sandbox import Sandbox, detect_sandbox
 from foldline.engine import TurnResult
 from foldline.errors import FoldlineError
 from foldline.events import NoticeEvent, UIEvent
@@ -60,8 +61,7 @@ from foldline.sessions import (
 )
 from foldline.settings import Settings, load_settings
 from foldline.tools import default_tools
-from foldline.tools.permissions import PermissionMode
-from foldline.tools.sandbox import Sandbox, detect_sandbox, rule_patterns
+from foldline.tools.permissions import PermissionMode, rule_patterns
 from foldline.transcript import list_session_files, session_path
 
 __all__ = ["chat", "compact_command", "with_limits"]
@@ -136,9 +136,13 @@ def _imported(source: Path, workspace: Path, sessions_dir: Path) -> Path:
 def _sandbox(settings: Settings, workspace: Path, config: Config) -> Sandbox:
     """The session's Bash sandbox, found once; where it cannot run, say so once (stderr)."""
     read_only, hidden = rule_patterns(settings.rules, workspace)
-    sandbox = detect_sandbox(settings.sandbox, read_only=read_only, hidden=hidden, limits=config.tools)
+    sandbox = detect_sandbox(
+        settings.sandbox, read_only=read_only, hidden=hidden, limits=config.tools, workspace=workspace
+    )
     if (line := sandbox.notice()) is not None:
         click.echo(f"warning: {line}", err=True)
+    elif (line := sandbox.summary()) is not None:
+        click.echo(line, err=True)
     return sandbox
 
 

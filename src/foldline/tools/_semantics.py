@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 
 from foldline.tools._shell import SimpleCommand
 
-__all__ = ["NO_FILE_OPERANDS", "READ_ONLY", "Effects", "effects"]
+__all__ = ["NO_FILE_OPERANDS", "READ_ONLY", "Effects", "effects", "modeled"]
 
 
 @dataclass(frozen=True)
@@ -922,3 +922,15 @@ _HANDLERS: dict[str, Callable[[SimpleCommand, Effects], Effects]] = {
     "alias": _shell_builtin_alias, "shopt": _shell_builtin_alias, "enable": _shell_builtin_alias,
     "hash": _shell_builtin_alias,
 }  # fmt: skip
+
+
+def modeled(cmd: SimpleCommand) -> bool:
+    """Whether the checker knows everything `cmd` does: a bare name on the vetted lists (read-only,
+    or with its file effects modeled) that runs no code the checker cannot see."""
+    if not cmd.words:
+        return True
+    if "/" in cmd.words[0] or cmd.problems or cmd.dynamic[0]:
+        return False
+    name = cmd.name
+    known = name in READ_ONLY or name in _HANDLERS or name in _WRITE_ALL or name in _WRITE_AFTER_FIRST
+    return (known or cmd.wrapper) and not effects(cmd).runs

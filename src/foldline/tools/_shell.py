@@ -907,6 +907,9 @@ def _unwrap_find(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[Sim
             # `{}` becomes each file found: a path only known at run time
             dyn = tuple(cmd.dynamic[k] or "{}" in words[k] for k in range(i + 1, end))
             env = _child_env(cmd.env, counter)
+            if words[i] in ("-execdir", "-okdir"):
+                # CMD runs in the folder of each file found: relative paths are only known then
+                inner.append(SimpleCommand(("cd", "{}/.."), (), (False, True), (), env))
             inner.extend(unwrap(SimpleCommand(argv, (), dyn, (), env), depth + 1, counter))
             i = end + 1
         else:

@@ -19,16 +19,14 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
 from foldline._types import Block, JSONObject
 from foldline.config import ToolsConfig
+from foldline.containment.sandbox import Sandbox
 from foldline.errors import ToolError
-
-if TYPE_CHECKING:  # sandbox.py reads the config only, but the tools package imports base first
-    from foldline.tools.sandbox import Sandbox
 
 __all__ = [
     "BaseTool",

@@ -10,7 +10,7 @@ Invariants:
 - Output is bounded in memory: each stream keeps its first and last `max_output_chars / 2`
   characters and says how much it dropped.
 - A non-zero exit, a timeout or an abort is an `is_error` result that states which.
-- With `ctx.sandbox` active the shell runs inside bubblewrap (`foldline.tools.sandbox`); bwrap is
+- With `ctx.sandbox` active the shell runs inside bubblewrap (`foldline.containment.sandbox`); bwrap is
   the group leader, and the command's own pid namespace ends when the shell exits, so its
   background children die with it (`--die-with-parent` covers foldline dying). Where the settings
   require the sandbox and it cannot run, Bash is refused.
@@ -25,14 +25,20 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
 from foldline._types import JSONObject
+from foldline.containment.programs import find_program
+from foldline.containment.sandbox import SandboxCall
 from foldline.errors import ToolError
+from foldline.tools._semantics import effects as command_effects
+from foldline.tools._shell import SimpleCommand, parse_command
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
+from foldline.tools.permissions import checker_reads
 
 __all__ = ["BashTool", "kill_process_group"]
 
@@ -155,22 +161,34 @@ async def _supervise(process: Process, timeout_s: float, abort: anyio.Event) -> 
     return outcome
 
 
+@dataclass
+class _Launch:
+    """How one command starts: its argv and environment, and, when sandboxed, the call whose
+    `consequences` are known once the run is over."""
+
+    argv: list[str]
+    env: dict[str, str] | None = None
+    call: SandboxCall | None = None
+
+
 @contextmanager
-def _command_line(command: str, ctx: ToolContext) -> Iterator[list[str]]:
+def _command_line(command: str, ctx: ToolContext) -> Iterator[_Launch]:
     """`bash -c command`, inside the OS sandbox when the session has one.
 
     Raises:
         ToolError: the settings require the sandbox and it cannot run here.
     """
     sandbox = ctx.sandbox
-    argv = ["bash", "-c", command]
+    # the shell too is found outside the workspace: a planted `<ws>/.venv/bin/bash` never starts
+    argv = [find_program("bash", ctx.workspace) or "/bin/bash", "-c", command]
     if sandbox is not None and sandbox.refuses:
         raise ToolError(f"Bash is refused: {sandbox.notice()}")
     if sandbox is None or not sandbox.active:
-        yield argv
+        yield _Launch(argv)
         return
-    with sandbox.wrap(argv, ctx.workspace, ctx.current_dir) as wrapped:
-        yield wrapped
+    opaque = not checker_reads(command)
+    with sandbox.wrap(argv, ctx.workspace, ctx.current_dir, opaque=opaque) as call:
+        yield _Launch(call.argv, sandbox.environment(), call)
 
 
 _SANDBOX_SIGNS = (
@@ -179,21 +197,83 @@ _SANDBOX_SIGNS = (
     "Could not resolve host",
     "Temporary failure in name resolution",
     "Name or service not known",
+    "Failed to connect",
+    "Connection refused",
 )
+_NETWORK_PROGRAMS = {"curl": (6, 7), "wget": (4,), "git": (128,), "ssh": (255,), "nc": (1,)}
+"""Exit codes that mean "could not reach the host", for programs that may print nothing."""
 
 
-def _explain_sandbox(result: ToolResult) -> ToolResult:
-    """A failed sandboxed command whose output looks like the sandbox stopped it says so, so the
-    model does not retry the same thing in other words."""
+def _explain_sandbox(command: str, result: ToolResult, ctx: ToolContext) -> ToolResult:
+    """A sandboxed command's result, with what the sandbox did to it said plainly: a failure that
+    looks like the sandbox stopped it, writes outside the workspace that vanished with the private
+    `/tmp` or home, an empty home listed. So the model does not retry the same thing in other
+    words, and the user learns how to allow it."""
+    assert ctx.sandbox is not None
     text = result.content if isinstance(result.content, str) else ""
-    if not any(sign in text for sign in _SANDBOX_SIGNS):
-        return result
-    note = (
-        "Note: Bash runs in foldline's OS sandbox: only the workspace is writable (not .git/config, "
-        ".git/hooks, .foldline or .claude), the home directory is hidden and there is no network "
-        "unless the user's sandbox settings allow it."
+    notes: list[str] = []
+    network = ctx.sandbox.policy.network
+    exit_code = (result.structured or {}).get("exit_code")
+    parsed = parse_command(command)
+    names = {cmd.name for cmd in parsed.commands}
+    if result.is_error and not network:
+        offline = any(exit_code in _NETWORK_PROGRAMS.get(n, ()) for n in names)
+        if offline or any(sign in text for sign in _SANDBOX_SIGNS[1:]):
+            notes.append(
+                "The sandbox has no network, so the command could not reach any host. The user can "
+                'turn it on in ~/.foldline/settings.json: {"sandbox": {"network": true}}.'
+            )
+    if result.is_error and "Read-only file system" in text:
+        notes.append(
+            "Only the workspace is writable, and in it not git's config, hooks and similar files, "
+            ".foldline or .claude; a workspace that is no git repository cannot become one here "
+            "(the user runs `git init`)."
+        )
+    home = str(Path.home())
+    vanished = sorted(
+        {
+            path
+            for cmd in parsed.commands
+            for path in _written(cmd)
+            if path.startswith(("/tmp", "/var/tmp", "~", "$HOME", home)) and not _inside(path, ctx)
+        }
     )
-    return ToolResult(f"{text}\n{note}", is_error=True, structured=result.structured)
+    if vanished:
+        notes.append(
+            f"{', '.join(vanished)} lay outside the workspace: the sandbox's /tmp and home are "
+            "private and thrown away after the call, so what was written there is gone. Write "
+            "inside the workspace instead."
+        )
+    words = [w for cmd in parsed.commands for w in cmd.words[1:]]
+    if any(w in ("~", "$HOME", home) or w.startswith(("~/", "$HOME/")) for w in words):
+        notes.append("The home directory is hidden in the sandbox: it looks empty to the command.")
+    if not notes:
+        return result
+    text = "\n".join([text, "Note: Bash runs in foldline's OS sandbox. " + " ".join(notes)])
+    return ToolResult(text, is_error=result.is_error, structured=result.structured)
+
+
+def _written(cmd: SimpleCommand) -> list[str]:
+    return [r.target for r in cmd.redirects if r.writes and not r.dynamic] + list(command_effects(cmd).writes)
+
+
+def _inside(raw: str, ctx: ToolContext) -> bool:
+    path = Path(os.path.realpath(ctx.current_dir / os.path.expanduser(raw)))
+    return path.is_relative_to(ctx.workspace)
+
+
+def _with_consequences(result: ToolResult, consequences: list[str]) -> ToolResult:
+    """The result, with what the command changed that git will follow on the host said first."""
+    if not consequences:
+        return result
+    warning = "\n".join(f"- {c}" for c in consequences)
+    text = result.content if isinstance(result.content, str) else ""
+    structured = {**(result.structured or {}), "consequences": list(consequences)}
+    return ToolResult(
+        f"{text}\nWarning: this command changed what runs outside the sandbox later:\n{warning}",
+        is_error=result.is_error,
+        structured=structured,
+    )
 
 
 @dataclass
@@ -231,12 +311,12 @@ class BashTool(BaseTool):
             raise ToolError("Invalid input: `command` is empty")
         timeout_s = self._timeout_s(tool_input, ctx)
         ctx.progress(f"Running: {command}")
-        with _command_line(command, ctx) as argv:
-            run = await self._execute(argv, timeout_s, ctx)
+        with _command_line(command, ctx) as launch:
+            run = await self._execute(launch.argv, launch.env, timeout_s, ctx)
         result = self._result(run, timeout_s)
-        if ctx.sandbox is not None and ctx.sandbox.active and result.is_error:
-            return _explain_sandbox(result)
-        return result
+        if launch.call is None:
+            return result
+        return _with_consequences(_explain_sandbox(command, result, ctx), launch.call.consequences)
 
     @staticmethod
     def _timeout_s(tool_input: Mapping[str, Any], ctx: ToolContext) -> float:
@@ -247,7 +327,9 @@ class BashTool(BaseTool):
             raise ToolError(f"Invalid input: `timeout` must be positive milliseconds, got {timeout_ms}")
         return min(timeout_ms / 1000, ctx.limits.bash_max_timeout_s)
 
-    async def _execute(self, argv: list[str], timeout_s: float, ctx: ToolContext) -> _Run:
+    async def _execute(
+        self, argv: list[str], env: dict[str, str] | None, timeout_s: float, ctx: ToolContext
+    ) -> _Run:
         limits = ctx.limits
         out, err = _BoundedBuffer(limits.max_output_chars), _BoundedBuffer(limits.max_output_chars)
         out_done, err_done = anyio.Event(), anyio.Event()
@@ -257,6 +339,7 @@ class BashTool(BaseTool):
                 argv,
                 stdin=subprocess.DEVNULL,
                 cwd=ctx.current_dir,
+                env=env,
                 start_new_session=True,
             )
         pgid = process.pid

@@ -42,6 +42,9 @@ def _existing_file(ctx: ToolContext, file_path: str) -> Path:
         raise ToolError(f"File does not exist: {file_path}")
     if path.is_dir():
         raise ToolError(f"{file_path} is a directory, not a file; use Glob or `ls` to list it")
+    if not path.is_file():
+        # a FIFO would block the turn until a writer comes, a device never ends (/dev/zero)
+        raise ToolError(f"{file_path} is not a regular file (a FIFO, socket or device); it cannot be read")
     return path
 
 

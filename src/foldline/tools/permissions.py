@@ -16,7 +16,7 @@ one path a file tool touches. Each check is decided on its own, in this order, f
    saved for the model to read back (`ToolContext.own_output_dirs`), are allowed; in
    `acceptEdits` writes inside the workspace are allowed; everything else asks (fail closed).
 
-A Bash call run in the OS sandbox (`ctx.sandbox`, `foldline.tools.sandbox`) whose every ask is one
+A Bash call run in the OS sandbox (`ctx.sandbox`, `foldline.containment.sandbox`) whose every ask is one
 the sandbox contains (`Decision.contained`: no rule asked, nothing outside the workspace or
 protected is named) is allowed without asking; deny rules, ask rules, protected paths and paths
 outside the workspace are decided as without it.
@@ -60,9 +60,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from foldline._glob import glob_escape, glob_regex, literal_prefix
+from foldline.containment.paths import is_protected_path
+from foldline.containment.programs import find_program, git_environment, host_git
 from foldline.errors import UserError
-from foldline.tools._glob import glob_escape, glob_regex, literal_prefix
-from foldline.tools._semantics import NO_FILE_OPERANDS, Effects
+from foldline.tools._semantics import NO_FILE_OPERANDS, Effects, modeled
 from foldline.tools._semantics import effects as command_effects
 from foldline.tools._shell import SimpleCommand, parse_command
 from foldline.tools.base import Tool, ToolContext
@@ -77,9 +79,11 @@ __all__ = [
     "Rule",
     "authorize",
     "check_permission",
+    "checker_reads",
     "is_protected_path",
     "permission_gate",
     "read_denied_filter",
+    "rule_patterns",
     "suggest_rules",
 ]
 
@@ -93,12 +97,6 @@ SESSION_TOOLS = frozenset({"Snip"})
 """Tools that act only on the conversation, never on files or processes."""
 _BASH = frozenset({"Bash"})
 
-_PROTECTED_DIRS = frozenset({".git", ".foldline", ".claude", ".ssh", ".gnupg", ".aws", ".kube", ".docker"})
-_SHELL_RC = frozenset(
-    {".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
-     ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".cshrc", ".tcshrc", ".inputrc", "config.fish",
-     ".gitconfig", ".netrc", ".npmrc", ".pypirc", ".git-credentials"}
-)  # fmt: skip
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _SAFE_VARIABLES = frozenset(
     {"LANG", "LANGUAGE", "TZ", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS",
@@ -219,14 +217,6 @@ def _via_proc(access: _Access) -> bool:
     return any(_PROC_RE.match(str(p)) for p in (access.literal, access.path))
 
 
-def is_protected_path(path: Path) -> bool:
-    """Whether writing `path` always needs the user's say-so: VCS, agent config and transcripts,
-    keys and credentials, shell startup. Names are compared case-folded, so `.GIT/config` on a
-    case-insensitive filesystem is still `.git`."""
-    parts = {p.casefold() for p in path.parts}
-    return bool(_PROTECTED_DIRS.intersection(parts)) or path.name.casefold() in _SHELL_RC
-
-
 def _anchor(spec: str, ctx: ToolContext, *, for_allow: bool) -> str:
     """The absolute glob pattern a path specifier stands for."""
     spec = spec.rstrip("/") or "/"
@@ -345,11 +335,28 @@ def bash_rule_matches(specifier: str | None, command_text: str) -> bool:
     return re.fullmatch(regex, command_text, re.DOTALL) is not None
 
 
+_GIT_GLOBAL_VALUED = frozenset(
+    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--exec-path"}
+)
+"""git's global options that take a value, which may be the next word (`-C DIR`)."""
+
+
+def _without_git_globals(words: tuple[str, ...]) -> tuple[str, ...]:
+    """`git -C . --no-pager push x` -> `git push x`: git's own options before the subcommand do
+    not change which subcommand runs, so a rule about `git push` must see through them."""
+    i = 1
+    while i < len(words) and words[i].startswith("-") and words[i] != "--":
+        i += 2 if words[i] in _GIT_GLOBAL_VALUED and words[i] not in ("--exec-path",) else 1
+    return (words[0], *words[i:])
+
+
 def _first_bash_rule(rules: tuple[Rule, ...], cmd: SimpleCommand) -> Rule | None:
     texts = {cmd.text}
     if cmd.words and "/" in cmd.words[0]:
         # deny/ask `rm` must also catch `/bin/rm`
         texts.add(SimpleCommand((os.path.basename(cmd.words[0]), *cmd.words[1:])).text)
+    if cmd.name == "git":
+        texts.add(SimpleCommand(_without_git_globals((cmd.name, *cmd.words[1:]))).text)
     return next(
         (r for r in rules if r.names(_BASH) and any(bash_rule_matches(r.specifier, t) for t in texts)),
         None,
@@ -583,7 +590,7 @@ def _git_content_denials(
                 )
     if scope is None:
         return
-    tracked = _git_tracked(top)
+    tracked = _git_tracked(top, ctx.workspace)
     if tracked is None:
         yield Decision("ask", f"could not list what git tracks, so `{cmd.text}` may print a denied file")
         return
@@ -602,22 +609,17 @@ def _git_content_denials(
                 return
 
 
-def _git_tracked(top: Path) -> frozenset[str] | None:
+def _git_tracked(top: Path, workspace: Path) -> frozenset[str] | None:
     """Every path the repository at `top` holds in its index or any commit it can reach (refs,
     stash and reflog included); None when git cannot say (fail closed: the caller asks)."""
-    # the workspace's own repository (checked before this is called), without its fsmonitor hook
-    # and without variables that could point git elsewhere
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    base = [
-        "git",
-        "-C",
-        str(top),
-        "--no-optional-locks",
-        "-c",
-        "core.fsmonitor=false",
-        "-c",
-        "log.showSignature=false",
-    ]
+    # the workspace's own repository (checked before this is called), which a sandboxed command
+    # may have written: git found outside the workspace, run with every program the repository
+    # could name switched off and no transport (a partial clone's lazy fetch fails, not runs)
+    git = find_program("git", workspace)
+    if git is None:
+        return None
+    env = git_environment()
+    base = host_git(git, top)
     names: set[str] = set()
     for args in (
         ["ls-files", "-z"],
@@ -648,6 +650,13 @@ def _file_checks(
 ) -> Iterable[Decision]:
     """The files `cmd` opens through redirections and writes by its own semantics (`cp`, `sed -i`, ...)."""
     files = [(r.target, r.writes, r.dynamic) for r in cmd.redirects if r.writes or r.reads]
+    # bash globs a redirection's word too (`> ~/.bash[r]c` opens ~/.bashrc): check what it matches
+    files += [
+        (match, r.writes, False)
+        for r in cmd.redirects
+        if (r.writes or r.reads) and not r.dynamic and any(ch in r.target for ch in "*?[")
+        for match in _expand_known(r.target, cwd)[1:]
+    ]
     files += [(path, True, False) for path in effects.writes]
     for raw in effects.tree_writes:
         if _uncertain(raw, known):
@@ -712,7 +721,7 @@ def _expand_known(raw: str, cwd: Path) -> list[str]:
 
 def _read_deny_rules(rules: PermissionRules) -> list[Rule]:
     """The deny rules about reading particular paths: what Bash readers, Grep and Glob must avoid."""
-    return [r for r in rules.deny if r.names(READ_TOOLS) and r.specifier is not None]
+    return [r for r in rules.deny if r.names(READ_TOOLS)]
 
 
 def _read_denials(
@@ -786,6 +795,35 @@ def _denied_under(root: Path, denies: list[Rule], ctx: ToolContext, skip_hidden:
 
 
 # --- entry points -----------------------------------------------------------------------------
+
+
+def checker_reads(command: str) -> bool:
+    """Whether the checker understood everything `command` runs (`_semantics.modeled`, each
+    simple command). When it did not, the code it runs is opaque: the sandbox alone holds the Read
+    deny rules for it, git's object store included (`Sandbox.wrap(opaque=...)`)."""
+    parsed = parse_command(command)
+    return parsed.refusal is None and all(modeled(cmd) for cmd in parsed.commands)
+
+
+def rule_patterns(rules: PermissionRules, workspace: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`(read_only, hidden)`: the absolute path patterns the Bash sandbox binds read-only (those of
+    the Edit/Write deny and ask rules) and hides (those of the Read deny rules; a bare `Read` deny
+    hides the whole workspace). A bare name (`.env`) means anywhere in the workspace, as for an
+    allow rule: a walk of the whole filesystem per call would cost too much, and outside the
+    workspace the filesystem is read-only anyway."""
+    ctx = ToolContext(workspace=workspace)
+    edits, reads = frozenset({"Edit", "Write"}), frozenset({"Read"})
+    read_only = tuple(
+        _anchor(r.specifier, ctx, for_allow=True)
+        for r in (*rules.deny, *rules.ask)
+        if r.specifier is not None and r.names(edits)
+    )
+    hidden = tuple(
+        glob_escape(str(ctx.workspace)) if r.specifier is None else _anchor(r.specifier, ctx, for_allow=True)
+        for r in rules.deny
+        if r.names(reads)
+    )
+    return read_only, hidden
 
 
 def read_denied_filter(rules: PermissionRules, workspace: Path) -> Callable[[Path], bool]:

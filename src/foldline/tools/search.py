@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -22,9 +21,10 @@ from typing import Any, Literal
 
 import anyio
 
+from foldline._glob import glob_regex, literal_prefix
 from foldline._types import JSONObject
+from foldline.containment.programs import find_program
 from foldline.errors import ToolError
-from foldline.tools._glob import glob_regex, literal_prefix
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
 from foldline.tools.files import is_binary, split_lines
 
@@ -38,7 +38,9 @@ GrepEngine = Literal["auto", "python", "ripgrep"]
 
 
 def _walk(root: Path, ctx: ToolContext) -> Iterator[Path]:
-    """Every regular file under `root` (or `root` itself), VCS dirs pruned, stopping on abort."""
+    """Every regular file under `root` (or `root` itself), VCS dirs pruned, stopping on abort.
+    Folder links are not followed, and a file link only when it resolves inside the workspace
+    or `root` (a planted `notes.txt -> ~/.aws/credentials` is skipped, as Read would ask)."""
     if root.is_file():
         if not ctx.read_denied(root):
             yield root
@@ -50,8 +52,18 @@ def _walk(root: Path, ctx: ToolContext) -> Iterator[Path]:
         dirnames[:] = sorted(kept)
         for name in sorted(filenames):
             path = Path(dirpath, name)
-            if path.is_file() and not ctx.read_denied(path):
+            if path.is_file() and not ctx.read_denied(path) and _stays_inside(path, root, ctx):
                 yield path
+
+
+def _stays_inside(path: Path, root: Path, ctx: ToolContext) -> bool:
+    """Whether a file found under `root` is one the search may read: itself, or what its link
+    resolves to, inside the workspace or `root` and not denied."""
+    if not path.is_symlink():
+        return True
+    real = Path(os.path.realpath(path))
+    inside = real.is_relative_to(ctx.workspace) or real.is_relative_to(root)
+    return inside and real.is_file() and not ctx.read_denied(real)
 
 
 def _mtime(path: Path) -> float:
@@ -107,12 +119,15 @@ class GrepTool(BaseTool):
     def __init__(self, engine: GrepEngine = "auto") -> None:
         self.engine = engine
 
-    def _use_ripgrep(self) -> bool:
+    def _ripgrep_binary(self, ctx: ToolContext) -> str | None:
+        """`rg`, found on PATH outside the workspace, when this Grep uses it."""
         if self.engine == "python":
-            return False
-        found = shutil.which("rg") is not None
-        if self.engine == "ripgrep" and not found:
-            raise ToolError("Grep is configured to use ripgrep, but `rg` is not on PATH")
+            return None
+        found = find_program("rg", ctx.workspace)
+        if self.engine == "ripgrep" and found is None:
+            raise ToolError(
+                "Grep is configured to use ripgrep, but `rg` is not on PATH outside the workspace"
+            )
         return found
 
     async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
@@ -128,8 +143,8 @@ class GrepTool(BaseTool):
             raise ToolError(f"Invalid regular expression {tool_input['pattern']!r}: {exc}") from exc
         root = _search_root(ctx, tool_input)
         glob = tool_input.get("glob")
-        if self._use_ripgrep():
-            hits = await anyio.to_thread.run_sync(_ripgrep, regex, root, glob, ctx)
+        if (rg := self._ripgrep_binary(ctx)) is not None:
+            hits = await anyio.to_thread.run_sync(_ripgrep, rg, regex, root, glob, ctx)
         else:
             hits = await anyio.to_thread.run_sync(_python_grep, regex, root, glob, ctx)
         return self._format(hits, mode, limit)
@@ -180,11 +195,12 @@ def _python_grep(
 
 
 def _ripgrep(
-    regex: re.Pattern[str], root: Path, glob: str | None, ctx: ToolContext
+    rg: str, regex: re.Pattern[str], root: Path, glob: str | None, ctx: ToolContext
 ) -> dict[Path, list[tuple[int, str]]]:
-    """The same search through `rg` (faster on big trees); output parsed back into the same shape."""
+    """The same search through `rg` (faster on big trees); output parsed back into the same shape.
+    rg follows no links unless told to (`-L`), so only `root` itself may be one."""
     args = [
-        "rg",
+        rg,
         "--no-config",
         "--hidden",
         "--no-ignore",

@@ -1,0 +1,254 @@
+"""What git on the host reads as code or as a path to follow, inside the workspace (§9.4).
+
+Owns the class of files through which a write inside the sandbox becomes a program git runs
+later, outside it, and the two ways the sandbox deals with them:
+
+- **held read-only** (`GIT_READ_ONLY`, missing ones as `PLACEHOLDERS` git reads as absent), in
+  every git directory the workspace's repository uses (`git_dirs`): its own, the one a `.git`
+  file names, and those of nested repositories the index records as submodules (gitlinks);
+- **checked after each call** (`snapshot`, `changes`), for what cannot be held read-only because
+  everyday git writes it: the index (a new gitlink makes the user's `git status` run git inside
+  the nested repository, with that repository's config) and `.gitmodules`.
+
+The index is parsed here rather than listed with git, so the check runs no program at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+__all__ = ["GIT_READ_ONLY", "PLACEHOLDERS", "GitState", "changes", "git_dirs", "linked_git_dirs", "snapshot"]
+
+GIT_READ_ONLY = (
+    "config",
+    "config.worktree",
+    "commondir",
+    "hooks",
+    "info",
+    "modules",
+    "worktrees",
+    "objects/info/alternates",
+    "objects/info/http-alternates",
+)
+"""Inside a git directory: its config (`core.fsmonitor`, `core.sshCommand`, filters, aliases, a
+partial clone's promisor remote), the per-worktree config, `commondir` (moves the whole repository
+to a folder the command wrote), hooks, `info/` (attributes, which pick filters), the submodules'
+and linked worktrees' own git directories (their `commondir` and `gitdir` files), and
+`alternates` (other object stores)."""
+PLACEHOLDERS: dict[str, str | None] = {
+    "config": "",
+    "config.worktree": "",
+    "commondir": ".\n",
+    "hooks": None,
+    "info": None,
+    "modules": None,
+    "worktrees": None,
+    "objects/info/alternates": "",
+}
+"""What stands in for a missing `GIT_READ_ONLY` path during a call (None: an empty folder): an
+empty config, a `commondir` naming the git directory itself, no alternates: to git the same as
+none, and read-only, so the command cannot create the real one."""
+
+_RUNS = re.compile(
+    r"^(core\.(fsmonitor|hookspath|sshcommand|pager|editor|askpass|gitproxy)|diff\.external"
+    r"|diff\..+\.(textconv|command)|filter\..+\.(clean|smudge|process)|merge\..+\.driver|alias\..+"
+    r"|credential\..*helper|sequence\.editor|gpg\..*program|remote\..+\.(uploadpack|receivepack"
+    r"|promisor|url)|extensions\.partialclone|include\.path|includeif\..+\.path|protocol\..+\.allow"
+    r"|submodule\..+\.update|uploadpack\.packobjectshook)$"
+)
+"""Config keys that name a program, or a place git fetches from or reads more config from."""
+
+
+@dataclass(frozen=True)
+class GitState:
+    """The part of a workspace's git state a sandboxed command may change and must be checked."""
+
+    gitlinks: frozenset[str] = frozenset()
+    """Paths the index records as submodules (mode 160000)."""
+    gitmodules: bytes | None = None
+    nested: dict[str, bytes] = field(default_factory=dict)
+    """For each gitlink, the config of the repository found there (what `git status` would use)."""
+
+
+def snapshot(workspace: Path) -> GitState:
+    """The workspace's `GitState` now (cheap: the index is parsed only when it changed)."""
+    gitdir = _own_git_dir(workspace)
+    links = _gitlinks(gitdir / "index") if gitdir is not None else frozenset()
+    try:
+        modules: bytes | None = (workspace / ".gitmodules").read_bytes()
+    except OSError:
+        modules = None
+    nested = {}
+    for link in sorted(links):
+        inner = _repo_git_dir(workspace / link)
+        if inner is not None:
+            nested[link] = _read(inner / "config") + _read(inner / "config.worktree")
+    return GitState(links, modules, nested)
+
+
+def git_dirs(workspace: Path, state: GitState) -> list[Path]:
+    """The git directories inside the workspace whose `GIT_READ_ONLY` paths the sandbox binds
+    read-only: the workspace repository's own (and its common directory) and those of the nested
+    repositories its index names."""
+    found: dict[Path, None] = {}
+    own = _own_git_dir(workspace)
+    if own is not None:
+        found[own] = None
+        dot_git = workspace / ".git"
+        if dot_git.is_file():
+            found.update(dict.fromkeys(linked_git_dirs(dot_git)))
+    for link in sorted(state.gitlinks):
+        inner = _repo_git_dir(workspace / link)
+        if inner is not None:
+            found[inner] = None
+    return [d for d in found if d.is_relative_to(workspace)]
+
+
+def changes(workspace: Path, before: GitState, after: GitState) -> list[str]:
+    """What a command changed that git on the host will follow later, in words for the user and
+    the model (empty when nothing did)."""
+    said: list[str] = []
+    for link in sorted(after.gitlinks - before.gitlinks):
+        keys = _program_keys(after.nested.get(link, b""))
+        where = f" whose config sets {', '.join(keys)}" if keys else ""
+        said.append(
+            f"the index now records `{link}` as a submodule (gitlink){where}: `git status` and "
+            f"`git diff` on your machine will run git inside {workspace / link} with its config. "
+            f"If you did not mean it: `git rm --cached {link}`"
+        )
+    for link in sorted(after.gitlinks & before.gitlinks):
+        if after.nested.get(link) != before.nested.get(link):
+            keys = _program_keys(after.nested.get(link, b""))
+            what = f"; it sets {', '.join(keys)}" if keys else ""
+            said.append(f"the config of the submodule repository at `{link}` changed{what}")
+    if after.gitmodules != before.gitmodules:
+        verb = "was removed" if after.gitmodules is None else "changed"
+        keys = _program_keys(after.gitmodules or b"")
+        what = f" (it sets {', '.join(keys)})" if keys else ""
+        said.append(f"`.gitmodules` {verb}{what}: `git submodule` commands read it")
+    return said
+
+
+def linked_git_dirs(dot_git: Path) -> list[Path]:
+    """A `.git` file's `gitdir:` and, for a worktree, the main repository's `commondir`."""
+    try:
+        first = dot_git.read_text(encoding="utf-8").splitlines()[0]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return []
+    if not first.startswith("gitdir:"):
+        return []
+    gitdir = Path(os.path.realpath(dot_git.parent / first.removeprefix("gitdir:").strip()))
+    found = [gitdir] if gitdir.is_dir() else []
+    try:
+        common = (gitdir / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return found
+    return [*found, Path(os.path.realpath(gitdir / common))]
+
+
+def _own_git_dir(workspace: Path) -> Path | None:
+    return _repo_git_dir(workspace)
+
+
+def _repo_git_dir(folder: Path) -> Path | None:
+    """The git directory of a repository whose work tree is `folder` (a `.git` folder holding
+    `HEAD`, or the folder a `.git` file names), resolved; None when there is none."""
+    dot_git = folder / ".git"
+    if dot_git.is_symlink():
+        return None
+    if dot_git.is_dir():
+        return Path(os.path.realpath(dot_git)) if (dot_git / "HEAD").is_file() else None
+    if dot_git.is_file():
+        linked = linked_git_dirs(dot_git)
+        return linked[0] if linked else None
+    return None
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _program_keys(config: bytes) -> list[str]:
+    """The keys of a git config text that `_RUNS` names, as `section.sub.key=value`."""
+    found: list[str] = []
+    section = ""
+    for raw in config.decode("utf-8", "replace").splitlines():
+        line = raw.strip()
+        if head := re.match(r'\[\s*([^\]\s"]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\](.*)', line):
+            section = head[1].lower() + (f".{head[2]}" if head[2] is not None else "")
+            line = head[3].strip()
+        if not line or line[0] in "#;":
+            continue
+        key, _, value = line.partition("=")
+        name = f"{section}.{key.strip().lower()}"
+        if _RUNS.match(name.lower()):
+            found.append(f"{name}={value.strip()[:80]}")
+    return found
+
+
+def _gitlinks(index: Path) -> frozenset[str]:
+    try:
+        st = index.stat()
+    except OSError:
+        return frozenset()
+    return _parse_gitlinks(str(index), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=32)
+def _parse_gitlinks(index: str, _mtime_ns: int, _size: int) -> frozenset[str]:
+    """The gitlink paths of a git index file (versions 2 to 4, SHA-1 or SHA-256 object names);
+    what cannot be parsed counts as none (the index is git's, the check only reports)."""
+    try:
+        data = Path(index).read_bytes()
+    except OSError:
+        return frozenset()
+    for hash_size in (20, 32):
+        try:
+            return _entries(data, hash_size)
+        except (ValueError, struct.error, IndexError):
+            continue
+    return frozenset()
+
+
+def _entries(data: bytes, hash_size: int) -> frozenset[str]:
+    signature, version, count = struct.unpack_from(">4sII", data, 0)
+    if signature != b"DIRC" or version not in (2, 3, 4):
+        raise ValueError("not a git index")
+    pos, previous, links = 12, b"", set()
+    for _ in range(count):
+        start = pos
+        mode = struct.unpack_from(">I", data, pos + 24)[0]
+        pos += 40 + hash_size
+        flags = struct.unpack_from(">H", data, pos)[0]
+        pos += 2
+        if version >= 3 and flags & 0x4000:
+            pos += 2
+        if version == 4:
+            byte = data[pos]  # git's offset varint: each continuation byte adds one first
+            pos += 1
+            strip = byte & 0x7F
+            while byte & 0x80:
+                byte = data[pos]
+                pos += 1
+                strip = ((strip + 1) << 7) | (byte & 0x7F)
+            end = data.index(b"\0", pos)
+            name = previous[: len(previous) - strip] + data[pos:end]
+            pos = end + 1
+        else:
+            end = data.index(b"\0", pos)
+            name = data[pos:end]
+            pos = start + ((end - start + 8) // 8) * 8  # NUL-padded to a multiple of 8
+        previous = name
+        if mode >> 12 == 0o16:  # 160000: a gitlink
+            links.add(name.decode("utf-8", "surrogateescape"))
+    if pos > len(data):
+        raise ValueError("truncated index")
+    return frozenset(links)
