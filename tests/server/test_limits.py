@@ -229,6 +229,26 @@ def test_a_connection_without_a_complete_request_head_is_closed(
         assert _closed_within(sock, 5.0)
 
 
+def test_trickled_bodies_cannot_hold_every_slot(serve: Callable[..., Served]) -> None:
+    """Connections that send a head and then trickle their bodies are closed `body_timeout` after
+    the head, and their concurrency slots free: the next client is answered, not told 529."""
+    served = serve(config=ServerConfig(max_concurrent_requests=2, body_timeout=1.0, header_timeout=60))
+    body = dumps({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})
+    slow = [_connect(served) for _ in range(2)]
+    try:
+        for sock in slow:
+            sock.sendall(_request("/v1/messages", body)[: -len(body) + 1])  # the head and one byte
+        time.sleep(0.3)
+        assert _post(served, "/v1/messages", body).status_code == 529  # both slots are held...
+        for sock in slow:
+            sock.sendall(b" ")  # ...by bodies that keep coming, a byte at a time
+            assert _closed_within(sock, 5.0)
+        assert _post(served, "/v1/messages", body).status_code == 200
+    finally:
+        for sock in slow:
+            sock.close()
+
+
 def test_an_idle_keep_alive_connection_is_closed(serve: Callable[..., Served]) -> None:
     served = serve(config=ServerConfig(keep_alive_timeout=1, header_timeout=60))
     body = dumps({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})

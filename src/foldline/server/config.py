@@ -46,6 +46,9 @@ class ServerConfig:
     """Requests in flight at once (streams until their last event); one more is a 529 `overloaded_error`."""
     header_timeout: float = 10.0
     """Seconds a connection may take to send a complete request head before it is closed (slowloris)."""
+    body_timeout: float = 60.0
+    """Seconds a request's body may take to arrive after its head before the connection is closed:
+    32 MB (`max_request_bytes`) at about 0.5 MB/s; a trickled body holds a concurrency slot."""
     keep_alive_timeout: int = 5
     """Seconds an idle keep-alive connection is kept after a response (uvicorn's `timeout_keep_alive`)."""
     max_media: int = 100

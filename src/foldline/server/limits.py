@@ -17,7 +17,9 @@ Three bounds beside the guard's body cap (`guard`), each a number in `ServerConf
   `keep_alive_timeout` seconds after a response, but never one that has not finished sending its
   request head (a client that connects and says nothing, or trickles headers: slowloris). The
   protocol here closes a connection whose request head is not complete `header_timeout` seconds
-  after its first byte could have come.
+  after its first byte could have come, and one whose body is not complete `body_timeout` seconds
+  after its head (a client that trickles its body would otherwise hold one of the
+  `max_concurrent_requests` slots for as long as it likes: 32 of them lock everyone out).
 """
 
 from __future__ import annotations
@@ -141,11 +143,13 @@ def uvicorn_config(app: ASGIApp, config: ServerConfig, **options: Any) -> Any:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     header_timeout = config.header_timeout
+    body_timeout = config.body_timeout
 
     class HeaderTimedProtocol(H11Protocol):
         """uvicorn's h11 protocol, closing a connection whose request head is late (see the module)."""
 
         _header_timer: asyncio.TimerHandle | None = None
+        _body_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -164,10 +168,26 @@ def uvicorn_config(app: ASGIApp, config: ServerConfig, **options: Any) -> Any:
             cycle = self.cycle
             if cycle is not None and not cycle.response_complete:
                 self._cancel_header_timer()
+                if cycle.more_body and self._body_timer is None:
+                    self._body_timer = self.loop.call_later(body_timeout, self._body_timed_out)
+                elif not cycle.more_body:
+                    self._cancel_body_timer()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_header_timer()
+            self._cancel_body_timer()
             super().connection_lost(exc)
+
+        def _cancel_body_timer(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_timed_out(self) -> None:
+            self._body_timer = None
+            cycle = self.cycle
+            if cycle is not None and cycle.more_body and not self.transport.is_closing():
+                self.transport.close()  # the app's receive() gets `http.disconnect`: its slot frees
 
         def _arm_header_timer(self) -> None:
             self._cancel_header_timer()
