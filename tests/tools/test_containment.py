@@ -234,6 +234,16 @@ def test_a_committed_local_settings_file_neither_loosens_nor_names_a_program(
     assert settings.mode is None
     assert settings.rules.allow == ()
     assert settings.sandbox == SandboxPolicy()
+    # the user reads it and confirms it: now it counts, except the program it names
+    confirmed = CliRunner().invoke(cli, ["trust", "--workspace", str(ws), "--yes"])
+    assert confirmed.exit_code == 0, confirmed.output
+    assert str(local) in confirmed.output
+    settings = load_settings(ws)
+    assert settings.mode == "bypassPermissions"
+    assert [str(r) for r in settings.rules.allow] == ["Bash"]
+    assert settings.sandbox == SandboxPolicy(mode="off", network=True)
+    local.write_text(local.read_text().replace("Bash", "Read"))  # any change: unconfirmed again
+    assert load_settings(ws).mode is None
 
 
 # --- programs foldline runs on the host -------------------------------------------------------
@@ -397,3 +407,22 @@ def test_read_refuses_a_fifo_instead_of_blocking(tmp_path: Path) -> None:
     result = anyio.run(go)
     assert result.is_error
     assert "not a regular file" in str(result.content)
+
+
+@needs_bwrap
+def test_the_history_cannot_be_deleted_unnoticed(tmp_path: Path) -> None:
+    """The object store must stay writable for `git commit`; its packs are pinned (they cannot be
+    deleted), and loose objects deleted are reported."""
+    ws = _repo(tmp_path / "ws")
+    (ws / "b.txt").write_text("b\n")
+    _git("add", "b.txt", cwd=ws)
+    _git("commit", "-qm", "second", cwd=ws)
+    _git("gc", "-q", cwd=ws)  # the first two commits packed
+    second = _git("rev-parse", "HEAD", cwd=ws).strip()
+    (ws / "c.txt").write_text("c\n")
+    _git("add", "c.txt", cwd=ws)
+    _git("commit", "-qm", "third", cwd=ws)  # loose
+    result = _bash(_python("import shutil; shutil.rmtree('.git/objects', ignore_errors=True)"), _ctx(ws))
+    assert "objects were deleted from git's object store" in str(result.content), result.content
+    assert list((ws / ".git" / "objects" / "pack").glob("*.pack"))
+    assert _git("cat-file", "-t", second, cwd=ws).strip() == "commit"  # the packed history is there

@@ -61,6 +61,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "foldline.cli.sessions",
         "List the sessions (foldline or Claude Code) under DIRS (default: the sessions directory).",
     ),
+    "trust": (
+        "foldline.cli.trust",
+        "Show the workspace's unconfirmed settings files and confirm them, so they take effect.",
+    ),
     "show": (
         "foldline.cli.sessions",
         "Print SESSION (a foldline or Claude Code transcript file, or a session id) readably.",

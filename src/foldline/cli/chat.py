@@ -39,6 +39,7 @@ from foldline.cli._jsonout import event_object, json_line, result_object
 from foldline.cli._prompt import make_asker
 from foldline.cli._slash import compact_command, run_slash
 from foldline.cli._ui import Renderer, recap, status_line
+from foldline.cli.trust import confirm_settings
 from foldline.config import DESIGN_WINDOW, Config, TranscriptConfig
 from foldline.containment.sandbox import Sandbox, detect_sandbox
 from foldline.engine import TurnResult
@@ -131,6 +132,21 @@ def _imported(source: Path, workspace: Path, sessions_dir: Path) -> Path:
     for issue in loaded.warnings:
         click.echo(f"warning: {issue} (skipped)", err=True)
     return dest
+
+
+def _settings(workspace: Path, *, ask: bool) -> Settings:
+    """The workspace's settings, its warnings said once (stderr); in a terminal, files the user
+    has not confirmed are shown and the user is asked once whether to trust them."""
+    try:
+        settings = load_settings(workspace)
+        if ask and settings.untrusted:
+            if confirm_settings(settings.untrusted):
+                settings = load_settings(workspace)
+    except FoldlineError as e:
+        raise click.ClickException(explain(e)) from e
+    for warning in settings.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    return settings
 
 
 def _sandbox(settings: Settings, workspace: Path, config: Config) -> Sandbox:
@@ -472,15 +488,10 @@ def chat(**options: Any) -> None:
         context_window=options["context_window"],
         max_output=options["max_output_tokens"],
     )
-    try:
-        settings = load_settings(workspace)
-    except FoldlineError as e:
-        raise click.ClickException(explain(e)) from e
-    for warning in settings.warnings:
-        click.echo(f"warning: {warning}", err=True)
+    interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
+    settings = _settings(workspace, ask=interactive and sys.stdin.isatty())
     sandbox = _sandbox(settings, workspace, config)
     mode: PermissionMode = options["permission_mode"] or settings.mode or "default"
-    interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
     terminal = interactive and use_terminal()
     renderer = Renderer(console, live=terminal and console.is_terminal)
     chat_ref: list[ChatApp] = []

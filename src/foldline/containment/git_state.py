@@ -73,6 +73,9 @@ class GitState:
     gitmodules: bytes | None = None
     nested: dict[str, bytes] = field(default_factory=dict)
     """For each gitlink, the config of the repository found there (what `git status` would use)."""
+    loose_objects: int = 0
+    """Loose objects in the repository's object store (history a command could delete)."""
+    pack_names: frozenset[str] = frozenset()
 
 
 def snapshot(workspace: Path) -> GitState:
@@ -88,7 +91,33 @@ def snapshot(workspace: Path) -> GitState:
         inner = _repo_git_dir(workspace / link)
         if inner is not None:
             nested[link] = _read(inner / "config") + _read(inner / "config.worktree")
-    return GitState(links, modules, nested)
+    loose, pack_names = (
+        (_loose_count(gitdir), frozenset(p.name for p in packs(gitdir))) if gitdir else (0, frozenset())
+    )
+    return GitState(links, modules, nested, loose, pack_names)
+
+
+def packs(gitdir: Path) -> list[Path]:
+    """The pack files of a git directory's object store (`.pack`, `.idx` and their companions)."""
+    try:
+        return sorted(p for p in (gitdir / "objects" / "pack").iterdir() if p.name.startswith("pack-"))
+    except OSError:
+        return []
+
+
+def _loose_count(gitdir: Path) -> int:
+    total = 0
+    objects = gitdir / "objects"
+    try:
+        folders = [e for e in os.scandir(objects) if len(e.name) == 2 and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return 0
+    for folder in folders:
+        try:
+            total += len(os.listdir(folder.path))
+        except OSError:
+            continue
+    return total
 
 
 def git_dirs(workspace: Path, state: GitState) -> list[Path]:
@@ -126,6 +155,12 @@ def changes(workspace: Path, before: GitState, after: GitState) -> list[str]:
             keys = _program_keys(after.nested.get(link, b""))
             what = f"; it sets {', '.join(keys)}" if keys else ""
             said.append(f"the config of the submodule repository at `{link}` changed{what}")
+    lost = before.loose_objects - after.loose_objects
+    if lost > 0 and after.pack_names == before.pack_names:  # not gc packing them
+        said.append(
+            f"{lost} objects were deleted from git's object store: commits, trees or file versions "
+            "may be gone from the history (`git fsck` tells); restore them from a remote or a backup"
+        )
     if after.gitmodules != before.gitmodules:
         verb = "was removed" if after.gitmodules is None else "changed"
         keys = _program_keys(after.gitmodules or b"")

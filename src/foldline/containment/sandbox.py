@@ -338,6 +338,9 @@ def _git_mounts(workspace: Path, gitdirs: list[Path]) -> list[_Mount]:
             path = gitdir / rel
             if path.exists() or path.is_symlink():
                 mounts.append(_Mount("--ro-bind", path))
+        # the packs hold most of the history: as mount points they cannot be deleted or renamed
+        # (new objects and packs can still be written; loose ones are counted after the call)
+        mounts += [_Mount("--bind", pack) for pack in git_state.packs(gitdir)]
     return mounts
 
 

@@ -134,6 +134,35 @@ class ConcurrencyLimit:
             self.in_flight -= 1
 
 
+class _Timer:
+    """One deadline on a connection: `arm` (re)starts it, `cancel` stops it; when it fires, the
+    transport is closed if `still_due()` says the awaited bytes have not all come."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.handle: asyncio.TimerHandle | None = None
+
+    @property
+    def armed(self) -> bool:
+        return self.handle is not None
+
+    def arm(self, loop: asyncio.AbstractEventLoop, transport: asyncio.BaseTransport, still_due: Any) -> None:
+        self.cancel()
+
+        def fire() -> None:
+            self.handle = None
+            if still_due() and not transport.is_closing():
+                # for a body, the app's receive() then gets `http.disconnect`: its slot frees
+                transport.close()
+
+        self.handle = loop.call_later(self.seconds, fire)
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
 def uvicorn_config(app: ASGIApp, config: ServerConfig, **options: Any) -> Any:
     """A `uvicorn.Config` for `app` with the idle-connection bounds of `config` (see the module).
 
@@ -142,70 +171,41 @@ def uvicorn_config(app: ASGIApp, config: ServerConfig, **options: Any) -> Any:
     import uvicorn
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    header_timeout = config.header_timeout
-    body_timeout = config.body_timeout
-
-    class HeaderTimedProtocol(H11Protocol):
-        """uvicorn's h11 protocol, closing a connection whose request head is late (see the module)."""
-
-        _header_timer: asyncio.TimerHandle | None = None
-        _body_timer: asyncio.TimerHandle | None = None
+    class TimedProtocol(H11Protocol):
+        """uvicorn's h11 protocol, closing a connection whose request head or body is late."""
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            self._head = _Timer(config.header_timeout)
+            self._body = _Timer(config.body_timeout)
             super().connection_made(transport)
-            self._arm_header_timer()
+            self._head.arm(self.loop, self.transport, lambda: True)
 
         def on_response_complete(self) -> None:
             # The next request's head is due now: uvicorn's keep-alive timer covers the silence,
             # this one a head that starts and never ends. Armed first, because the parent goes on
             # to start a pipelined request at once (and `handle_events` then disarms it).
             if not self.transport.is_closing():
-                self._arm_header_timer()
+                self._head.arm(self.loop, self.transport, lambda: True)
             super().on_response_complete()
 
         def handle_events(self) -> None:
             super().handle_events()
             cycle = self.cycle
             if cycle is not None and not cycle.response_complete:
-                self._cancel_header_timer()
-                if cycle.more_body and self._body_timer is None:
-                    self._body_timer = self.loop.call_later(body_timeout, self._body_timed_out)
-                elif not cycle.more_body:
-                    self._cancel_body_timer()
+                self._head.cancel()
+                if not cycle.more_body:
+                    self._body.cancel()
+                elif not self._body.armed:
+                    self._body.arm(self.loop, self.transport, lambda: cycle.more_body)
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._cancel_header_timer()
-            self._cancel_body_timer()
+            self._head.cancel()
+            self._body.cancel()
             super().connection_lost(exc)
-
-        def _cancel_body_timer(self) -> None:
-            if self._body_timer is not None:
-                self._body_timer.cancel()
-                self._body_timer = None
-
-        def _body_timed_out(self) -> None:
-            self._body_timer = None
-            cycle = self.cycle
-            if cycle is not None and cycle.more_body and not self.transport.is_closing():
-                self.transport.close()  # the app's receive() gets `http.disconnect`: its slot frees
-
-        def _arm_header_timer(self) -> None:
-            self._cancel_header_timer()
-            self._header_timer = self.loop.call_later(header_timeout, self._header_timed_out)
-
-        def _cancel_header_timer(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _header_timed_out(self) -> None:
-            self._header_timer = None
-            if not self.transport.is_closing():
-                self.transport.close()
 
     return uvicorn.Config(
         app,
-        http=HeaderTimedProtocol,
+        http=TimedProtocol,
         timeout_keep_alive=config.keep_alive_timeout,
         **options,
     )

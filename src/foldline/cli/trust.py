@@ -1,0 +1,66 @@
+"""`foldline trust`: confirm the workspace's own settings files (docs/design.md §9.4).
+
+A settings file inside the workspace (`.foldline/settings*.json`, `.claude/settings*.json`) may
+come with a cloned repository or from a command the agent ran; until the user confirms it, it
+loosens nothing (`foldline.settings`). This command shows each unconfirmed file whole and records
+the confirmation (`foldline.containment.trust`), keyed by the file's content: any later change makes
+it unconfirmed again. `foldline chat` asks the same question at start in a terminal.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from foldline.cli import cli
+from foldline.containment.trust import trust as record_trust
+from foldline.errors import FoldlineError
+from foldline.settings import load_settings
+
+__all__ = ["confirm_settings", "trust"]
+
+
+def confirm_settings(paths: tuple[Path, ...], *, home: Path | None = None, assume_yes: bool = False) -> bool:
+    """Show each of `paths` and ask once whether to trust them all (or take `assume_yes`); record
+    the answer. Returns whether they are now trusted."""
+    home = Path.home() if home is None else home
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            raise click.ClickException(f"{path}: cannot read it ({e.strerror})") from e
+        click.echo(f"── {path}", err=True)
+        click.echo(text.rstrip("\n"), err=True)
+    question = (
+        f"Trust {'this settings file' if len(paths) == 1 else 'these settings files'}? They may allow "
+        "commands without asking, change the permission mode and open the Bash sandbox"
+    )
+    if not assume_yes and not click.confirm(question, default=False, err=True):
+        click.echo("Not trusted: their allow rules, mode and sandbox settings stay ignored.", err=True)
+        return False
+    for path in paths:
+        record_trust(path, home)
+    files = f"{len(paths)} file{'s' if len(paths) != 1 else ''}"
+    click.echo(f"Trusted {files} (until the next change).", err=True)
+    return True
+
+
+@cli.command("trust")
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    help="The workspace whose settings files to confirm (default: the current directory).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Trust them without asking (after showing them).")
+def trust(workspace: Path, yes: bool) -> None:
+    """Show the workspace's unconfirmed settings files and confirm them, so they take effect."""
+    try:
+        settings = load_settings(workspace.resolve())
+    except FoldlineError as e:
+        raise click.ClickException(str(e)) from e
+    if not settings.untrusted:
+        click.echo("Nothing to confirm: no settings file here asks for more than it is given.", err=True)
+        return
+    confirm_settings(settings.untrusted, assume_yes=yes)
