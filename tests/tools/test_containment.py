@@ -426,3 +426,75 @@ def test_the_history_cannot_be_deleted_unnoticed(tmp_path: Path) -> None:
     assert "objects were deleted from git's object store" in str(result.content), result.content
     assert list((ws / ".git" / "objects" / "pack").glob("*.pack"))
     assert _git("cat-file", "-t", second, cwd=ws).strip() == "commit"  # the packed history is there
+
+
+# --- what must keep working -------------------------------------------------------------------
+
+EVERYDAY_GIT = (
+    "git status --short",
+    "git diff",
+    "git add -A",
+    "git commit -qm 'add a feature'",
+    "git branch feature && git branch",
+    "echo more >> a.py && git stash && git stash list",
+    "git stash pop && git diff --stat",
+    "git log --oneline",
+)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("rules", [None, "Read(**/.env)"], ids=["no-rules", "read-deny"])
+def test_everyday_git_runs_without_a_prompt_and_works(tmp_path: Path, rules: str | None) -> None:
+    ws = _repo(tmp_path / "ws")
+    (ws / "a.py").write_text("x = 1\n")
+    denies = PermissionRules.from_lists(deny=[rules]) if rules else PermissionRules()
+    ctx = _ctx(ws, denies)
+    asked: list[str] = []
+
+    async def ask(_name: str, tool_input: object, _decision: object) -> bool:
+        asked.append(str(tool_input))
+        return True
+
+    async def run(command: str) -> ToolResult:
+        turn = ctx.for_turn()
+        decision = await authorize("Bash", {"command": command}, turn, denies, "default", ask)
+        assert decision.behavior == "allow", (command, decision)
+        return await BashTool().run({"command": command}, turn)
+
+    for command in EVERYDAY_GIT:
+        result = anyio.run(run, command)
+        assert not result.is_error, (command, result.content)
+        assert "Warning" not in str(result.content), (command, result.content)
+    assert asked == []
+    assert "add a feature" in _git("log", "--oneline", cwd=ws)
+    assert (ws / "a.py").read_text() == "x = 1\nmore\n"
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_a_package_installs_into_a_workspace_venv_with_the_network_on(tmp_path: Path) -> None:
+    import zipfile
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    wheel = ws / "hello_pkg-0.1-py3-none-any.whl"
+    info = "hello_pkg-0.1.dist-info"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("hello_pkg/__init__.py", "GREETING = 'hi'\n")
+        archive.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: hello-pkg\nVersion: 0.1\n")
+        archive.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        archive.writestr(
+            f"{info}/RECORD", f"hello_pkg/__init__.py,,\n{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n"
+        )
+    read_only, hidden = (), ()
+    sandbox = detect_sandbox(SandboxPolicy(network=True), read_only=read_only, hidden=hidden, workspace=ws)
+    ctx = ToolContext(workspace=ws, sandbox=sandbox)
+    command = (
+        f"python3 -m venv .venv && .venv/bin/pip install -q --no-index ./{wheel.name} "
+        "&& .venv/bin/python -c 'import hello_pkg; print(hello_pkg.GREETING)'"
+    )
+    result = _bash(command, ctx)
+    assert not result.is_error, result.content
+    assert "hi" in str(result.content)
