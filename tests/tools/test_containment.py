@@ -154,6 +154,28 @@ def test_nothing_git_reads_as_configuration_can_be_created(tmp_path: Path, targe
 
 
 @needs_bwrap
+def test_files_a_git_config_names_inside_the_workspace_are_held_or_reported(tmp_path: Path) -> None:
+    """husky's `core.hooksPath = .husky`, an included config, a filter's script: the user's own
+    git runs or reads them on the next commit. Existing ones are read-only; one a command creates
+    where the config points is reported."""
+    ws = _repo(tmp_path / "ws")
+    (ws / ".husky").mkdir()
+    (ws / ".husky" / "pre-commit").write_text("#!/bin/sh\nnpm test\n")
+    (ws / "team.gitconfig").write_text("[core]\n\tautocrlf = input\n")
+    (ws / "scripts").mkdir()
+    _git("config", "core.hooksPath", ".husky", cwd=ws)
+    _git("config", "include.path", "../team.gitconfig", cwd=ws)
+    _git("config", "filter.lfsish.clean", "./scripts/clean.sh %f", cwd=ws)
+    for target in (".husky/pre-commit", ".husky/post-checkout", "team.gitconfig"):
+        result = _bash(_python(f"open('{target}', 'a').write('touch /tmp/pwned\\n')"), _ctx(ws))
+        assert result.is_error, (target, result.content)
+    assert "pwned" not in (ws / ".husky" / "pre-commit").read_text()
+    assert not (ws / ".husky" / "post-checkout").exists()
+    created = _bash(_python("open('scripts/clean.sh', 'w').write('touch /tmp/pwned')"), _ctx(ws))
+    assert "scripts/clean.sh changed: git on your machine runs it" in str(created.content)
+
+
+@needs_bwrap
 def test_a_linked_worktrees_commondir_cannot_be_rewritten(tmp_path: Path) -> None:
     ws = _repo(tmp_path / "ws")
     _git("worktree", "add", "-q", str(tmp_path / "wt"), cwd=ws)
@@ -498,3 +520,24 @@ def test_a_package_installs_into_a_workspace_venv_with_the_network_on(tmp_path: 
     result = _bash(command, ctx)
     assert not result.is_error, result.content
     assert "hi" in str(result.content)
+
+
+# --- the user and the model are told -----------------------------------------------------------
+
+
+@needs_bwrap
+def test_what_the_sandbox_did_to_a_command_is_said(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    ctx = _ctx(ws)
+    offline = _bash(_python("import socket; socket.create_connection(('127.0.0.1', 9), timeout=5)"), ctx)
+    assert offline.is_error
+    assert "The sandbox has no network" in str(offline.content)
+    assert '"network": true' in str(offline.content)  # and how the user turns it on
+    vanished = _bash("echo draft > /tmp/notes.txt", ctx)
+    assert not vanished.is_error
+    assert "/tmp/notes.txt lay outside the workspace" in str(vanished.content)
+    home = _bash("ls -a ~", ctx)
+    assert "The home directory is hidden in the sandbox" in str(home.content)
+    plain = _bash("echo fine > notes.txt && cat notes.txt", ctx)
+    assert "Note:" not in str(plain.content)  # nothing to say about an ordinary call

@@ -22,7 +22,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["GIT_READ_ONLY", "PLACEHOLDERS", "GitState", "changes", "git_dirs", "linked_git_dirs", "snapshot"]
+__all__ = [
+    "GIT_READ_ONLY",
+    "PLACEHOLDERS",
+    "GitState",
+    "changes",
+    "executed_files",
+    "git_dirs",
+    "linked_git_dirs",
+    "packs",
+    "snapshot",
+]
 
 GIT_READ_ONLY = (
     "config",
@@ -76,6 +86,8 @@ class GitState:
     loose_objects: int = 0
     """Loose objects in the repository's object store (history a command could delete)."""
     pack_names: frozenset[str] = frozenset()
+    executed: dict[str, bytes | None] = field(default_factory=dict)
+    """What each file `executed_files` names holds (None: absent); a folder's files one by one."""
 
 
 def snapshot(workspace: Path) -> GitState:
@@ -94,7 +106,14 @@ def snapshot(workspace: Path) -> GitState:
     loose, pack_names = (
         (_loose_count(gitdir), frozenset(p.name for p in packs(gitdir))) if gitdir else (0, frozenset())
     )
-    return GitState(links, modules, nested, loose, pack_names)
+    state = GitState(links, modules, nested, loose, pack_names)
+    executed: dict[str, bytes | None] = {}
+    for path in executed_files(workspace, git_dirs(workspace, state)):
+        files = sorted(path.iterdir()) if path.is_dir() else [path]
+        executed.update((str(f), _read(f) if f.is_file() else None) for f in files)
+        if not path.exists():
+            executed[str(path)] = None
+    return GitState(links, modules, nested, loose, pack_names, executed)
 
 
 def packs(gitdir: Path) -> list[Path]:
@@ -155,6 +174,12 @@ def changes(workspace: Path, before: GitState, after: GitState) -> list[str]:
             keys = _program_keys(after.nested.get(link, b""))
             what = f"; it sets {', '.join(keys)}" if keys else ""
             said.append(f"the config of the submodule repository at `{link}` changed{what}")
+    for name in sorted(set(before.executed) | set(after.executed)):
+        if before.executed.get(name) != after.executed.get(name):
+            said.append(
+                f"{name} changed: git on your machine runs it, or reads it as config, because a git "
+                "config names it (a hooks folder, an include, a filter or alias script)"
+            )
     lost = before.loose_objects - after.loose_objects
     if lost > 0 and after.pack_names == before.pack_names:  # not gc packing them
         said.append(
@@ -167,6 +192,33 @@ def changes(workspace: Path, before: GitState, after: GitState) -> list[str]:
         what = f" (it sets {', '.join(keys)})" if keys else ""
         said.append(f"`.gitmodules` {verb}{what}: `git submodule` commands read it")
     return said
+
+
+def executed_files(workspace: Path, gitdirs: list[Path], home: Path | None = None) -> list[Path]:
+    """Files inside the workspace that git on the host runs, or reads as config, because a config
+    it trusts names them: `core.hooksPath` (husky's `.husky/`), `include.path`, and the scripts of
+    program-valued keys (`filter.x.clean = ./scripts/clean.sh`, `alias.x = !./tool`). The
+    configs read are the repositories' own and the user's global ones."""
+    home = Path.home() if home is None else home
+    configs = [(g / name, g) for g in gitdirs for name in ("config", "config.worktree")]
+    configs += [(home / ".gitconfig", workspace), (home / ".config" / "git" / "config", workspace)]
+    found: dict[Path, None] = {}
+    for config, base in configs:
+        for key, value in _entries_of(_read(config)):
+            if key == "core.hookspath" or key == "include.path" or key.endswith(".path"):
+                raw = value
+                folder = workspace if key == "core.hookspath" else base
+            elif _RUNS.match(key):
+                raw = value.lstrip("!").strip().split(" ")[0].strip("\"'")
+                folder = workspace  # git runs these from the top of the work tree
+                if "/" not in raw:
+                    continue  # a bare name: found on PATH, not in the workspace
+            else:
+                continue
+            path = Path(os.path.realpath(folder / os.path.expanduser(raw))) if raw else None
+            if path is not None and path.is_relative_to(workspace) and path != workspace:
+                found[path] = None
+    return list(found)
 
 
 def linked_git_dirs(dot_git: Path) -> list[Path]:
@@ -213,7 +265,13 @@ def _read(path: Path) -> bytes:
 
 def _program_keys(config: bytes) -> list[str]:
     """The keys of a git config text that `_RUNS` names, as `section.sub.key=value`."""
-    found: list[str] = []
+    return [f"{key}={value[:80]}" for key, value in _entries_of(config) if _RUNS.match(key)]
+
+
+def _entries_of(config: bytes) -> list[tuple[str, str]]:
+    """A git config text's `(section.sub.key, value)` pairs, keys lower-cased (a loose reading:
+    enough to see what a file names, not to resolve what git would use)."""
+    found: list[tuple[str, str]] = []
     section = ""
     for raw in config.decode("utf-8", "replace").splitlines():
         line = raw.strip()
@@ -223,9 +281,7 @@ def _program_keys(config: bytes) -> list[str]:
         if not line or line[0] in "#;":
             continue
         key, _, value = line.partition("=")
-        name = f"{section}.{key.strip().lower()}"
-        if _RUNS.match(name.lower()):
-            found.append(f"{name}={value.strip()[:80]}")
+        found.append((f"{section}.{key.strip().lower()}".lower(), value.strip().strip('"')))
     return found
 
 

@@ -341,6 +341,10 @@ def _git_mounts(workspace: Path, gitdirs: list[Path]) -> list[_Mount]:
         # the packs hold most of the history: as mount points they cannot be deleted or renamed
         # (new objects and packs can still be written; loose ones are counted after the call)
         mounts += [_Mount("--bind", pack) for pack in git_state.packs(gitdir)]
+    # what a config git trusts names inside the workspace: hooks folders, included configs, scripts
+    mounts += [
+        _Mount("--ro-bind", path) for path in git_state.executed_files(workspace, gitdirs) if path.exists()
+    ]
     return mounts
 
 
