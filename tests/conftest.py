@@ -12,6 +12,21 @@ SHARED = Path(os.environ.get("FOLDLINE_SHARED", ROOT.parent / "shared"))
 CLAUDE_CODE_DATA = SHARED / "data" / "claude-code"
 
 
+_REAL_HOME = Path.home()
+
+
+@pytest.fixture(autouse=True)
+def _private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets an empty home of its own: what foldline keeps there (the settings a user
+    confirmed, history, sessions) never reads or writes the real one. The download caches stay
+    shared (models, npm packages), so nothing is fetched twice."""
+    monkeypatch.setenv("XDG_CACHE_HOME", os.environ.get("XDG_CACHE_HOME") or str(_REAL_HOME / ".cache"))
+    monkeypatch.setenv("npm_config_cache", os.environ.get("npm_config_cache") or str(_REAL_HOME / ".npm"))
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     """Every `@pytest.mark.anyio` test runs on asyncio (the engine uses asyncio directly)."""
