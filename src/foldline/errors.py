@@ -229,10 +229,11 @@ class ToolError(FoldlineError):
 
 
 class ClientUnavailableError(FoldlineError):
-    """A pinned real client (`foldline.interop`) cannot be had on this machine: no npm, the registry
-    unreachable, or no binary for this platform. The one reason a run of a real client is skipped."""
+    """A pinned real client (`foldline.interop`) or server (`foldline.llama_server`) cannot be had on
+    this machine: no npm, the registry unreachable, or no build for this platform. The one reason a
+    run of a real client or server is skipped."""
 
 
 class ClientRunError(FoldlineError):
-    """A real client (`foldline.interop`) or the server it talks to misbehaved: an install that
-    failed, a server that did not start, a turn that printed no result."""
+    """A real client (`foldline.interop`) or a server it talks to (`foldline.llama_server`)
+    misbehaved: an install that failed, a server that did not start, a turn that printed no result."""
