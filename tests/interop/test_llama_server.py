@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +30,8 @@ from foldline.cli.chat import with_limits
 from foldline.config import Config
 from foldline.errors import PromptTooLongAPIError
 from foldline.events import CompactionEvent, UIEvent
-from foldline.llama_server import LlamaServer
+from foldline.interop import foldline_command
+from foldline.llama_server import LlamaServer, free_port
 from foldline.providers.anthropic import AnthropicProvider
 from foldline.providers.base import http_error
 from foldline.session import Session
@@ -242,3 +245,29 @@ def test_replies_stream_token_by_token(server: LlamaServer) -> None:
     first, total, count = asyncio.run(run())
     assert count > 10  # token by token, not one block at the end
     assert first < total / 2
+
+
+def test_foldline_model_serve_answers_and_stops_within_a_second_of_sigterm(tmp_path: Path) -> None:
+    """`make real-model`'s command: a served model `foldline chat` can use; SIGTERM ends it all."""
+    port = free_port()
+    command = foldline_command("model", "serve", "--port", str(port), "--ctx-size", "2048")
+    with (tmp_path / "out.log").open("wb") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while "chat with it" not in (tmp_path / "out.log").read_text():
+            assert process.poll() is None, (tmp_path / "out.log").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "out.log").read_text()
+            time.sleep(0.1)
+        assert _config(url).window == 2_048
+        stopping = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=5) == 0
+        assert time.monotonic() - stopping < 1.0
+        with pytest.raises(urllib.error.URLError):  # the server went with it
+            urllib.request.urlopen(f"{url}/health", timeout=2)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
