@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from tests.llama_shapes import replay_tool_call
 
 from foldline._json import dumps, loads
 from foldline.compact.autocompact import install_autocompact
@@ -204,3 +205,20 @@ async def test_the_key_goes_as_x_api_key_and_as_a_bearer_token(
     sent = app.headers[-1]
     assert sent["x-api-key"] == "k"  # Harness's provider key
     assert sent["authorization"] == "Bearer k"
+
+
+async def test_llama_servers_tool_call_and_thinking_shapes_run_the_tool_and_finish_the_turn(
+    tmp_path: Path,
+) -> None:
+    text, bodies, path = await replay_tool_call(tmp_path)
+    assert text.strip() == "It adds two numbers."
+    follow_up = bodies[1]["messages"]
+    said = follow_up[-2]
+    assert said["role"] == "assistant"
+    assert [block["type"] for block in said["content"]] == ["thinking", "text", "tool_use"]
+    assert said["content"][0]["signature"] == ""  # as the server gave it: it checks none
+    call = said["content"][-1]
+    assert call["input"] == {"file_path": str(path)}
+    [answered] = [b for b in follow_up[-1]["content"] if b["type"] == "tool_result"]
+    assert answered["tool_use_id"] == "call_replayed0"
+    assert "def add" in str(answered["content"])

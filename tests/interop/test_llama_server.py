@@ -24,6 +24,7 @@ import httpx2
 import pytest
 from click.testing import CliRunner
 from tests.interop._harness import llama_server
+from tests.llama_shapes import replay_tool_call
 
 from foldline.cli import cli
 from foldline.cli.chat import with_limits
@@ -271,3 +272,19 @@ def test_foldline_model_serve_answers_and_stops_within_a_second_of_sigterm(tmp_p
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_the_server_takes_back_its_own_tool_call_and_thinking_shapes(
+    server: LlamaServer, tmp_path: Path
+) -> None:
+    """What foldline sends after the server's tool call and thinking (replayed: this model makes
+    neither), the thinking's empty signature included, is a request the server answers."""
+    _, bodies, _ = asyncio.run(replay_tool_call(tmp_path))
+    follow_up = dict(bodies[1], max_tokens=8)
+    request = urllib.request.Request(
+        f"{server.url}/v1/messages", json.dumps(follow_up).encode(), {"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        assert answer.status == 200
+        events = [line for line in answer.read().splitlines() if line.startswith(b"data:")]
+    assert json.loads(events[-1][5:])["type"] == "message_stop"
