@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from foldline.cli import cli
 from foldline.cli.chat import with_limits
 from foldline.config import Config
 from foldline.errors import PromptTooLongAPIError
-from foldline.events import CompactionEvent, UIEvent
+from foldline.events import CompactionEvent, TextDeltaEvent, UIEvent
 from foldline.interop import foldline_command
 from foldline.llama_server import LlamaServer, free_port
 from foldline.providers.anthropic import AnthropicProvider
@@ -288,3 +289,30 @@ def test_the_server_takes_back_its_own_tool_call_and_thinking_shapes(
         assert answer.status == 200
         events = [line for line in answer.read().splitlines() if line.startswith(b"data:")]
     assert json.loads(events[-1][5:])["type"] == "message_stop"
+
+
+@pytest.mark.anyio
+async def test_an_interrupted_turn_frees_the_server_for_the_next_request(
+    server: LlamaServer, tmp_path: Path
+) -> None:
+    """Ctrl-C in `foldline chat` cancels the turn; the stream it closes is a generation the server
+    stops, so the next request does not wait behind it."""
+    events: list[UIEvent] = []
+    # ~15 s of generation if left running (the reserve is raised so the reply may be that long)
+    config = replace(_config(server.url), max_output_tokens=600, output_reserve=600)
+    session = Session.open(
+        tmp_path / "s.jsonl", provider=Recorder().provider(server.url), workspace=tmp_path, config=config
+    )
+    async with session:
+        task = asyncio.ensure_future(session.submit_message("Write a very long story about a lighthouse."))
+        session.engine.events.subscribers.append(
+            lambda event: (
+                task.cancel()
+                if isinstance(event, TextDeltaEvent) and len(events) >= 5
+                else events.append(event)
+            )
+        )
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    freed = await asyncio.to_thread(_first_event_after, server.url, time.monotonic(), "Hi")
+    assert freed < 1.0, f"the next request waited {freed:.2f} s behind the interrupted turn's generation"
