@@ -74,7 +74,7 @@ def http_error(
         too_long = PromptTooLongAPIError(model, status, body, message, **fields)
         too_long.prompt_tokens, too_long.limit = refusal.prompt_tokens, refusal.limit
         return too_long
-    if window_refused(message, body, error_type):
+    if window_refused(body, error_type):
         return PromptTooLongAPIError(model, status, body, message, **fields)
     if status in (503, 529) or error_type in ("overloaded_error", "unavailable_error"):
         return OverloadedError(model, status, body, message, **fields)

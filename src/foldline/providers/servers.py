@@ -125,8 +125,8 @@ def context_refusal(message: str, body: object) -> ContextRefusal | None:
     return None
 
 
-def window_refused(message: str, body: object, error_type: str) -> bool:
-    """Whether the answer refuses the window even where it names no numbers."""
+def window_refused(body: object, error_type: str) -> bool:
+    """Whether the answer's error type refuses the window, even where it names no numbers."""
     kind = error_type or str(error_object(body).get("type") or "")
     return kind in {"exceed_context_size_error", "context_length_exceeded"}
 
