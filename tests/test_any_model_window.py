@@ -121,3 +121,45 @@ def test_a_free_summary_is_kept_whole_and_an_empty_one_never() -> None:
 def test_the_tool_result_budget_scales_with_the_window() -> None:
     assert _small().scaled(Config().tool_result_budget_chars) == 50_000 * 8_192 // 200_000
     assert Config().scaled(50_000) == 50_000
+
+
+def _answering(routes: dict[str, object]) -> object:
+    """A server that answers GET `path` with the JSON `routes[path]`, anything else with a 404."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    async def answer(request: Request) -> Response:
+        found = routes.get(request.url.path)
+        return JSONResponse(found) if found is not None else JSONResponse({"error": "nope"}, status_code=404)
+
+    return Starlette(routes=[Route("/{path:path}", answer)])
+
+
+def test_a_llama_server_reports_its_running_window_whatever_its_alias() -> None:
+    """llama-server's `/props` (the `--ctx-size` it runs) wins over the trained window it lists."""
+    app = _answering(
+        {
+            "/props": {"default_generation_settings": {"n_ctx": 4_096}},
+            "/v1/models": {"data": [{"id": "/models/SmolLM2.gguf", "meta": {"n_ctx_train": 8_192}}]},
+        }
+    )
+    with run_server(app) as base_url:  # type: ignore[arg-type]
+        found = server_limits(base_url, "anything-at-all")
+        assert found is not None
+        assert found.context_window == 4_096
+
+
+def test_a_vllm_server_serving_one_model_under_another_name_reports_its_window() -> None:
+    app = _answering({"/v1/models": {"object": "list", "data": [{"id": "qwen", "max_model_len": 32_768}]}})
+    with run_server(app) as base_url:  # type: ignore[arg-type]
+        found = server_limits(f"{base_url}/v1", "my-alias")
+        assert found is not None
+        assert found.context_window == 32_768
+    two = {"data": [{"id": "a", "max_model_len": 1_000}, {"id": "b", "max_model_len": 2_000}]}
+    with run_server(_answering({"/v1/models": two})) as base_url:  # type: ignore[arg-type]
+        assert server_limits(base_url, "c") is None  # which one? not guessed
+        found = server_limits(base_url, "b")
+        assert found is not None
+        assert found.context_window == 2_000

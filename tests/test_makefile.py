@@ -49,3 +49,13 @@ def test_model_stamp_is_separate_from_the_demo_stamp(tmp_path: Path) -> None:
     steps = _dry_run(f"{venv}/.installed-model", venv)
     assert "torch==" in steps
     assert "-m venv" not in steps  # builds on the demo venv, does not rebuild it
+
+
+def test_real_model_serves_a_gguf_without_the_model_extra(tmp_path: Path) -> None:
+    steps = _dry_run("real-model", tmp_path / "venv")
+    assert "foldline model serve" in steps
+    assert "torch" not in steps
+    assert "model]" not in steps  # the `model` extra (torch, transformers) is not installed
+    transformers = _dry_run("real-model-transformers", tmp_path / "venv")
+    assert "torch==" in transformers
+    assert "foldline model fetch" in transformers

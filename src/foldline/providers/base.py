@@ -12,7 +12,14 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from foldline.errors import ModelHTTPError, OutputRoomError, OverloadedError, PromptTooLongAPIError
+from foldline.errors import (
+    BadOutputError,
+    ModelHTTPError,
+    OutputRoomError,
+    OverloadedError,
+    PromptTooLongAPIError,
+)
+from foldline.providers.servers import bad_output, context_refusal, error_object, window_refused
 from foldline.stream import StreamEvent
 
 __all__ = [
@@ -41,7 +48,12 @@ def http_error(
     retry_after: float | None = None,
     in_stream: bool = False,
 ) -> ModelHTTPError:
-    """The typed error for a Messages API error answer (status, body, the API's message text)."""
+    """The typed error for a Messages API error answer (status, body, the API's message text).
+
+    The API's own wording first, then the third-party servers' (`providers.servers`: llama.cpp,
+    vLLM, SGLang), so a window overflow from any of them is recovered from the same way.
+    """
+    error_type = error_type or str(error_object(body).get("type") or "")
     fields: dict[str, Any] = {"error_type": error_type, "retry_after": retry_after, "in_stream": in_stream}
     if room := _OUTPUT_ROOM.search(message):
         output = OutputRoomError(model, status, body, message, **fields)
@@ -52,8 +64,22 @@ def http_error(
         if numbers := _PROMPT_TOO_LONG.search(message):
             too_long.prompt_tokens, too_long.limit = int(numbers[1]), int(numbers[2])
         return too_long
-    if status == 529 or error_type == "overloaded_error":
+    if (refusal := context_refusal(message, body)) is not None:
+        if refusal.prompt_fits:
+            assert refusal.output_tokens is not None
+            output = OutputRoomError(model, status, body, message, **fields)
+            output.prompt_tokens, output.max_tokens = refusal.prompt_tokens, refusal.output_tokens
+            output.limit = refusal.limit
+            return output
+        too_long = PromptTooLongAPIError(model, status, body, message, **fields)
+        too_long.prompt_tokens, too_long.limit = refusal.prompt_tokens, refusal.limit
+        return too_long
+    if window_refused(body, error_type):
+        return PromptTooLongAPIError(model, status, body, message, **fields)
+    if status in (503, 529) or error_type in ("overloaded_error", "unavailable_error"):
         return OverloadedError(model, status, body, message, **fields)
+    if bad_output(message):
+        return BadOutputError(model, status, body, message, **fields)
     return ModelHTTPError(model, status, body, message, **fields)
 
 

