@@ -278,9 +278,25 @@ Microcompact, Collapse, AutoCompact) and every tool must agree on what a count m
 class CacheConfig:
     """Prompt-cache breakpoints (design.md §4.2, A42-A45, §P) and how a cache break is judged (R7.3)."""
 
-    static_ttl: Literal["5m", "1h"] = "5m"
-    """TTL of the tools and system breakpoints; a 1h one never follows a 5m one (A44)."""
+    static_ttl: Literal["5m", "1h"] = "1h"
+    """TTL of the tools and system breakpoints; a 1h one never follows a 5m one (A44). 1h: written
+    once an hour at 2x the input price instead of every pause past 5 minutes at 1.25x, and it lets
+    the turn breakpoints below be 1h too."""
     message_ttl: Literal["5m", "1h"] = "5m"
+    """TTL of the rolling message breakpoint (each request's tail)."""
+    turn_ttl: Literal["5m", "1h", "auto"] = "auto"
+    """TTL of the breakpoint on the prompt that opens a turn (design.md §4.2): `auto` chooses 1h
+    when the expected saving (a pause past 5 minutes would otherwise make the next turn write the
+    whole prefix again) beats the extra price of writing the turn at the 1h rate; `5m` never."""
+    pause_share_prior: float = 0.25
+    """Prior share of pauses before a prompt that outlast the 5-minute TTL, before the session has
+    shown its own; an assumption (a person reads, thinks, leaves for a meeting; a script never
+    pauses), updated with every pause the session records."""
+    pause_prior_weight: float = 4.0
+    """How many observed pauses the prior counts as."""
+    write_5m_price: float = 1.25
+    write_1h_price: float = 2.0
+    """Cache write prices as multiples of the input price (the API's list prices)."""
     max_breakpoints: int = 4
     lookback_blocks: int = 20
     """The API looks back this many blocks from a breakpoint for an earlier cache entry."""

@@ -56,9 +56,10 @@ def _t(value: str) -> Block:
 def test_breakpoints_on_tools_system_and_last_message() -> None:
     messages = _msgs(("user", [_t("hi")]), ("assistant", [_t("yo")]), ("user", [_t("more"), _t("and more")]))
     marked = add_cache_breakpoints(messages, system=[_t("sys")], tools=TOOLS)
-    assert marked.tools[-1]["cache_control"] == {"type": "ephemeral"}
+    # the static prefix is written for an hour (CacheConfig.static_ttl), the rolling one for 5 minutes
+    assert marked.tools[-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert "cache_control" not in marked.tools[0]
-    assert marked.system[-1]["cache_control"] == {"type": "ephemeral"}
+    assert marked.system[-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert marked.message_breakpoints == ((2, 1),)
     assert marked.messages[2]["content"][1]["cache_control"] == {"type": "ephemeral"}
     assert "cache_control" not in messages[2]["content"][1]  # inputs untouched
@@ -240,8 +241,14 @@ def test_each_request_validates_and_extends_the_previous_cached_prefix(session: 
     for before, after in itertools.pairwise(plans):
         assert _whole(after.body).startswith(cached_prefix_bytes(before.body))
         assert after.body["thinking"] == before.body["thinking"]
-    fired = [i for i, p in enumerate(plans) if len(p.message_breakpoints) == 2]
+    def ttl(plan: Any) -> str | None:
+        m, b = plan.message_breakpoints[0]
+        return plan.body["messages"][m]["content"][b]["cache_control"].get("ttl")
+
+    fired = [i for i, p in enumerate(plans) if len(p.message_breakpoints) == 2 and ttl(p) is None]
     assert fired == [21]  # the turn after the fan-out keeps the previous prefix findable
+    # the others with two open a turn: the previous prompt and this one, both for an hour
+    assert all(ttl(p) == "1h" for p in plans if len(p.message_breakpoints) == 2 and p is not plans[21])
     assert len(_controls(plans[21].body)) == 4
 
 

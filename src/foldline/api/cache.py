@@ -289,6 +289,7 @@ def add_cache_breakpoints(
     volatile_last: bool = False,
     config: CacheConfig | None = None,
     memo: PreparedMessages | None = None,
+    pause_share: float | None = None,
 ) -> CacheMarked:
     """Place the request's `cache_control` breakpoints and cache_edits blocks (design.md §4.2).
 
@@ -309,6 +310,8 @@ def add_cache_breakpoints(
             goes on the message before it.
         config: TTLs and limits.
         memo: reuse messages prepared by earlier calls of the same session (see `PreparedMessages`).
+        pause_share: the expected share of pauses before a prompt that outlast the 5-minute TTL
+            (`pause_share` of the session's entries); None: `config.pause_share_prior`.
 
     Returns:
         Marked copies and the new pins to append to the timeline.
@@ -323,9 +326,58 @@ def add_cache_breakpoints(
     message_ttl: TTL = "5m" if cfg.static_ttl == "5m" and (marked_tools or marked_system) else cfg.message_ttl
     previous = previous_turn_breakpoint(out) if previous_breakpoint == "auto" else previous_breakpoint
     points = _message_breakpoints(out, target, previous, budget, cfg)
-    for point in points:
-        _mark(out, point, message_ttl)
+    share = cfg.pause_share_prior if pause_share is None else pause_share
+    # A44 again: 1h turn breakpoints only where no 5m static one precedes them
+    may_1h = cfg.static_ttl == "1h" or not (marked_tools or marked_system)
+    turn = _turn_points(out, target, budget, cfg, share) if may_1h else ()
+    if turn:
+        points = turn
+        for point in points:
+            _mark(out, point, "1h")
+    else:
+        for point in points:
+            _mark(out, point, message_ttl)
     return CacheMarked(out, marked_system, marked_tools, new_pins, points)
+
+
+def _opens_turn(messages: Sequence[MessageParam], i: int) -> bool:
+    """Whether message `i` is a prompt that opens a turn: a user message not answering tool calls."""
+    if messages[i]["role"] != "user":
+        return False
+    return i == 0 or not any(b.get("type") == "tool_use" for b in messages[i - 1]["content"])
+
+
+def _turn_points(
+    messages: Sequence[MessageParam], target: int, budget: int, cfg: CacheConfig, share: float
+) -> tuple[BlockPosition, ...]:
+    """On a turn's first request, when a 1h entry pays: 1h breakpoints on the previous turn's
+    prompt (where the last 1h entry is, so a pause past 5 minutes still finds it) and on this
+    prompt (the entry the next turn will find). Empty when the rolling breakpoints stand.
+
+    The price rule (`CacheConfig.turn_ttl`), with `p` the share of pauses past 5 minutes: a 1h
+    entry saves rewriting the prefix up to the previous prompt at `write_5m` after such a pause
+    (`p x write_5m x prefix`). It costs `write_1h - write_5m` more on what is written at the 1h
+    rate: without a pause only the last reply and this prompt (the previous request's 5m entry
+    still holds the rest), after one the whole last turn: `(write_1h - write_5m) x ((1 - p) x tail
+    + p x new)`. Sizes are the messages' JSON lengths: only their ratio counts."""
+    if cfg.turn_ttl == "5m" or budget < 2 or not messages or target != len(messages) - 1:
+        return ()
+    if not _opens_turn(messages, target):
+        return ()
+    earlier = next((i for i in range(target - 1, -1, -1) if _opens_turn(messages, i)), None)
+    if earlier is None:
+        return ()
+    if cfg.turn_ttl == "auto":
+        sizes = [len(dumps(m)) for m in messages[: target + 1]]
+        prefix, new, tail = sum(sizes[: earlier + 1]), sum(sizes[earlier + 1 :]), sum(sizes[target - 1 :])
+        extra = (cfg.write_1h_price - cfg.write_5m_price) * ((1 - share) * tail + share * new)
+        if share * cfg.write_5m_price * prefix <= extra:
+            return ()
+    before = _last_cacheable(messages, (earlier, len(messages[earlier]["content"]) - 1))
+    now = _last_cacheable(messages, (target, len(messages[target]["content"]) - 1))
+    if before is None or now is None or before == now:
+        return ()
+    return before, now
 
 
 def _marked_static(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from foldline._incremental import GrowthCursor, collection_paused
@@ -34,7 +35,7 @@ from foldline.api.cache import (
 )
 from foldline.api.normalize import FrozenHead, IncrementalNormalizer, MessageParam, NormalizeOptions
 from foldline.api.validate import MIN_THINKING_BUDGET
-from foldline.config import Config
+from foldline.config import CacheConfig, Config
 from foldline.errors import UserError
 from foldline.projection import REPROJECTING, pins_in_view, project_view, rebuild_state
 from foldline.providers.base import Capabilities
@@ -45,6 +46,7 @@ from foldline.timeline import (
     ControlRecord,
     Entry,
     LatchedHeaders,
+    UserEntry,
     new_uuid,
     now_iso,
 )
@@ -56,6 +58,7 @@ __all__ = [
     "build_request",
     "latch_betas",
     "params_from_context",
+    "pause_share",
     "system_blocks",
 ]
 
@@ -346,6 +349,7 @@ class RequestAssembler:
             volatile_last=volatile_last,
             config=self.config.cache,
             memo=self._memo,
+            pause_share=pause_share(self._entries, self.config.cache),
         )
         wanted = list(requested_betas)
         if self.config.long_context:
@@ -419,3 +423,33 @@ def build_request(
         stream=stream,
         max_tokens=max_tokens,
     )
+
+
+def pause_share(entries: Sequence[Entry], cfg: CacheConfig) -> float:
+    """The expected share of pauses before a typed prompt that outlast the 5-minute cache TTL:
+    the session's own pauses (a prompt's time minus the entry before it), with
+    `cfg.pause_share_prior` counted as `cfg.pause_prior_weight` pauses. Read from the records, so a
+    resumed session and `foldline request` choose as the engine did."""
+    limit = cfg.ttl_seconds["5m"]
+    seen, over = 0, 0
+    previous: datetime | None = None
+    for entry in entries:
+        try:
+            at = datetime.fromisoformat(entry.timestamp)
+        except ValueError:
+            previous = None
+            continue
+        if isinstance(entry, UserEntry) and _typed(entry) and previous is not None:
+            seen += 1
+            over += (at - previous).total_seconds() > limit
+        previous = at
+    weight = cfg.pause_prior_weight
+    return (cfg.pause_share_prior * weight + over) / (weight + seen)
+
+
+def _typed(entry: UserEntry) -> bool:
+    """A prompt a person (or a script) gave: not injected, not tool results."""
+    if entry.is_meta or entry.is_compact_summary:
+        return False
+    content = entry.message.content
+    return isinstance(content, str) or not any(b.get("type") == "tool_result" for b in content)

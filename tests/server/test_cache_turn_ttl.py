@@ -1,0 +1,95 @@
+"""The turn breakpoints' TTL (design.md §4.2, `CacheConfig.turn_ttl`) against the server's cache:
+a pause past five minutes between turns costs the last turn's tail, not the whole prefix, when a
+1h entry pays for itself; and where it does not pay, none is written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.server.conftest import MODEL, FakeClock, Served, words
+
+from foldline.api.cache import add_cache_breakpoints
+from foldline.api.validate import find_errors
+from foldline.config import CacheConfig
+
+SYSTEM = [{"type": "text", "text": "You are a careful coding agent." + words(1100, "s")}]
+
+
+def _text(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text}]
+
+
+def _turn(n: int, size: int) -> list[dict[str, Any]]:
+    """One finished turn: a prompt, a tool call, its result, the answer."""
+    call = {"type": "tool_use", "id": f"toolu_{n:04d}", "name": "Read", "input": {"file_path": "a.py"}}
+    result = {"type": "tool_result", "tool_use_id": f"toolu_{n:04d}", "content": words(size, f"r{n}_")}
+    return [
+        {"role": "user", "content": _text(f"prompt {n}" + words(50, f"p{n}_"))},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [result]},
+        {"role": "assistant", "content": _text(f"answer {n}" + words(40, f"a{n}_"))},
+    ]
+
+
+def _send(
+    served: Served, messages: list[dict[str, Any]], config: CacheConfig, share: float
+) -> dict[str, Any]:
+    marked = add_cache_breakpoints(messages, system=SYSTEM, config=config, pause_share=share)  # type: ignore[arg-type]
+    body = {"model": MODEL, "max_tokens": 20, "system": marked.system, "messages": marked.messages}
+    assert find_errors(body) == []  # A44 among them: no 1h breakpoint after a 5m one
+    reply = served.client.messages.create(**body)
+    return reply.usage.model_dump(exclude_none=True)
+
+
+def _session(served: Served, clock: FakeClock, config: CacheConfig, share: float) -> dict[str, Any]:
+    """Four turns of 2,000-token results a minute apart, then a 20-minute pause: the next turn's first
+    request's usage."""
+    history: list[dict[str, Any]] = []
+    for n in range(4):
+        turn = _turn(n, 2000)
+        _send(served, [*history, turn[0]], config, share)  # the turn's first request
+        _send(served, [*history, *turn[:3]], config, share)  # after the tool result
+        history += turn
+        clock.advance(60)
+    clock.advance(20 * 60)
+    return _send(served, [*history, _turn(4, 10)[0]], config, share)
+
+
+def test_a_long_pause_keeps_the_prefix_up_to_the_previous_prompt(serve: Callable[..., Served]) -> None:
+    clock = FakeClock()
+    with_turns = _session(serve(clock=clock), clock, CacheConfig(), share=0.25)
+    clock = FakeClock()
+    rolling_only = _session(
+        serve(clock=clock), clock, CacheConfig(turn_ttl="5m", static_ttl="5m"), share=0.25
+    )
+    assert rolling_only["cache_read_input_tokens"] == 0  # everything expired with the pause
+    # the prefix through the previous prompt was written for an hour: only the last turn is new
+    total = rolling_only["cache_creation_input_tokens"]
+    assert with_turns["cache_read_input_tokens"] + with_turns["cache_creation_input_tokens"] == total
+    assert with_turns["cache_creation_input_tokens"] < total / 3  # one turn of four
+    assert with_turns["cache_creation"]["ephemeral_1h_input_tokens"] > 0
+
+
+def test_a_session_without_long_pauses_writes_no_one_hour_turn_entries() -> None:
+    history: list[dict[str, Any]] = []
+    for n in range(3):
+        history += _turn(n, 2000)
+    messages = [*history, _turn(3, 10)[0]]
+    paused = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25)  # type: ignore[arg-type]
+    never = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.0)  # type: ignore[arg-type]
+    assert len(paused.message_breakpoints) == 2
+    assert all(
+        paused.messages[m]["content"][b]["cache_control"].get("ttl") == "1h"
+        for m, b in paused.message_breakpoints
+    )
+    assert len(never.message_breakpoints) == 1
+    (m, b) = never.message_breakpoints[0]
+    assert never.messages[m]["content"][b]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_a_turn_bigger_than_what_it_would_save_stays_five_minutes() -> None:
+    # a small prefix and a huge new turn: 0.75 x new outweighs 0.25 x 1.25 x prefix
+    messages = [*_turn(0, 10), *_turn(1, 5000), _turn(2, 10)[0]]
+    marked = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25)  # type: ignore[arg-type]
+    assert len(marked.message_breakpoints) == 1
