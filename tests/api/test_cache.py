@@ -241,6 +241,7 @@ def test_each_request_validates_and_extends_the_previous_cached_prefix(session: 
     for before, after in itertools.pairwise(plans):
         assert _whole(after.body).startswith(cached_prefix_bytes(before.body))
         assert after.body["thinking"] == before.body["thinking"]
+
     def ttl(plan: Any) -> str | None:
         m, b = plan.message_breakpoints[0]
         return plan.body["messages"][m]["content"][b]["cache_control"].get("ttl")

@@ -541,3 +541,23 @@ def test_what_the_sandbox_did_to_a_command_is_said(tmp_path: Path) -> None:
     assert "The home directory is hidden in the sandbox" in str(home.content)
     plain = _bash("echo fine > notes.txt && cat notes.txt", ctx)
     assert "Note:" not in str(plain.content)  # nothing to say about an ordinary call
+
+
+@needs_bwrap
+def test_a_link_planted_among_the_packs_opens_nothing_outside(tmp_path: Path) -> None:
+    """Packs are pinned as mount points of their own; a link named like a pack must neither become
+    a writable mount of the file it points at nor make bwrap fail every later call."""
+    ws = _repo(tmp_path / "ws")
+    outside = Path("/var/tmp") / f"foldline-pack-link-{os.getpid()}.txt"  # not under the private /tmp
+    outside.write_text("keep\n")
+    try:
+        pack = ws / ".git" / "objects" / "pack"
+        pack.mkdir(parents=True, exist_ok=True)
+        (pack / "pack-evil.pack").symlink_to(outside)
+        code = "try: open('.git/objects/pack/pack-evil.pack', 'a').write('pwned')\n"
+        code += "except OSError: print('refused')"
+        result = _bash(_python(code), _ctx(ws))
+        assert "refused" in str(result.content), result.content  # it ran (a planted link breaks no call)
+        assert outside.read_text() == "keep\n"
+    finally:
+        outside.unlink()

@@ -117,11 +117,18 @@ def snapshot(workspace: Path) -> GitState:
 
 
 def packs(gitdir: Path) -> list[Path]:
-    """The pack files of a git directory's object store (`.pack`, `.idx` and their companions)."""
+    """The pack files of a git directory's object store (`.pack`, `.idx` and their companions):
+    regular files only, and only where they really are inside `gitdir` (a link planted there must
+    never make the file it points at a writable mount)."""
+    folder = gitdir / "objects" / "pack"
     try:
-        return sorted(p for p in (gitdir / "objects" / "pack").iterdir() if p.name.startswith("pack-"))
+        if not Path(os.path.realpath(folder)).is_relative_to(os.path.realpath(gitdir)):
+            return []
+        entries = list(os.scandir(folder))
     except OSError:
         return []
+    found = (Path(e.path) for e in entries if e.name.startswith("pack-") and e.is_file(follow_symlinks=False))
+    return sorted(found)
 
 
 def _loose_count(gitdir: Path) -> int:

@@ -446,6 +446,8 @@ def _make_missing(workspace: Path, gitdirs: list[Path]) -> list[Path]:
     for path, text in wanted:
         if path.exists() or path.is_symlink() or not path.parent.is_dir():
             continue
+        if not Path(os.path.realpath(path.parent)).is_relative_to(workspace):
+            continue  # a folder linked out of the workspace: nothing is made there
         try:
             if text is None:
                 path.mkdir()
