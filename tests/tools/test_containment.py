@@ -561,3 +561,19 @@ def test_a_link_planted_among_the_packs_opens_nothing_outside(tmp_path: Path) ->
         assert outside.read_text() == "keep\n"
     finally:
         outside.unlink()
+
+
+@needs_bwrap
+def test_a_protected_path_linked_to_nothing_stops_the_sandbox_with_a_reason(tmp_path: Path) -> None:
+    """`.git/config.worktree -> ../wt.cfg` with no `wt.cfg` yet: a command could create the file the
+    link names, and git would read it as config. No bind holds a path that does not exist, so the
+    sandbox refuses to run (fail closed) and says what to remove."""
+    ws = _repo(tmp_path / "ws")
+    _git("config", "extensions.worktreeConfig", "true", cwd=ws)
+    (ws / ".git" / "config.worktree").symlink_to(ws / "wt.cfg")
+    result = _bash(
+        _python("open('wt.cfg', 'w').write('[core]\\\\n\\\\tfsmonitor = touch /tmp/pwned\\\\n')"), _ctx(ws)
+    )
+    assert result.is_error
+    assert "config.worktree is a link to" in str(result.content)
+    assert not (ws / "wt.cfg").exists()

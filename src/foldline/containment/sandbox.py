@@ -52,6 +52,7 @@ from foldline.config import ToolsConfig
 from foldline.containment import git_state
 from foldline.containment.paths import is_protected_path
 from foldline.containment.programs import find_program
+from foldline.errors import ToolError
 
 __all__ = ["Sandbox", "SandboxCall", "SandboxMode", "SandboxPolicy", "detect_sandbox"]
 
@@ -265,17 +266,16 @@ class Sandbox:
         mounts.append(_Mount("--bind", workspace))
         mounts += _git_mounts(workspace, gitdirs)
         for name in _PROTECTED_DIRS:
-            path = workspace / name
-            if path.exists() or path.is_symlink():
-                mounts.append(_Mount("--ro-bind", path))
+            mounts += _held(workspace / name)
         mounts += [_Mount("--ro-bind", gitdir) for gitdir in outer]
         # and what the checker asks before writing (`.ssh`, `.npmrc`, shell rc files), at the top
-        mounts += [_Mount("--ro-bind", p) for p in _top_level_protected(workspace)]
+        mounts += [m for p in _top_level_protected(workspace) for m in _held(p)]
         read_only = self._expand(self.read_only, workspace, hide=False)
         hidden = self._expand(self.hidden, workspace, hide=True)
         mounts += [_Mount("--ro-bind", path) for path in read_only]
         for path in hidden:
-            mounts += _hide(path)
+            if path.exists():  # a link to nothing hides nothing
+                mounts += _hide(path)
         if self.hidden and opaque:
             # every committed version of a denied file is in the object store: code the checker
             # cannot read must not reach it (git commands themselves are checked by the checker)
@@ -329,15 +329,13 @@ def _git_mounts(workspace: Path, gitdirs: list[Path]) -> list[_Mount]:
     dot_git = workspace / ".git"
     if dot_git.is_dir() and not dot_git.is_symlink() and dot_git in gitdirs:
         mounts.append(_Mount("--bind", dot_git))  # a mount point cannot be renamed away
-    elif dot_git.exists() or dot_git.is_symlink():
+    else:
         # a worktree's `.git` file, a symlink, or a `.git` that is no repository (made empty for
         # the call when missing): a command may not make the workspace a repository of its own
-        mounts.append(_Mount("--ro-bind", dot_git))
+        mounts += _held(dot_git)
     for gitdir in gitdirs:
         for rel in git_state.GIT_READ_ONLY:
-            path = gitdir / rel
-            if path.exists() or path.is_symlink():
-                mounts.append(_Mount("--ro-bind", path))
+            mounts += _held(gitdir / rel)
         # the packs hold most of the history: as mount points they cannot be deleted or renamed
         # (new objects and packs can still be written; loose ones are counted after the call)
         mounts += [_Mount("--bind", pack) for pack in git_state.packs(gitdir)]
@@ -346,6 +344,22 @@ def _git_mounts(workspace: Path, gitdirs: list[Path]) -> list[_Mount]:
         _Mount("--ro-bind", path) for path in git_state.executed_files(workspace, gitdirs) if path.exists()
     ]
     return mounts
+
+
+def _held(path: Path) -> list[_Mount]:
+    """A read-only bind of `path` when it exists (a link: of what it points at).
+
+    Raises:
+        ToolError: `path` is a link to nothing: what a command created there would be read or run
+            on the host, and no bind can hold a path that does not exist yet (fail closed).
+    """
+    if path.is_symlink() and not path.exists():
+        raise ToolError(
+            f"{path} is a link to {os.readlink(path)}, which does not exist: git or foldline would "
+            "read whatever a command creates there, so the sandbox will not run commands until the "
+            "link is removed (outside foldline, after checking who made it)"
+        )
+    return [_Mount("--ro-bind", path)] if path.exists() else []
 
 
 def _hide(path: Path) -> list[_Mount]:
