@@ -19,8 +19,10 @@ then a final answer about what the turn found. Everything it decides comes from 
 - A summary request, in any wording, gets an extractive, title-blind summary (`summary.py`).
   "What is the X?" is answered from a visible "the X is Y." statement, or with "I don't know" when
   the request shows none.
-- When a `<system-reminder>` in the turn says the Snip tool may be used and Snip is offered, the
-  model snips old bulky tool-result messages by their `[id:...]` tags, by size alone.
+- When a `<system-reminder>` in the turn invites removing old context (it names the offered Snip
+  tool, in any case, or says the context is filling and asks for messages to be removed, in any
+  words) and a tool of that purpose is offered (read by description and schema, whatever its
+  name), the model snips old bulky tool-result messages by their `[id:...]` tags, by size alone.
 
 Invariants: the same seed and request give the same reply (no clock, no global randomness); the
 work per request is bounded by the current turn, except for the rare requests that must look at
@@ -421,7 +423,7 @@ class SimulatedBackend:
 
     def _snip(self, messages: Sequence[dict[str, Any]], turn: _Turn, tools: Toolbox) -> list[Block] | None:
         """A Snip call over old bulky tool-result messages, when a reminder in this turn allows it."""
-        if "Snip" not in tools or "Snip tool" not in turn.reminders:
+        if "Snip" not in tools or not _nudged(turn.reminders, tools.specs["Snip"].name):
             return None
         if any(c.name == "Snip" for c in turn.calls):
             return None
@@ -776,6 +778,34 @@ class SimulatedBackend:
                     shown = _unnumbered(line).strip()[:160]
                     return f"In {where} I found: `{shown}`."
         return ""
+
+
+_PRESSURE = re.compile(
+    r"\b(?:context|window|conversation)\b[^.\n]{0,60}?(?:\d+\s*(?:%|percent)|\b(?:full|filling|fills up|"
+    r"nearly|almost|limit|running out|space|large|big)\b)"
+    r"|\d+\s*(?:%|percent)\b[^.\n]{0,40}?\b(?:context|window)\b",
+    re.I,
+)
+_REMOVAL = re.compile(
+    r"\b(?:remove|drop|delete|prune|forget|clear|discard|evict|snip|trim|cut|free|elide)\w*\b[^.\n]{0,60}?"
+    r"\b(?:messages?|output|results?|context|entries|history)\b",
+    re.I,
+)
+
+
+def _nudged(reminders: str, tool: str) -> bool:
+    """Whether this turn's reminders invite removing old context with the offered Snip tool: they
+    name the tool (in any case, `prune_context` as "prune context" too), or say the context is
+    filling and ask for messages to be removed, in whatever words."""
+    words = " ".join(_SPLIT_NAME.findall(tool))
+    names = {tool.lower(), words.lower()} - {""}
+    lowered = " ".join(reminders.lower().split())
+    if any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", lowered) for n in names):
+        return True
+    return any(_PRESSURE.search(r) and _REMOVAL.search(r) for r in _REMINDER.findall(reminders))
+
+
+_SPLIT_NAME = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
 def _where_named(word: str, searches: Sequence[_Call]) -> list[str] | None:
