@@ -1,10 +1,15 @@
 """Extractive summaries: how the simulated model answers a compaction request, in any wording.
 
-A summary request is recognised by what it asks (`summary_request`): to summarize or condense the
-conversation, the session or the work so far, or to write a prompt for continuing it, whatever the
-words (foldline's AutoCompact and ctx-agent prompts, opencode's, OpenHands', Claude Code's, or a bare
-"Summarize the conversation so far"). The sections it asks for (`## Title` headings, numbered items,
-`UPPER_CASE:` keys) shape only the layout of the answer.
+A summary request is recognised by what it asks (`summary_request`), whatever the words: a
+summarizing verb about the conversation, the session or the work so far ("Condense this session");
+a summary, hand-off, prompt or notes made of it or for someone carrying it on ("Write a prompt that
+lets another agent continue"); a state kept from the events ("You keep a state summary for an
+agent"); or a list of sections a summary keeps (`COMPLETED:`, `PENDING:`, ...) that the text before
+them asks to be filled in (foldline's AutoCompact and ctx-agent prompts, opencode's, OpenHands',
+Claude Code's, or a bare "Summarize the conversation so far"). A summary handed back after a
+compaction asks for nothing: telling ("the conversation was compacted", "the summary below") is not
+asking. The sections it asks for (`## Title` headings, numbered items, `UPPER_CASE:` keys) shape
+only the layout of the answer.
 
 What the answer keeps is decided from the content alone, never from the section titles, their order
 or their number (`kept_lines`):
@@ -37,7 +42,14 @@ from typing import Any
 from foldline.server.backend import text_of
 from foldline.server.config import SimulatedConfig
 
-__all__ = ["Item", "build_summary", "items_of", "kept_lines", "span_bounds", "summary_request"]
+__all__ = [
+    "Item",
+    "build_summary",
+    "items_of",
+    "kept_lines",
+    "span_bounds",
+    "summary_request",
+]
 
 _TAG = re.compile(r"\[id:([0-9a-z]+)\]")
 _TAG_BLOCK = re.compile(r"^\s*(?:\[id:[0-9a-z]+\]\s*)+$")
@@ -48,24 +60,61 @@ _FACT_LINE = re.compile(r"^the [\w' -]+? is \S+\.$", re.IGNORECASE)
 """A tool-output line that is one plain statement ("the stress test seed is 48213."): kept as a fact."""
 _ERROR = re.compile(r"error|fail|traceback|exception", re.IGNORECASE)
 
+_SUMMARIZE = (
+    r"\b(?:summari[sz](?:e|es|ing)|condens(?:e|es|ing)|recap(?:s|ping)?|distil(?:l|ls|ling)?|"
+    r"digest(?:s|ing)?|compress(?:es|ing)?|sum(?:s|ming)?\s+up|boil(?:s|ing)?\s+down|abridg(?:e|es|ing))\b"
+)
+"""Verbs that ask for a summary (never their `-ed` form: "the conversation was compacted" tells,
+it does not ask)."""
+_MAKE = (
+    r"\b(?:write|create|produce|provide|give|generate|prepare|draft|compose|output|return|emit|"
+    r"maintain\w*|keep|keeps|keeping|track|update|record|make|build|leave|hand over|put together|"
+    r"reply with|respond with)\b"
+)
+_PRODUCT = (
+    r"\b(?:summary|summaries|recap|synopsis|digest|overview|hand-?off|memento|checkpoint|snapshot|"
+    r"brief(?:ing)?|prompt|notes?|memo|state summary)\b"
+)
+"""What a summary request asks to be made, whatever it calls it."""
 _TOPIC = (
-    r"\b(?:conversation|so far|above|history|session|context|thread|transcript|events?|span|messages|"
-    r"discussion|work|progress|part|agent)\b"
+    r"\b(?:conversation|chat|dialog(?:ue)?|exchange|interaction|so far|above|up to (?:now|here|this point)|"
+    r"until now|history|session|context|thread|transcript|events?|span|messages|discussion|work|"
+    r"progress|part|agent|llm|previous summary|what (?:we|you|i) (?:did|have done|'ve done|accomplished|"
+    r"finished))\b"
 )
-_ASK = re.compile(
-    # an imperative: "Summarize the conversation so far", "Please condense this session"
-    r"(?:^|[.!?:;\n]\s*|\bplease\s+)(?:summari[sz]e|condense|recap|distill)\b[^.?!\n]{0,80}?"
-    + _TOPIC
-    # a task: "Your task is to write a detailed summary of the conversation", "maintaining a state
-    # summary for an interactive agent", "Write an updated summary"
-    + r"|\b(?:write|create|produce|provide|give|generate|prepare|maintain\w*|update)\b[^.?!\n]{0,40}?"
-    r"\bsummary\b[^.?!\n]{0,80}?"
-    + _TOPIC
-    # opencode: "Provide a detailed prompt for continuing our conversation above"
-    + r"|\bprompt for continu\w+",
-    re.IGNORECASE,
+"""What a summary is of: the conversation, the session, the work so far, whoever words it."""
+_ONWARD = (
+    r"\b(?:continu\w*|resum\w*|carr(?:y|ies) on|pick(?:s)? up|take(?:s)? over|left off|"
+    r"(?:next|another|fresh|new|future) (?:agent|model|llm|assistant|instance|session|developer|engineer))\b"
 )
-"""What a summary request asks for, in any of the wordings agents use."""
+"""What a hand-off is for: someone carrying the work on."""
+_STATE = (
+    r"(?:(?<=[.?!\n])|^)(?=[^.?!\n]*?\b(?:agent|events?|conversation|session|history|progress|work|so far)\b)"
+    r"[^.?!\n]*?\b(?:keep|keeps|keeping|maintain\w*|track\w*|record\w*|update\w*|hold\w*)\b(?!\s+down)"
+    r"[^.?!\n]{0,60}?\b(?:state(?!\s+machine)|running (?:record|notes|log|summary)|(?:agent's|its) memory)\b"
+)
+"""A state-keeping request, in a sentence about the agent, the events or the work: "keep the
+agent's state from the events", "maintain a running record of the session"."""
+_ASKS: tuple[re.Pattern[str], ...] = (
+    re.compile(_SUMMARIZE + r"[^.?!\n]*?" + _TOPIC + "|" + _TOPIC + r"[^.?!\n]*?" + _SUMMARIZE, re.I),
+    re.compile(_MAKE + r"[^.?!\n]{0,60}?" + _PRODUCT + r"[^.?!\n]*?(?:" + _TOPIC + "|" + _ONWARD + ")", re.I),
+    re.compile(r"\bprompt for continu\w+", re.I),
+    re.compile(_STATE, re.I | re.M),
+)
+"""What a summary request asks for, in any of the wordings agents use: a summarizing verb about the
+conversation, a summary (or hand-off, prompt, notes) made of it or for carrying it on, a state kept
+from the events (each within one sentence)."""
+_DIRECTIVE = re.compile(
+    r"(?:^|[.!?:;]\s+|\n\s*)(?:please\s+)?(?:track|record|fill|note|list|use|follow|keep|maintain|update|"
+    r"write|give|provide|output|produce|return|cover|include)\b|\byour? (?:task|job|role|are to|will|must|"
+    r"should|keep|maintain|track)\b",
+    re.I,
+)
+_SUMMARY_WORD = re.compile(
+    r"\b(?:summary|summari[sz]\w*|state|events?|history|conversation|session|so far|progress)\b", re.I
+)
+_STRUCTURED_MIN = 3
+"""Sections a structured request lists that fit what a summary keeps (USER_CONTEXT, COMPLETED, ...)."""
 _MD_HEADING = re.compile(r"^\s*#{1,4}\s+(.+?)\s*#*\s*$")
 _NUMBERED = re.compile(r"^\s*(\d{1,2})[.)]\s+\**([A-Z][^:*\n]{1,60}?)\**\s*(?::|$)")
 _KEY = re.compile(r"^\s*([A-Z][A-Z_ ]{2,40}[A-Z]):")
@@ -75,9 +124,29 @@ _SUMMARY_TAGS = re.compile(r"<summary>", re.IGNORECASE)
 def summary_request(prompt: str) -> list[str] | None:
     """The section titles a summary request asks for ([] when it asks for none), or None when
     `prompt` is no summary request."""
-    if not _ASK.search(prompt):
-        return None
-    return requested_sections(prompt)
+    sections = requested_sections(prompt)
+    if any(ask.search(prompt) for ask in _ASKS) or _structured_request(prompt, sections):
+        return sections
+    return None
+
+
+def _structured_request(prompt: str, sections: Sequence[str]) -> bool:
+    """Whether `prompt` asks, before the sections it lists, for those sections to be filled in, and
+    enough of them are what a summary keeps (a state to track: `USER_CONTEXT:`, `COMPLETED:`, ...).
+
+    Only the text before the first listed section counts as the ask: a summary handed back after a
+    compaction lists the same kind of sections, filled with lines of the conversation that may
+    start with any verb."""
+    fitting = [t for t in sections if any(_title_words(t) & words for words in _GROUPS.values())]
+    if len(fitting) < _STRUCTURED_MIN:
+        return False
+    first = min(
+        (i for i, line in enumerate(prompt.splitlines()) if any(t in line for t in sections)), default=0
+    )
+    preamble = "\n".join(prompt.splitlines()[:first])
+    return bool(_DIRECTIVE.search(preamble)) and (
+        bool(_SUMMARY_WORD.search(preamble)) or len(fitting) > _STRUCTURED_MIN
+    )
 
 
 def requested_sections(prompt: str) -> list[str]:
@@ -248,7 +317,10 @@ def _layout(sections: Sequence[str]) -> dict[str, int]:
 
 
 def build_summary(
-    messages: Sequence[dict[str, Any]], instruction: str, sections: Sequence[str], config: SimulatedConfig
+    messages: Sequence[dict[str, Any]],
+    instruction: str,
+    sections: Sequence[str],
+    config: SimulatedConfig,
 ) -> str:
     """The summary reply: the kept lines (`kept_lines`), under each requested `## Title` when any.
 
@@ -264,7 +336,7 @@ def build_summary(
     items += [
         Item(len(messages) - 1, "prompt", s)
         for s in _sentences(instruction)
-        if _FACT.search(s) and not _TAG.search(s)
+        if _FACT.search(s) and not _TAG.search(s) and not any(ask.search(s) for ask in _ASKS)
     ]
     groups = kept_lines(items, config)
     seen: set[str] = set()
