@@ -26,7 +26,10 @@ The kept lines are then laid out under the requested headings by how well each g
 a group that fits none goes under the last one. Nothing is invented: every body line is a substring
 of a text the request carries, which is what lets a test prove that a summary holds only what the
 request held, and what makes planted facts survive compaction exactly when the request still showed
-them.
+them. The one exception is the last line of a summary that covers a request still being worked on
+(`progress_line`): the request, verbatim, and how many tool rounds of it are done, so that a
+compaction inside a turn neither shortens nor lengthens the turn's work (the model reads it back,
+`read_progress`). An earlier summary's progress line is never copied: it may be stale.
 
 The request is read generically (no import of the client's prompt module: the server shares no code
 with the side that builds requests).
@@ -39,6 +42,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from foldline._json import dumps, loads
 from foldline.server.backend import text_of
 from foldline.server.config import SimulatedConfig
 
@@ -47,6 +51,8 @@ __all__ = [
     "build_summary",
     "items_of",
     "kept_lines",
+    "progress_line",
+    "read_progress",
     "span_bounds",
     "summary_request",
 ]
@@ -115,6 +121,10 @@ _SUMMARY_WORD = re.compile(
 )
 _STRUCTURED_MIN = 3
 """Sections a structured request lists that fit what a summary keeps (USER_CONTEXT, COMPLETED, ...)."""
+_PROGRESS = re.compile(
+    r"^Work in progress: (\d+) tool rounds? done on the request (\"(?:[^\"\\\n]|\\.)*\")\.$", re.M
+)
+"""The summary's one line that is not extractive (`progress_line`)."""
 _MD_HEADING = re.compile(r"^\s*#{1,4}\s+(.+?)\s*#*\s*$")
 _NUMBERED = re.compile(r"^\s*(\d{1,2})[.)]\s+\**([A-Z][^:*\n]{1,60}?)\**\s*(?::|$)")
 _KEY = re.compile(r"^\s*([A-Z][A-Z_ ]{2,40}[A-Z]):")
@@ -163,6 +173,26 @@ def requested_sections(prompt: str) -> list[str]:
         if titles:
             return titles
     return []
+
+
+def progress_line(prompt: str, rounds: int) -> str:
+    """The line a summary ends with when it covers a request still being worked on: the request,
+    verbatim, and how many tool rounds of it are done. A model's summary says what it is working on
+    and how far it got; a client that compacts in the middle of a turn hands this back in whatever
+    message and wording it likes, and the work goes on where it stopped (`read_progress`)."""
+    rounds_done = f"{rounds} tool round{'s' if rounds != 1 else ''}"
+    return f"Work in progress: {rounds_done} done on the request {dumps(prompt).decode()}."
+
+
+def read_progress(text: str) -> tuple[str, int] | None:
+    """The request in progress and its rounds done that the last `progress_line` in `text` states."""
+    found = None
+    for match in _PROGRESS.finditer(text):
+        found = match
+    if found is None:
+        return None
+    prompt = loads(found.group(2))
+    return (prompt, int(found.group(1))) if isinstance(prompt, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +351,7 @@ def build_summary(
     instruction: str,
     sections: Sequence[str],
     config: SimulatedConfig,
+    progress: tuple[str, int] | None = None,
 ) -> str:
     """The summary reply: the kept lines (`kept_lines`), under each requested `## Title` when any.
 
@@ -330,12 +361,19 @@ def build_summary(
             it, such as a summarizer's embedded events or the user's own notes, count as content).
         sections: The titles the instruction asks for, in order (may be empty).
         config: Line limits.
+        progress: The request the covered messages leave in progress and its tool rounds done
+            (`progress_line`), or None when they end with an answer.
     """
     start, stop = span_bounds(messages, instruction)
-    items = [i for i in items_of(messages[start:stop]) if i.text.strip()]
+    # an earlier summary's progress line is no content: only this summary's own says where work stands
+    items = [
+        Item(i.message, i.kind, text)
+        for i in items_of(messages[start:stop])
+        if (text := _PROGRESS.sub("", i.text)).strip()
+    ]
     items += [
         Item(len(messages) - 1, "prompt", s)
-        for s in _sentences(instruction)
+        for s in _sentences(_PROGRESS.sub("", instruction))
         if _FACT.search(s) and not _TAG.search(s) and not any(ask.search(s) for ask in _ASKS)
     ]
     groups = kept_lines(items, config)
@@ -358,6 +396,8 @@ def build_summary(
         text = "\n\n".join(parts) + "\n"
     else:
         text = "\n".join(fresh([line for body in groups.values() for line in body])) + "\n"
+    if progress is not None:
+        text += progress_line(*progress) + "\n"
     if _SUMMARY_TAGS.search(instruction):
         text = f"<summary>\n{text}</summary>\n"
     return text
