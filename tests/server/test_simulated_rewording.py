@@ -1,6 +1,7 @@
-"""A client's words cannot decide a verdict: a turn's work is fixed by the simulated user's prompt
-whatever compaction happens inside the turn and however the client words its summary request, hands
-the summary back or asks the model to go on. Same work, same facts."""
+"""The simulated model's settings and a client's words cannot decide a verdict: a turn's work is fixed
+by the simulated user's prompt whatever compaction happens inside the turn and however the client
+words its summary request, hands the summary back or asks the model to go on; a Snip tool is read by
+its purpose and the nudge to use it in any wording. Same work, same facts."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.server.conftest import economics
 
 from foldline.compact.autocompact import SUMMARY_LEAD
-from foldline.compact.prompts import summary_prompt
+from foldline.compact.prompts import snip_nudge, summary_prompt
 from foldline.server.backend import BackendRequest
 from foldline.server.simulated import SimulatedBackend, facts_for, user_prompts
+from foldline.server.simulated.summary import summary_request
 from foldline.tools import default_tools
 from foldline.tools.base import tool_specs
 
@@ -208,3 +212,147 @@ def test_several_compactions_in_one_turn_each_worded_and_handed_back_differently
 def _facts(answers: Sequence[str]) -> list[str]:
     """The answers to the fact questions (the only answers that recall, not report)."""
     return [a for a in answers if a.startswith(("The ", "I don't know"))]
+
+
+# --- reworded everything: same work, same facts -----------------------------------------------------
+
+_VERBS = [
+    "Summarize",
+    "Condense",
+    "Recap",
+    "Distill",
+    "Please summarise",
+    "Now condense",
+    "*Briefly* summarize",
+]
+_OBJECTS = [
+    "the conversation so far",
+    "this session",
+    "our chat up to now",
+    "the work done so far",
+    "the events above",
+    "everything above",
+    "the history of this task session",
+]
+_PRODUCTS = [
+    "Write a detailed summary of {o}",
+    "Create a hand-off summary of {o} for another agent that will resume the task",
+    "Write a prompt that lets a fresh agent continue {o}",
+    "Produce a checkpoint of {o} so the next model can carry on",
+    "You keep a state summary for an agent, updated from {o}",
+    "Maintain the agent's running state from {o}",
+]
+_AFTER = ["", " Be concise.", " Keep every fact and file name.", "\n\nWrap it in <summary></summary> tags."]
+_SECTIONS = [
+    "",
+    "\n\n## Goal\n## Discoveries\n## Accomplished\n## Relevant files",
+    "\n\nUSER_CONTEXT: (what the user needs)\nCOMPLETED: (done)\nPENDING: (left)\nCODE_STATE: (files)",
+    "\n\n1. Primary Request: the asks\n2. Key Facts: what was learned\n3. Next Steps: what is left",
+]
+
+
+@st.composite
+def _instructions(draw: st.DrawFn) -> str:
+    obj = draw(st.sampled_from(_OBJECTS))
+    if draw(st.booleans()):
+        lead = f"{draw(st.sampled_from(_VERBS))} {obj}."
+    else:
+        lead = draw(st.sampled_from(_PRODUCTS)).format(o=obj) + "."
+    case = draw(st.sampled_from([str, str.lower, str.upper]))
+    return case(lead) + draw(st.sampled_from(_AFTER)) + draw(st.sampled_from(_SECTIONS))
+
+
+_INNER = snip_nudge(85).removeprefix("<system-reminder>").removesuffix("</system-reminder>")
+_NUDGES = [
+    f"<system-reminder>{text}</system-reminder>"
+    for text in (
+        _INNER,
+        _INNER.lower(),
+        _INNER.upper(),
+        "Context window 85% used. Drop tool output you no longer need.",
+        "You are running out of context space: please prune old tool results.",
+        "Reminder: {tool} is available to remove stale messages by id.",
+        "the conversation is nearly full; clear bulky entries you are done with",
+    )
+]
+"""foldline's nudge in its own words and case, and in others' (a client's tags stay as they are)."""
+_SNIP_NAMES = [
+    "Snip",
+    "snip",
+    "prune_context",
+    "DropMessages",
+    "context_trim",
+    "forget_entries",
+    "remove_messages",
+]
+_SNIP_PARAMS = ["ids", "message_ids", "tags", "snip_ids", "entry_ids"]
+_SNIP_DESCRIPTIONS = [
+    "Remove messages you no longer need from the conversation context, by their [id:...] tags.",
+    "Drops entries from the context window. Give the ids shown in their tags.",
+    "Prune stale tool output from the history to free room.",
+    "Deletes old messages from the conversation by id.",
+]
+
+
+def _snip_tool(name: str, param: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": description,
+        "input_schema": {
+            "type": "object",
+            "properties": {param: {"type": "array", "items": {"type": "string"}, "description": "The ids"}},
+            "required": [param],
+        },
+    }
+
+
+def _tools_with(snip: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*(t for t in FOLDLINE if t["name"] != "Snip"), snip]
+
+
+@given(
+    _instructions(),
+    st.sampled_from(list(CONTINUATIONS)),
+    st.sampled_from(_NUDGES),
+    st.sampled_from(_SNIP_NAMES),
+    st.sampled_from(_SNIP_PARAMS),
+    st.sampled_from(_SNIP_DESCRIPTIONS),
+    st.floats(0.2, 0.8),
+)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_reworded_instructions_renamed_tools_and_reworded_reminders_give_the_same_work_and_facts(
+    instruction: str, style: str, nudge: str, name: str, param: str, description: str, at: float
+) -> None:
+    assert summary_request(instruction) is not None, instruction
+    nudged = NUDGED
+    compact = {n: (max(1, int(PLAIN_REQUESTS[n] * at)),) for n in LONG if n > nudged}
+    reference = _play(
+        PROMPTS,
+        compact=compact,
+        instruction=summary_prompt(),
+        continuation=_foldline,
+        nudge=(nudged, snip_nudge(85)),
+        tools=_tools_with(_snip_tool("Snip", "ids", _SNIP_DESCRIPTIONS[0])),
+    )
+    reworded = _play(
+        PROMPTS,
+        compact=compact,
+        instruction=instruction,
+        continuation=CONTINUATIONS[style],
+        nudge=(nudged, nudge.replace("{tool}", name)),
+        tools=_tools_with(_snip_tool(name, param, description)),
+    )
+    assert reference[2], "the reference session snips"
+    assert reworded[0] == reference[0]  # the same work, turn by turn
+    assert reworded[2] == reference[2]  # the same old output snipped
+    assert _facts(reference[1]) == _facts(PLAIN_ANSWERS)
+    assert _facts(reworded[1]) == _facts(PLAIN_ANSWERS)  # the same facts recalled
+
+
+def test_with_compactions_the_same_seed_still_plays_the_same_session() -> None:
+    compact = {n: (1, PLAIN_REQUESTS[n] // 2) for n in LONG}
+    styles = list(CONTINUATIONS.values())
+    first = _play(PROMPTS, compact=compact, instruction=summary_prompt(), continuation=styles)
+    assert _play(PROMPTS, compact=compact, instruction=summary_prompt(), continuation=styles) == first
+    other = _play(PROMPTS, compact=compact, instruction=summary_prompt(), continuation=styles, seed=8)
+    assert other[1] != first[1]  # the seed decides the work's details
