@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import anthropic
@@ -15,6 +19,21 @@ from foldline.server.app import ServerState, create_app
 from foldline.server.testing import run_server
 
 MODEL = "claude-sonnet-4-5"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def economics() -> ModuleType:
+    """`benchmarks/economics.py` (the benchmark's own summary instructions), loaded once, as
+    `tests/test_economics.py` loads it."""
+    if "economics" in sys.modules:
+        return sys.modules["economics"]
+    spec = importlib.util.spec_from_file_location("economics", BENCHMARKS / "economics.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["economics"] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
 
 
 class FakeClock:

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from foldline.compact.prompts import snip_nudge
 from foldline.config import Config, TranscriptConfig
 from foldline.server.backend import BackendRequest
 from foldline.server.config import SimulatedConfig
@@ -623,6 +624,130 @@ def test_snip_takes_an_old_result_that_states_a_planted_fact_like_any_bulky_outp
     reply = SimulatedBackend(seed=1).reply(BackendRequest(model=MODEL, messages=messages, tools=FOLDLINE))
     snips = [b for b in reply.content if b.get("type") == "tool_use" and b["name"] == "Snip"]
     assert [s["input"]["ids"] for s in snips] == [["r1"]]
+
+
+def _snip_history(tmp_path: Path) -> list[dict[str, Any]]:
+    """A session whose first result is bulky (tagged `[id:r1]`), then small turns."""
+    ws = generate_workspace(tmp_path / "ws", seed=3, data_rows=100, log_lines=100)
+    fact = output_facts_for(3)[0]
+    assert fact.script is not None
+    output = subprocess.run(["sh", fact.script], cwd=ws, capture_output=True, text=True, check=True).stdout
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": fact.statement}]}]
+    messages.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "x"}}],
+        }
+    )
+    messages.append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": output},
+                {"type": "text", "text": "[id:r1]"},
+            ],
+        }
+    )
+    messages += [{"role": "assistant", "content": [{"type": "text", "text": "It passes."}]}]
+    for n in range(4):
+        messages += [
+            {"role": "user", "content": [{"type": "text", "text": f"Tell me about module {n}."}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+        ]
+    return messages
+
+
+def _snipped(messages: list[dict[str, Any]], reminder: str, tools: list[dict[str, Any]]) -> list[Any]:
+    """The ids of every Snip-purpose call the model makes for a prompt carrying `reminder`."""
+    prompt = {"role": "user", "content": [{"type": "text", "text": "Now explain the parser.\n" + reminder}]}
+    box = Toolbox.of(tools)
+    reply = SimulatedBackend(seed=1).reply(
+        BackendRequest(model=MODEL, messages=[*messages, prompt], tools=tools)
+    )
+    snip = box.specs.get("Snip")
+    return [list(b["input"].values()) for b in reply.content if snip and b.get("name") == snip.name]
+
+
+def _remover(name: str, param: str, description: str) -> dict[str, Any]:
+    items = {"type": "array", "items": {"type": "string"}, "description": "Which ones"}
+    return _tool(name, description, {param: items}, [param])
+
+
+_NO_SNIP = [t for t in FOLDLINE if t["name"] != "Snip"]
+
+
+@pytest.mark.parametrize(
+    ("name", "param", "description"),
+    [
+        ("Snip", "ids", "Remove messages you no longer need from the conversation context."),
+        ("prune_context", "message_ids", "Prunes old tool output from the conversation by id."),
+        ("DropMessages", "tags", "Drops messages from the context window, by the ids in their tags."),
+        ("context_editor", "entry_ids", "Deletes entries from the context you are done with."),
+        ("x7", "snip_ids", "Remove earlier messages from the conversation history to free room."),
+    ],
+)
+def test_a_snip_tool_is_read_by_its_purpose_whatever_its_name(
+    tmp_path: Path, name: str, param: str, description: str
+) -> None:
+    """Snip was recognised only by a name holding "snip": a client offering the same purpose under
+    another name got no snipping, and the verdict moved with a name."""
+    tools = [*_NO_SNIP, _remover(name, param, description)]
+    assert Toolbox.of(tools).specs["Snip"].name == name
+    assert _snipped(_snip_history(tmp_path), snip_nudge(85), tools) == [[["r1"]]]
+
+
+@pytest.mark.parametrize(
+    ("name", "param", "description"),
+    [
+        ("drop_table", "columns", "Drops columns from a table in the database."),  # not the context
+        ("prune_context", "count", "Prunes the oldest messages from the conversation."),  # no ids to give
+        ("fetch_issues", "issue_ids", "Fetches the issues with these ids from the tracker."),
+    ],
+)
+def test_a_tool_that_does_not_remove_context_by_id_is_never_taken_for_snip(
+    name: str, param: str, description: str
+) -> None:
+    tool = _remover(name, param, description)
+    if param == "count":
+        tool["input_schema"]["properties"][param] = {"type": "integer"}
+    assert "Snip" not in Toolbox.of([*_NO_SNIP, tool])
+
+
+_INNER = snip_nudge(85).removeprefix("<system-reminder>").removesuffix("</system-reminder>")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _INNER,
+        _INNER.lower(),  # "snip tool": once it changed feature seed 7 from $15.72 to $13.51
+        _INNER.upper(),
+        "Context window 85% used. Drop tool output you no longer need.",
+        "You are running out of context space: please prune old tool results.",
+        "Remember that snip can remove stale messages.",
+        "the conversation is nearly full; clear bulky entries you are done with",
+    ],
+)
+def test_the_nudge_to_snip_is_read_in_any_wording_and_case(tmp_path: Path, text: str) -> None:
+    tools = [*_NO_SNIP, _remover("Snip", "ids", "Remove messages from the conversation context.")]
+    assert _snipped(_snip_history(tmp_path), f"<system-reminder>{text}</system-reminder>", tools) == [
+        [["r1"]]
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Today's date is 2026-12-04.",
+        "The file src/parser.py was modified by the user since you last read it.",
+        "The TodoWrite tool hasn't been used recently.",
+    ],
+)
+def test_a_reminder_that_does_not_invite_removing_context_never_makes_the_model_snip(
+    tmp_path: Path, text: str
+) -> None:
+    tools = [*_NO_SNIP, _remover("Snip", "ids", "Remove messages from the conversation context.")]
+    assert _snipped(_snip_history(tmp_path), f"<system-reminder>{text}</system-reminder>", tools) == []
 
 
 # --- the workload is the user's ---------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.server.conftest import economics
 
 from foldline.compact.autocompact import SUMMARY_LEAD
 from foldline.compact.prompts import SUMMARY_SECTIONS, parse_sections, summary_prompt
@@ -130,9 +131,62 @@ WORDINGS = {
 }
 
 
+ECONOMICS = economics()
+WORDINGS |= {
+    # the benchmark's own: not recognised once, so opencode's "summary" was an 85-character
+    # non-answer and OpenHands' a list of "Noted: ..." lines (the cheapest row, for no work)
+    "benchmark-opencode": ECONOMICS.OPENCODE_INSTRUCTION,
+    "benchmark-openhands": ECONOMICS.OPENHANDS_INSTRUCTION,
+    # held out: wordings no recogniser was written against
+    "state-keeping": (
+        "Keep the agent's state up to date from the events below, section by section.\n"
+        "USER_CONTEXT: (what the user needs)\nCOMPLETED: (done, with results)\nPENDING: (still to do)\n"
+        "CODE_STATE: (files and signatures)"
+    ),
+    "bare-sections": (
+        "Track:\nUSER_CONTEXT: (what the user needs)\nCOMPLETED: (done)\nPENDING: (left)\n"
+        "CODE_STATE: (files)\nTESTS: (failing cases)"
+    ),
+    "checkpoint": "Context checkpoint. Create a hand-off summary for another model that will resume.",
+    "memento": "Stop coding and write a short memento for the next agent: what you finished, what is left.",
+    "briefly": "*Briefly* summarize this partial conversation. Give more detail about recent parts.",
+    "component": "You are the component that distills the chat history into a structured snapshot.",
+}
+
+
 @pytest.mark.parametrize("wording", list(WORDINGS))
 def test_a_summary_request_is_recognised_in_any_wording(wording: str) -> None:
     assert summary_request(WORDINGS[wording]) is not None
+
+
+def test_the_benchmarks_openhands_request_with_the_events_in_it_keeps_the_facts() -> None:
+    """OpenHands' form: the instruction, the previous summary and the forgotten events as one text."""
+    events = "".join(
+        f"<EVENT id={i}>\n{ECONOMICS._event_text(m)}\n</EVENT>\n"
+        for i, m in enumerate(_conversation(USER_FACTS, OUTPUT_FACTS))
+    )
+    text = f"{ECONOMICS.OPENHANDS_INSTRUCTION}\n<PREVIOUS SUMMARY>\n\n</PREVIOUS SUMMARY>\n{events}"
+    summary = _summary([], text)
+    assert "Noted:" not in summary
+    assert summary.startswith("## USER_CONTEXT")
+    assert _kept(summary, USER_FACTS + OUTPUT_FACTS) == {f"{s}={v}" for s, v in USER_FACTS + OUTPUT_FACTS}
+
+
+def test_a_summary_handed_back_is_no_summary_request_whoever_hands_it_back() -> None:
+    """A summary of a real profile session, handed back the way clients do, asks for nothing: its
+    lines are the session's, and they may start with any verb."""
+    prompts = user_prompts("feature", 24, 7, output_facts=True)
+    messages = [m for p in prompts for m in (_user(p), _assistant(f"Done: {p}"))]
+    for wording in WORDINGS.values():
+        summary = _summary(messages, wording)
+        for handed in (
+            SUMMARY_LEAD + summary,
+            "This session is being continued from a previous conversation that ran out of context. The "
+            f"summary below covers the earlier portion of the conversation.\n\nSummary:\n{summary}\n\n"
+            "Please continue the conversation from where we left it off without asking the user any "
+            "further questions. Continue with the last task that you were asked to work on.",
+        ):
+            assert summary_request(handed) is None, handed[:400]
 
 
 def test_ordinary_prompts_are_not_summary_requests() -> None:
@@ -141,6 +195,14 @@ def test_ordinary_prompts_are_not_summary_requests() -> None:
     # a summary handed back after a compaction presents one; it asks for none
     prompts += [SUMMARY_LEAD + "## Primary Request and Intent\nFix the parser.", SUMMARY_LEAD]
     prompts += ["This session is being continued from a previous conversation. The summary below covers it."]
+    prompts += ["Continue if you have next steps", "What did we do so far?", "Go on."]
+    # near misses: a state machine, a memory leak, an overview of code, a prompt template
+    prompts += [
+        "Update the state machine in the scheduler so tasks retry.",
+        "Track down the memory leak in the scheduler task.",
+        "Give me an overview of the parser module.",
+        "Write a prompt template for the login page.",
+    ]
     assert [p for p in prompts if summary_request(p) is not None] == []
 
 

@@ -19,8 +19,13 @@ then a final answer about what the turn found. Everything it decides comes from 
 - A summary request, in any wording, gets an extractive, title-blind summary (`summary.py`).
   "What is the X?" is answered from a visible "the X is Y." statement, or with "I don't know" when
   the request shows none.
-- When a `<system-reminder>` in the turn says the Snip tool may be used and Snip is offered, the
-  model snips old bulky tool-result messages by their `[id:...]` tags, by size alone.
+- When a `<system-reminder>` in the turn invites removing old context (it names the offered Snip
+  tool, in any case, or says the context is filling and asks for messages to be removed, in any
+  words) and a tool of that purpose is offered (read by description and schema, whatever its
+  name), the model snips old bulky tool-result messages by their `[id:...]` tags, by size alone.
+- A compaction inside a turn leaves the turn's work as it was: a summary the model writes of a
+  request still in progress ends with that request and its rounds done (`summary.progress_line`),
+  and the model goes on from there, in whatever message and wording the client hands it back.
 
 Invariants: the same seed and request give the same reply (no clock, no global randomness); the
 work per request is bounded by the current turn, except for the rare requests that must look at
@@ -42,7 +47,13 @@ from typing import Any
 from foldline._types import Block
 from foldline.server.backend import BackendRequest, Reply, text_of
 from foldline.server.config import SimulatedConfig
-from foldline.server.simulated.summary import build_summary, items_of, summary_request
+from foldline.server.simulated.summary import (
+    build_summary,
+    items_of,
+    read_progress,
+    span_bounds,
+    summary_request,
+)
 from foldline.server.simulated.toolbox import Kind, Toolbox
 
 __all__ = ["SimulatedBackend", "draw_quantile", "draw_rounds", "think_time"]
@@ -172,7 +183,16 @@ class _Turn:
     rereads: int = 0
     """Rounds that only read again files whose earlier listing had been cleared: extra work that
     lost information costs, not counted against the turn's planned rounds."""
+    before: int = 0
+    """Rounds of this turn done before a compaction inside it, as the summary's progress line says."""
+    carried: bool = False
+    """The prompt was read from a summary's progress line, not from the user's own message."""
     reminders: str = ""
+
+    @property
+    def progress(self) -> int:
+        """Rounds of the turn's planned work done so far (re-reads excluded, earlier rounds included)."""
+        return self.before + self.rounds - self.rereads
 
     def read_listing(self, path: str) -> str | None:
         """The latest complete Read listing of `path` in this turn, if no edit followed it."""
@@ -219,17 +239,50 @@ class _Turn:
         return self.command is not None and call.name == "Bash" and call.input.get("command") == self.command
 
 
-def _read_turn(messages: Sequence[dict[str, Any]], tools: Toolbox) -> _Turn | None:
-    """The current turn: the last user message with typed text and everything after it, its calls
-    read back into the model's own terms (`Toolbox.canonical`)."""
-    start = None
-    for index in range(len(messages) - 1, -1, -1):
-        if _typed_text(messages[index]):
-            start = index
-            break
-    if start is None:
+def _turn_start(messages: Sequence[dict[str, Any]], system: str = "") -> tuple[int, str, int, bool] | None:
+    """Where the current turn starts, its prompt, its rounds done before that point, and whether
+    the prompt came from a summary's progress line.
+
+    A turn starts at the last user message with typed text, except after a summary that says a
+    request is in progress (`read_progress`, in any message or the system prompt): that request is
+    the turn's, and it stays the turn's until an answer (an assistant message without tool calls)
+    ends it, whatever the client typed in between to make the model go on ("Continue", a
+    reminder): a client does not type the simulated user's next prompt in the middle of a turn. The
+    same prompt typed again, even after an acknowledgement, is the client handing it back, never a
+    new turn: the simulated user never types a prompt twice."""
+    found: tuple[int, str, int, bool] | None = None
+    carried = read_progress(system) if system else None
+    if carried is not None:
+        found = (0, carried[0], carried[1], True)
+    open_from_summary = carried is not None
+    for index, message in enumerate(messages):
+        progress = None
+        for text in _text_blocks(message):
+            progress = read_progress(text) or progress
+        if progress is not None:
+            found = (index, progress[0], progress[1], True)
+            open_from_summary = True
+            continue
+        if message.get("role") == "assistant":
+            if _answered(message):
+                open_from_summary = False  # an answer ends the carried turn
+            continue
+        typed = _typed_text(message)
+        if found is not None and found[3] and typed == found[1]:
+            open_from_summary = True  # the prompt handed back again: no user types a prompt twice
+        elif typed and not open_from_summary:
+            found = (index, typed, 0, False)
+    return found
+
+
+def _read_turn(messages: Sequence[dict[str, Any]], tools: Toolbox, system: str = "") -> _Turn | None:
+    """The current turn (`_turn_start`) and everything after its start, its calls read back into the
+    model's own terms (`Toolbox.canonical`)."""
+    where = _turn_start(messages, system)
+    if where is None:
         return None
-    turn = _Turn(_typed_text(messages[start]), start)
+    start, prompt, before, carried = where
+    turn = _Turn(prompt, start, before=before, carried=carried)
     by_id: dict[str, _Call] = {}
     for message in messages[start:]:
         content = message.get("content")
@@ -265,6 +318,15 @@ def _read_turn(messages: Sequence[dict[str, Any]], tools: Toolbox) -> _Turn | No
                         found.result = text_of(block.get("content"))
                         found.is_error = bool(block.get("is_error"))
     return turn
+
+
+def _answered(message: dict[str, Any]) -> bool:
+    """Whether `message` is an answer: an assistant message without tool calls."""
+    content = message.get("content")
+    calls = isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_use" for b in content
+    )
+    return message.get("role") == "assistant" and not calls
 
 
 def _path_key(path: object) -> str:
@@ -356,14 +418,16 @@ class SimulatedBackend:
         last = _typed_text(messages[-1]) if messages else ""
         sections = summary_request(last) if last else None
         if sections is not None:
-            return [_text(build_summary(messages, last, sections, self.config))]
+            progress = self._progress(request, last)
+            return [_text(build_summary(messages, last, sections, self.config, progress))]
         tools = Toolbox.of(request.tools, messages, _request_texts(request))
-        turn = _read_turn(messages, tools)
+        turn = _read_turn(messages, tools, request.system_text())
         if turn is None:
             return [_text("There is nothing to answer yet: I see no request from you.")]
         question = _QUESTION.match(turn.prompt)
         if question:
-            return [_text(self._recall(messages, turn.prompt_index, question.group(1), request))]
+            at = -1 if turn.carried else turn.prompt_index  # a summary carrying it holds facts too
+            return [_text(self._recall(messages, at, question.group(1), request))]
         # The workload is the user's: drawn from the prompt alone (the simulated user never types the
         # same prompt twice in a session), never from how much of the session the request still shows.
         target = draw_rounds(_unit(self.seed, turn.prompt), self.config.round_quantiles)
@@ -372,13 +436,13 @@ class SimulatedBackend:
             target = max(2 if _ASKS.search(turn.prompt) else 1, target)
         if turn.command is not None and "Bash" in tools:
             # "Run `cmd`": run it, then report; the output's incidental lines go unmentioned
-            if turn.rounds == 0:
+            if turn.rounds == 0 and turn.before == 0:
                 command = {"command": turn.command, "description": "Run the command you asked for"}
                 run = _render(tools, [_use("Bash", command)])
                 if run:
                     return [_text("Running it now."), *run]
             return [_text(self._answer(turn))]
-        if tools.specs and turn.rounds - turn.rereads < target:
+        if tools.specs and turn.progress < target:
             lost = self._reread(turn, tools)
             if lost:
                 return lost
@@ -389,6 +453,28 @@ class SimulatedBackend:
             if blocks:
                 return blocks
         return [_text(self._answer(turn))]
+
+    def _progress(self, request: BackendRequest, instruction: str) -> tuple[str, int] | None:
+        """The request a summary's messages leave in progress and its rounds done (None when they
+        end with an answer, or hold no request): the summary states it (`progress_line`)."""
+        messages = list(request.messages)
+        start, stop = span_bounds(messages, instruction)
+        covered = messages[start:stop]
+        last = messages[-1] if messages else {}
+        if stop == len(messages) - 1 and isinstance(last.get("content"), list):
+            # a client may append the instruction to the message holding the last tool results
+            results = [b for b in last["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+            if results:
+                covered.append({"role": "user", "content": results})
+        # the request is in progress when no answer follows it, in the span or after it (a span
+        # summary replaces only its span: a turn answered later needs no line to go on from)
+        if not covered or any(_answered(m) for m in [covered[-1], *messages[stop:-1]]):
+            return None
+        tools = Toolbox.of(request.tools, covered, _request_texts(request))
+        turn = _read_turn(covered, tools, request.system_text() if start == 0 else "")
+        if turn is None or _QUESTION.match(turn.prompt):
+            return None
+        return turn.prompt, turn.progress
 
     def _reread(self, turn: _Turn, tools: Toolbox) -> list[Block]:
         """Read again the files whose listing this turn needs but a strategy cleared: the work lost
@@ -421,7 +507,7 @@ class SimulatedBackend:
 
     def _snip(self, messages: Sequence[dict[str, Any]], turn: _Turn, tools: Toolbox) -> list[Block] | None:
         """A Snip call over old bulky tool-result messages, when a reminder in this turn allows it."""
-        if "Snip" not in tools or "Snip tool" not in turn.reminders:
+        if "Snip" not in tools or not _nudged(turn.reminders, tools.specs["Snip"].name):
             return None
         if any(c.name == "Snip" for c in turn.calls):
             return None
@@ -454,7 +540,7 @@ class SimulatedBackend:
 
     def _round(self, turn: _Turn, tools: Toolbox, target: int) -> list[Block]:
         """The tool calls of round `turn.rounds` (empty when nothing sensible is left to do)."""
-        k = turn.rounds - turn.rereads  # a re-read round is extra work, not progress through the plan
+        k = turn.progress  # a re-read round is extra work, not progress through the plan
         prompt = turn.prompt
         change = bool(_CHANGE.search(prompt))
         pick = _hash(self.seed, prompt, k)
@@ -776,6 +862,34 @@ class SimulatedBackend:
                     shown = _unnumbered(line).strip()[:160]
                     return f"In {where} I found: `{shown}`."
         return ""
+
+
+_PRESSURE = re.compile(
+    r"\b(?:context|window|conversation)\b[^.\n]{0,60}?(?:\d+\s*(?:%|percent)|\b(?:full|filling|fills up|"
+    r"nearly|almost|limit|running out|space|large|big)\b)"
+    r"|\d+\s*(?:%|percent)\b[^.\n]{0,40}?\b(?:context|window)\b",
+    re.I,
+)
+_REMOVAL = re.compile(
+    r"\b(?:remove|drop|delete|prune|forget|clear|discard|evict|snip|trim|cut|free|elide)\w*\b[^.\n]{0,60}?"
+    r"\b(?:messages?|output|results?|context|entries|history)\b",
+    re.I,
+)
+
+
+def _nudged(reminders: str, tool: str) -> bool:
+    """Whether this turn's reminders invite removing old context with the offered Snip tool: they
+    name the tool (in any case, `prune_context` as "prune context" too), or say the context is
+    filling and ask for messages to be removed, in whatever words."""
+    words = " ".join(_SPLIT_NAME.findall(tool))
+    names = {tool.lower(), words.lower()} - {""}
+    lowered = " ".join(reminders.lower().split())
+    if any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", lowered) for n in names):
+        return True
+    return any(_PRESSURE.search(r) and _REMOVAL.search(r) for r in _REMINDER.findall(reminders))
+
+
+_SPLIT_NAME = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
 def _where_named(word: str, searches: Sequence[_Call]) -> list[str] | None:

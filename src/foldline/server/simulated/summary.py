@@ -1,10 +1,15 @@
 """Extractive summaries: how the simulated model answers a compaction request, in any wording.
 
-A summary request is recognised by what it asks (`summary_request`): to summarize or condense the
-conversation, the session or the work so far, or to write a prompt for continuing it, whatever the
-words (foldline's AutoCompact and ctx-agent prompts, opencode's, OpenHands', Claude Code's, or a bare
-"Summarize the conversation so far"). The sections it asks for (`## Title` headings, numbered items,
-`UPPER_CASE:` keys) shape only the layout of the answer.
+A summary request is recognised by what it asks (`summary_request`), whatever the words: a
+summarizing verb about the conversation, the session or the work so far ("Condense this session");
+a summary, hand-off, prompt or notes made of it or for someone carrying it on ("Write a prompt that
+lets another agent continue"); a state kept from the events ("You keep a state summary for an
+agent"); or a list of sections a summary keeps (`COMPLETED:`, `PENDING:`, ...) that the text before
+them asks to be filled in (foldline's AutoCompact and ctx-agent prompts, opencode's, OpenHands',
+Claude Code's, or a bare "Summarize the conversation so far"). A summary handed back after a
+compaction asks for nothing: telling ("the conversation was compacted", "the summary below") is not
+asking. The sections it asks for (`## Title` headings, numbered items, `UPPER_CASE:` keys) shape
+only the layout of the answer.
 
 What the answer keeps is decided from the content alone, never from the section titles, their order
 or their number (`kept_lines`):
@@ -21,7 +26,10 @@ The kept lines are then laid out under the requested headings by how well each g
 a group that fits none goes under the last one. Nothing is invented: every body line is a substring
 of a text the request carries, which is what lets a test prove that a summary holds only what the
 request held, and what makes planted facts survive compaction exactly when the request still showed
-them.
+them. The one exception is the last line of a summary that covers a request still being worked on
+(`progress_line`): the request, verbatim, and how many tool rounds of it are done, so that a
+compaction inside a turn neither shortens nor lengthens the turn's work (the model reads it back,
+`read_progress`). An earlier summary's progress line is never copied: it may be stale.
 
 The request is read generically (no import of the client's prompt module: the server shares no code
 with the side that builds requests).
@@ -34,10 +42,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from foldline._json import dumps, loads
 from foldline.server.backend import text_of
 from foldline.server.config import SimulatedConfig
 
-__all__ = ["Item", "build_summary", "items_of", "kept_lines", "span_bounds", "summary_request"]
+__all__ = [
+    "Item",
+    "build_summary",
+    "items_of",
+    "kept_lines",
+    "progress_line",
+    "read_progress",
+    "span_bounds",
+    "summary_request",
+]
 
 _TAG = re.compile(r"\[id:([0-9a-z]+)\]")
 _TAG_BLOCK = re.compile(r"^\s*(?:\[id:[0-9a-z]+\]\s*)+$")
@@ -48,24 +66,65 @@ _FACT_LINE = re.compile(r"^the [\w' -]+? is \S+\.$", re.IGNORECASE)
 """A tool-output line that is one plain statement ("the stress test seed is 48213."): kept as a fact."""
 _ERROR = re.compile(r"error|fail|traceback|exception", re.IGNORECASE)
 
+_SUMMARIZE = (
+    r"\b(?:summari[sz](?:e|es|ing)|condens(?:e|es|ing)|recap(?:s|ping)?|distil(?:l|ls|ling)?|"
+    r"digest(?:s|ing)?|compress(?:es|ing)?|sum(?:s|ming)?\s+up|boil(?:s|ing)?\s+down|abridg(?:e|es|ing))\b"
+)
+"""Verbs that ask for a summary (never their `-ed` form: "the conversation was compacted" tells,
+it does not ask)."""
+_MAKE = (
+    r"\b(?:write|create|produce|provide|give|generate|prepare|draft|compose|output|return|emit|"
+    r"maintain\w*|keep|keeps|keeping|track|update|record|make|build|leave|hand over|put together|"
+    r"reply with|respond with)\b"
+)
+_PRODUCT = (
+    r"\b(?:summary|summaries|recap|synopsis|digest|overview|hand-?off|memento|checkpoint|snapshot|"
+    r"brief(?:ing)?|prompt|notes?|memo|state summary)\b"
+)
+"""What a summary request asks to be made, whatever it calls it."""
 _TOPIC = (
-    r"\b(?:conversation|so far|above|history|session|context|thread|transcript|events?|span|messages|"
-    r"discussion|work|progress|part|agent)\b"
+    r"\b(?:conversation|chat|dialog(?:ue)?|exchange|interaction|so far|above|up to (?:now|here|this point)|"
+    r"until now|history|session|context|thread|transcript|events?|span|messages|discussion|work|"
+    r"progress|part|agent|llm|previous summary|what (?:we|you|i) (?:did|have done|'ve done|accomplished|"
+    r"finished))\b"
 )
-_ASK = re.compile(
-    # an imperative: "Summarize the conversation so far", "Please condense this session"
-    r"(?:^|[.!?:;\n]\s*|\bplease\s+)(?:summari[sz]e|condense|recap|distill)\b[^.?!\n]{0,80}?"
-    + _TOPIC
-    # a task: "Your task is to write a detailed summary of the conversation", "maintaining a state
-    # summary for an interactive agent", "Write an updated summary"
-    + r"|\b(?:write|create|produce|provide|give|generate|prepare|maintain\w*|update)\b[^.?!\n]{0,40}?"
-    r"\bsummary\b[^.?!\n]{0,80}?"
-    + _TOPIC
-    # opencode: "Provide a detailed prompt for continuing our conversation above"
-    + r"|\bprompt for continu\w+",
-    re.IGNORECASE,
+"""What a summary is of: the conversation, the session, the work so far, whoever words it."""
+_ONWARD = (
+    r"\b(?:continu\w*|resum\w*|carr(?:y|ies) on|pick(?:s)? up|take(?:s)? over|left off|"
+    r"(?:next|another|fresh|new|future) (?:agent|model|llm|assistant|instance|session|developer|engineer))\b"
 )
-"""What a summary request asks for, in any of the wordings agents use."""
+"""What a hand-off is for: someone carrying the work on."""
+_STATE = (
+    r"(?:(?<=[.?!\n])|^)(?=[^.?!\n]*?\b(?:agent|events?|conversation|session|history|progress|work|so far)\b)"
+    r"[^.?!\n]*?\b(?:keep|keeps|keeping|maintain\w*|track\w*|record\w*|update\w*|hold\w*)\b(?!\s+down)"
+    r"[^.?!\n]{0,60}?\b(?:state(?!\s+machine)|running (?:record|notes|log|summary)|(?:agent's|its) memory)\b"
+)
+"""A state-keeping request, in a sentence about the agent, the events or the work: "keep the
+agent's state from the events", "maintain a running record of the session"."""
+_ASKS: tuple[re.Pattern[str], ...] = (
+    re.compile(_SUMMARIZE + r"[^.?!\n]*?" + _TOPIC + "|" + _TOPIC + r"[^.?!\n]*?" + _SUMMARIZE, re.I),
+    re.compile(_MAKE + r"[^.?!\n]{0,60}?" + _PRODUCT + r"[^.?!\n]*?(?:" + _TOPIC + "|" + _ONWARD + ")", re.I),
+    re.compile(r"\bprompt for continu\w+", re.I),
+    re.compile(_STATE, re.I | re.M),
+)
+"""What a summary request asks for, in any of the wordings agents use: a summarizing verb about the
+conversation, a summary (or hand-off, prompt, notes) made of it or for carrying it on, a state kept
+from the events (each within one sentence)."""
+_DIRECTIVE = re.compile(
+    r"(?:^|[.!?:;]\s+|\n\s*)(?:please\s+)?(?:track|record|fill|note|list|use|follow|keep|maintain|update|"
+    r"write|give|provide|output|produce|return|cover|include)\b|\byour? (?:task|job|role|are to|will|must|"
+    r"should|keep|maintain|track)\b",
+    re.I,
+)
+_SUMMARY_WORD = re.compile(
+    r"\b(?:summary|summari[sz]\w*|state|events?|history|conversation|session|so far|progress)\b", re.I
+)
+_STRUCTURED_MIN = 3
+"""Sections a structured request lists that fit what a summary keeps (USER_CONTEXT, COMPLETED, ...)."""
+_PROGRESS = re.compile(
+    r"^Work in progress: (\d+) tool rounds? done on the request (\"(?:[^\"\\\n]|\\.)*\")\.$", re.M
+)
+"""The summary's one line that is not extractive (`progress_line`)."""
 _MD_HEADING = re.compile(r"^\s*#{1,4}\s+(.+?)\s*#*\s*$")
 _NUMBERED = re.compile(r"^\s*(\d{1,2})[.)]\s+\**([A-Z][^:*\n]{1,60}?)\**\s*(?::|$)")
 _KEY = re.compile(r"^\s*([A-Z][A-Z_ ]{2,40}[A-Z]):")
@@ -75,9 +134,29 @@ _SUMMARY_TAGS = re.compile(r"<summary>", re.IGNORECASE)
 def summary_request(prompt: str) -> list[str] | None:
     """The section titles a summary request asks for ([] when it asks for none), or None when
     `prompt` is no summary request."""
-    if not _ASK.search(prompt):
-        return None
-    return requested_sections(prompt)
+    sections = requested_sections(prompt)
+    if any(ask.search(prompt) for ask in _ASKS) or _structured_request(prompt, sections):
+        return sections
+    return None
+
+
+def _structured_request(prompt: str, sections: Sequence[str]) -> bool:
+    """Whether `prompt` asks, before the sections it lists, for those sections to be filled in, and
+    enough of them are what a summary keeps (a state to track: `USER_CONTEXT:`, `COMPLETED:`, ...).
+
+    Only the text before the first listed section counts as the ask: a summary handed back after a
+    compaction lists the same kind of sections, filled with lines of the conversation that may
+    start with any verb."""
+    fitting = [t for t in sections if any(_title_words(t) & words for words in _GROUPS.values())]
+    if len(fitting) < _STRUCTURED_MIN:
+        return False
+    first = min(
+        (i for i, line in enumerate(prompt.splitlines()) if any(t in line for t in sections)), default=0
+    )
+    preamble = "\n".join(prompt.splitlines()[:first])
+    return bool(_DIRECTIVE.search(preamble)) and (
+        bool(_SUMMARY_WORD.search(preamble)) or len(fitting) > _STRUCTURED_MIN
+    )
 
 
 def requested_sections(prompt: str) -> list[str]:
@@ -94,6 +173,26 @@ def requested_sections(prompt: str) -> list[str]:
         if titles:
             return titles
     return []
+
+
+def progress_line(prompt: str, rounds: int) -> str:
+    """The line a summary ends with when it covers a request still being worked on: the request,
+    verbatim, and how many tool rounds of it are done. A model's summary says what it is working on
+    and how far it got; a client that compacts in the middle of a turn hands this back in whatever
+    message and wording it likes, and the work goes on where it stopped (`read_progress`)."""
+    rounds_done = f"{rounds} tool round{'s' if rounds != 1 else ''}"
+    return f"Work in progress: {rounds_done} done on the request {dumps(prompt).decode()}."
+
+
+def read_progress(text: str) -> tuple[str, int] | None:
+    """The request in progress and its rounds done that the last `progress_line` in `text` states."""
+    found = None
+    for match in _PROGRESS.finditer(text):
+        found = match
+    if found is None:
+        return None
+    prompt = loads(found.group(2))
+    return (prompt, int(found.group(1))) if isinstance(prompt, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +347,11 @@ def _layout(sections: Sequence[str]) -> dict[str, int]:
 
 
 def build_summary(
-    messages: Sequence[dict[str, Any]], instruction: str, sections: Sequence[str], config: SimulatedConfig
+    messages: Sequence[dict[str, Any]],
+    instruction: str,
+    sections: Sequence[str],
+    config: SimulatedConfig,
+    progress: tuple[str, int] | None = None,
 ) -> str:
     """The summary reply: the kept lines (`kept_lines`), under each requested `## Title` when any.
 
@@ -258,13 +361,20 @@ def build_summary(
             it, such as a summarizer's embedded events or the user's own notes, count as content).
         sections: The titles the instruction asks for, in order (may be empty).
         config: Line limits.
+        progress: The request the covered messages leave in progress and its tool rounds done
+            (`progress_line`), or None when they end with an answer.
     """
     start, stop = span_bounds(messages, instruction)
-    items = [i for i in items_of(messages[start:stop]) if i.text.strip()]
+    # an earlier summary's progress line is no content: only this summary's own says where work stands
+    items = [
+        Item(i.message, i.kind, text)
+        for i in items_of(messages[start:stop])
+        if (text := _PROGRESS.sub("", i.text)).strip()
+    ]
     items += [
         Item(len(messages) - 1, "prompt", s)
-        for s in _sentences(instruction)
-        if _FACT.search(s) and not _TAG.search(s)
+        for s in _sentences(_PROGRESS.sub("", instruction))
+        if _FACT.search(s) and not _TAG.search(s) and not any(ask.search(s) for ask in _ASKS)
     ]
     groups = kept_lines(items, config)
     seen: set[str] = set()
@@ -286,6 +396,8 @@ def build_summary(
         text = "\n\n".join(parts) + "\n"
     else:
         text = "\n".join(fresh([line for body in groups.values() for line in body])) + "\n"
+    if progress is not None:
+        text += progress_line(*progress) + "\n"
     if _SUMMARY_TAGS.search(instruction):
         text = f"<summary>\n{text}</summary>\n"
     return text

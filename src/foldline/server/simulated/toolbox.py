@@ -76,7 +76,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "output_mode": ("outputmode", "mode"),
     "-i": ("i", "ignorecase", "caseinsensitive", "insensitive"),
     "head_limit": ("headlimit", "maxresults", "limit", "maxcount"),
-    "ids": ("ids", "messageids", "tags"),
+    "ids": ("ids", "messageids", "tags", "entryids", "shortids", "idlist", "entries", "messages", "targets"),
 }
 """Parameter names (lowercase, without `_` and `-`) that mean each of the model's parameters, best first."""
 
@@ -106,7 +106,7 @@ _NAME_WORDS: dict[Kind, frozenset[str]] = {
     "Grep": frozenset({"grep", "rg", "ripgrep", "search", "find"}),
     "Glob": frozenset({"glob", "find", "files", "match"}),
     "List": frozenset({"ls", "list", "dir", "tree", "directory"}),
-    "Snip": frozenset({"snip", "prune", "forget"}),
+    "Snip": frozenset({"snip", "prune", "forget", "trim", "evict", "elide", "discard"}),
 }
 """Words of a tool's name (split at case changes, `_`, `-` and `.`) that suggest each kind."""
 
@@ -142,7 +142,11 @@ _DESCRIBES: dict[Kind, re.Pattern[str]] = {
     "Grep": re.compile(r"\b(search\w*|grep)\b[^.]{0,40}\b(contents?|regular expression|regex)\b", re.I),
     "Glob": re.compile(r"\bglob\b|\bfile pattern matching\b|\bfind files\b", re.I),
     "List": re.compile(r"\blists?\b[^.]{0,30}\b(files|directories|directory)\b", re.I),
-    "Snip": re.compile(r"\bremove\b[^.]{0,40}\b(messages|context)\b", re.I),
+    "Snip": re.compile(
+        r"\b(remove|drop|delete|prune|forget|clear|discard|evict|snip|trim|cut|elide)s?\b[^.]{0,60}"
+        r"\b(messages?|context|history|conversation|entries|tool (?:output|results?))\b",
+        re.I,
+    ),
 }
 """What a tool's description says when the tool is of each kind."""
 
@@ -230,6 +234,8 @@ def _match_params(kind: Kind, schema: Mapping[str, Any]) -> dict[str, str] | Non
                 rank = aliases.index(key)
             elif ours == _PATH and ("path" in key or key.endswith("file")):
                 rank = len(aliases)
+            elif ours == "ids" and ("id" in key or "tag" in key):
+                rank = len(aliases)  # `snip_ids`, `message_tags`: a list of ids by any name
             else:
                 continue
             if best is None or rank < best[0]:
@@ -245,9 +251,10 @@ def _match_params(kind: Kind, schema: Mapping[str, Any]) -> dict[str, str] | Non
 
 
 def _score(kind: Kind, name: str, description: str, words: set[str]) -> int:
+    """How clearly the name and the description say `kind` (0: not at all). Snip is read like any
+    other kind, by purpose: a tool that removes messages from the context and takes a list of ids,
+    whatever its name; the list of ids it must take (`_REQUIRED`) keeps it from being guessed."""
     score = 3 * len(words & _NAME_WORDS[kind])
-    if kind == "Snip" and "snip" not in words:
-        return 0  # removing context is foldline's own tool; never guessed from a description
     if _DESCRIBES[kind].search(description):
         score += 2
     return score
