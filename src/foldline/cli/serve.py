@@ -99,10 +99,10 @@ def serve(
 ) -> None:
     """Serve the Anthropic Messages API offline: scripted replies, prompt caching, cache_edits, faults."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (checked here for the message below; `limits` imports it)
 
         from foldline.server.app import create_app
-        from foldline.server.limits import uvicorn_config
+        from foldline.server.limits import uvicorn_server
     except ImportError as e:
         raise click.ClickException(
             f"foldline serve needs the 'server' extra ({e.name} is missing): pip install 'foldline[server]'"
@@ -134,7 +134,9 @@ def serve(
     listener = _bind(host, port)
     bound_port = listener.getsockname()[1]
     click.echo(f"foldline serve ({backend_name}) on http://{host}:{bound_port} (Ctrl+C to stop)", err=True)
-    server = uvicorn.Server(uvicorn_config(app, config, host=host, port=bound_port, log_level="info"))
+    # SIGTERM and Ctrl-C cancel every generation at once, so the server stops within a second.
+    state = app.state.foldline
+    server = uvicorn_server(app, config, on_exit=state.close, host=host, port=bound_port, log_level="info")
     with listener:
         server.run(sockets=[listener])
 
