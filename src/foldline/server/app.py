@@ -407,7 +407,7 @@ class _Generation:
                 try:
                     anyio.from_thread.run_sync(send.close, token=token)
                 except Exception:
-                    pass  # the event loop has ended: nothing waits on the stream
+                    send.close()  # the event loop has ended: nothing else touches the stream now
 
         threading.Thread(target=work, name="foldline-generate", daemon=True).start()
         try:
