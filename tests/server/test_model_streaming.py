@@ -33,6 +33,7 @@ pytest.importorskip("transformers")
 
 from foldline.server.app import create_app
 from foldline.server.backend import BackendRequest, Reply
+from foldline.server.caching import CACHE_EDITS_BETA
 from foldline.server.config import ServerConfig
 from foldline.server.model.backend import TransformersBackend, shown_text
 from foldline.server.model.tiny import write_tiny_model
@@ -182,6 +183,43 @@ def test_a_tool_call_streams_its_text_then_the_call(
     assert [b.type for b in streamed.content] == ["text", "tool_use"]
     assert streamed.content[1].input == {"path": "b.py"}  # type: ignore[union-attr]
     assert streamed.usage.output_tokens == len(ids)
+    assert streamed.model_dump() == plain.model_dump()
+
+
+def test_cache_edits_and_the_prompt_cache_answer_the_same_streamed(client: anthropic.Anthropic) -> None:
+    """The backend's prefix K/V cache and a cache_edits delete, through the streaming path: a
+    streamed request bills and answers exactly as the same request answered plain."""
+    beta = {"anthropic-beta": CACHE_EDITS_BETA}
+    delete = {"type": "cache_edits", "edits": [{"type": "delete", "cache_reference": "read-1"}]}
+
+    def conversation(last: list[dict[str, Any]]) -> Any:
+        result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "def main(): pass\n" * 8}
+        return [
+            {"role": "user", "content": "read main.py please"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {**result, "cache_reference": "read-1"},
+                    {"type": "text", "text": "here it is", "cache_control": {"type": "ephemeral"}},
+                ],
+            },
+            {"role": "assistant", "content": "It defines main."},
+            {"role": "user", "content": last},
+        ]
+
+    question = [{"type": "text", "text": "what next?", "cache_control": {"type": "ephemeral"}}]
+    first = client.messages.create(model="tiny", max_tokens=6, messages=conversation(question))
+    assert first.usage.cache_creation_input_tokens > 0
+    edited = conversation([delete, *question])
+    client.messages.create(model="tiny", max_tokens=6, messages=edited, extra_headers=beta)
+    plain = client.messages.create(model="tiny", max_tokens=6, messages=edited, extra_headers=beta)
+    with client.messages.stream(model="tiny", max_tokens=6, messages=edited, extra_headers=beta) as stream:
+        streamed = stream.get_final_message()
+    assert plain.usage.cache_read_input_tokens > 0  # the K/V the request before stored
     assert streamed.model_dump() == plain.model_dump()
 
 
