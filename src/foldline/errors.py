@@ -16,6 +16,7 @@ FoldlineError
 │   │   └── BadOutputError          the server could not parse the model's output (a botched tool call)
 │   ├── ModelConnectionError        no answer: refused, dropped, or an idle stream
 │   └── RetriesExhaustedError       the retry layer gave up
+├── GenerationCancelled             a local model's generation stopped: its client left, or the server stops
 ├── UnexpectedModelBehavior         the model returned something we cannot use
 └── ToolError                       a tool call cannot be carried out (becomes an is_error result)
 ```
@@ -28,6 +29,7 @@ __all__ = [
     "ClientRunError",
     "ClientUnavailableError",
     "FoldlineError",
+    "GenerationCancelled",
     "ModelAPIError",
     "ModelConnectionError",
     "ModelHTTPError",
@@ -214,6 +216,12 @@ class RetriesExhaustedError(ModelAPIError):
 
 class PromptTooLongError(FoldlineError):
     """The conversation does not fit the context window and recovery could not shrink it (R5.4)."""
+
+
+class GenerationCancelled(FoldlineError):
+    """A local model stopped generating because nobody waits for the answer any more (the client
+    disconnected, or the server is shutting down); `foldline serve` raises it between prefill chunks
+    and catches it itself, so it never reaches a client."""
 
 
 class UnexpectedModelBehavior(FoldlineError):

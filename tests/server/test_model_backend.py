@@ -232,7 +232,7 @@ def test_a_tool_call_in_the_model_text_becomes_a_tool_use_block(
 ) -> None:
     said = 'Checking.<tool_call>{"name": "Read", "arguments": {"path": "b.py"}}</tool_call>'
     ids = backend.tokenizer(said, add_special_tokens=False)["input_ids"]
-    monkeypatch.setattr(backend, "_decode", lambda prefill, max_tokens, stop=None: (ids, True))
+    monkeypatch.setattr(backend, "_tokens", lambda prefill, max_tokens, cancelled: iter(ids))
     reply = backend.reply(_request(_turn_two()))
     assert reply.stop_reason == "tool_use"
     assert reply.content[0] == {"type": "text", "text": "Checking."}

@@ -10,6 +10,15 @@ their output room cut instead) -> model (404) -> backend -> thinking added and s
 cache (read up to the first edited block) and usage -> JSON body or SSE stream (with mid-stream
 faults). `count_tokens` runs the same checks and edits, without the backend.
 
+A backend that generates over time (`GeneratingBackend`, the real model) runs in a worker thread
+(`_Generation`), never on the event loop, so `/v1/models`, `count_tokens` and other requests are
+answered while it works. A streamed request without thinking gets its events as the model makes
+them: `message_start` once the prompt is read, a `text_delta` per decoded piece, the tool calls
+and `message_delta` at the end (thinking, which summarises the finished reply, waits for it). A
+client that disconnects, streaming or not, cancels its generation; a server told to stop
+(`ServerState.close`, which `limits.uvicorn_server` calls on SIGTERM/SIGINT) cancels every
+generation, ending each stream with an `overloaded_error` event.
+
 Invariants: every error is the API's envelope `{"type": "error", "error": {...}, "request_id": ...}`
 with its status; nothing ever puts a traceback in a response (unexpected exceptions become a 500
 `api_error`, or an `error` event once a stream has started); CORS headers go only to origins the
@@ -19,13 +28,18 @@ config allows; the cache is written only for requests that were accepted.
 from __future__ import annotations
 
 import hmac
+import math
 import secrets
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from contextlib import aclosing, closing
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, assert_never
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -39,7 +53,18 @@ from foldline.api.validate import ValidationLimits, validate_request, validate_w
 from foldline.errors import RequestValidationError
 from foldline.providers.base import CAPABILITIES_HEADER
 from foldline.server._envelope import error_response
-from foldline.server.backend import Backend, BackendRequest, ScenarioExhaustedError, ScriptedBackend
+from foldline.server.backend import (
+    Backend,
+    BackendRequest,
+    Generated,
+    GeneratingBackend,
+    Prefilled,
+    Reply,
+    ScenarioExhaustedError,
+    ScriptedBackend,
+    TextDelta,
+    message_id,
+)
 from foldline.server.caching import (
     CACHE_EDITS_BETA,
     FlatBlock,
@@ -63,12 +88,24 @@ from foldline.server.envelope import FAULT_MESSAGES, error_body, request_id
 from foldline.server.faults import Fault, FaultPlan
 from foldline.server.guard import BodyTooLarge, RequestGuard
 from foldline.server.limits import ConcurrencyLimit, check_depth, check_values
-from foldline.server.sse import error_event, format_event, message_events
+from foldline.server.sse import (
+    Event,
+    block_events,
+    block_start_events,
+    block_stop_event,
+    delta_event,
+    end_events,
+    error_event,
+    format_event,
+    message_events,
+    start_event,
+)
 from foldline.server.thinking import (
     INTERLEAVED_THINKING_BETA,
     ThinkingSigner,
     check_signatures,
     display_omitted,
+    thinking_on,
     with_thinking,
 )
 
@@ -116,12 +153,21 @@ class ServerState:
     """Every answered HTTP request, any route (`AccessRecord`); a status of 0 means none was sent."""
     signer: ThinkingSigner = field(default_factory=lambda: ThinkingSigner(secrets.token_bytes(32)))
     """Signs the thinking blocks of this launch's replies and checks the ones sent back."""
+    closing: bool = False
+    """Set by `close`: every generation stops at its next step."""
     _count: int = 0
 
     def next_number(self) -> int:
         """Number the next `/v1/messages` request (1-based, retries included)."""
         self._count += 1
         return self._count
+
+    def close(self) -> None:
+        """The server is stopping: cancel every generation, running or queued, now.
+
+        A plain assignment, so a signal handler may call it (it takes no lock).
+        """
+        self.closing = True
 
 
 class _ApiError(Exception):
@@ -265,10 +311,9 @@ def _accept(request: Request, state: ServerState, body: dict[str, Any], size: in
     return _Accepted(body, blocks, deleted, betas, outcome, anchor, original, max_tokens)
 
 
-def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
-    """Ask the backend, bill the cache, and build the complete response body."""
+def _backend_request(accepted: _Accepted) -> BackendRequest:
     body, blocks = accepted.body, accepted.blocks
-    backend_request = BackendRequest(
+    return BackendRequest(
         model=str(body["model"]),
         messages=backend_messages(body, accepted.deleted),
         system=body.get("system"),
@@ -277,57 +322,265 @@ def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
         thinking=body.get("thinking"),
         request_key=blocks[-1].key if blocks else "",
     )
+
+
+def _bill(state: ServerState, accepted: _Accepted, model: str) -> Any:
+    """Read and write the prompt cache for an accepted request; the server's own usage of it."""
+    usage = state.cache.apply(
+        accepted.blocks, state.config.min_cacheable(model), accepted.deleted, anchor=accepted.anchor
+    )
+    state.references.record(accepted.blocks)
+    return usage
+
+
+def _message(
+    state: ServerState, accepted: _Accepted, backend_request: BackendRequest, reply: Reply, usage: Any
+) -> dict[str, Any]:
+    """The complete response body of `reply`: thinking added and signed, the stop reason as sent."""
     interleaved = INTERLEAVED_THINKING_BETA in accepted.betas
-    reply = with_thinking(state.backend.reply(backend_request), backend_request, interleaved=interleaved)
+    reply = with_thinking(reply, backend_request, interleaved=interleaved)
     rendered = reply.render(backend_request)
     sealed = state.signer.seal(rendered.content, omitted=display_omitted(backend_request.thinking))
     rendered = replace(rendered, content=sealed)
-    if rendered.stop_reason == "max_tokens" and accepted.max_tokens < int(body["max_tokens"]):
+    if rendered.stop_reason == "max_tokens" and accepted.max_tokens < int(accepted.body["max_tokens"]):
         rendered = replace(rendered, stop_reason="model_context_window_exceeded")
-    min_tokens = state.config.min_cacheable(backend_request.model)
-    usage = state.cache.apply(blocks, min_tokens, accepted.deleted, anchor=accepted.anchor)
-    state.references.record(blocks)
     message = rendered.message(backend_request, usage.as_usage(rendered.output_tokens))
     if accepted.edits is not None:
         message["context_management"] = accepted.edits.response_field()
     return message
 
 
-class _EventStream(StreamingResponse):
-    """An SSE response that can stall, emit an `error` event, or drop the connection mid-stream."""
+def _respond(state: ServerState, accepted: _Accepted) -> dict[str, Any]:
+    """Ask the backend, bill the cache, and build the complete response body."""
+    backend_request = _backend_request(accepted)
+    reply = state.backend.reply(backend_request)
+    return _message(state, accepted, backend_request, reply, _bill(state, accepted, backend_request.model))
 
-    def __init__(self, message: Mapping[str, Any], fault: Fault | None, chunk_tokens: int, request_id: str):
+
+_SHUTDOWN_MESSAGE = "The server is shutting down; retry the request."
+
+
+class _Generation:
+    """One `GeneratingBackend.generate` run in a daemon thread, its pieces handed to the event loop.
+
+    The thread is a daemon so that a generation never holds the process open; it stops by itself
+    at its next step once `cancel` was called or the server is closing.
+    """
+
+    def __init__(self, state: ServerState, backend: GeneratingBackend, request: BackendRequest) -> None:
+        self.state = state
+        self.backend = backend
+        self.request = request
+        self._cancelled = False
+
+    def cancelled(self) -> bool:
+        """Polled by the worker thread between steps."""
+        return self._cancelled or self.state.closing
+
+    def cancel(self) -> None:
+        """Nobody waits for this generation any more (a plain assignment: safe from any thread)."""
+        self._cancelled = True
+
+    async def pieces(self) -> AsyncGenerator[Generated, None]:
+        """The generation's pieces as they come; ends without a `Reply` when it was cancelled.
+
+        Raises what the backend raised. Leaving the iteration early cancels the generation.
+        """
+        send, receive = anyio.create_memory_object_stream[Generated | BaseException](math.inf)
+        token = anyio.lowlevel.current_token()
+
+        def hand(item: Generated | BaseException) -> None:
+            anyio.from_thread.run_sync(send.send_nowait, item, token=token)
+
+        def work() -> None:
+            try:
+                with closing(self.backend.generate(self.request, self.cancelled)) as generated:
+                    for item in generated:
+                        hand(item)
+            except Exception as e:  # the event loop gone or the reader gone, or the backend failed
+                self.cancel()
+                try:
+                    hand(e)
+                except Exception:
+                    pass  # nobody is left to tell
+            finally:
+                try:
+                    anyio.from_thread.run_sync(send.close, token=token)
+                except Exception:
+                    send.close()  # the event loop has ended: nothing else touches the stream now
+
+        threading.Thread(target=work, name="foldline-generate", daemon=True).start()
+        try:
+            async with receive:
+                async for item in receive:
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+        finally:
+            self.cancel()
+
+
+async def _until_disconnect(receive: Receive) -> None:
+    """Return once the client has gone (the request body was read already, so nothing else comes)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _whole_reply(generation: _Generation, receive: Receive) -> Reply | None:
+    """The generation's reply, off the event loop; None when the client left or the server stops."""
+    reply: Reply | None = None
+    async with anyio.create_task_group() as watch:
+
+        async def cancel_on_disconnect() -> None:
+            await _until_disconnect(receive)
+            generation.cancel()
+
+        watch.start_soon(cancel_on_disconnect)
+        async with aclosing(generation.pieces()) as pieces:
+            async for item in pieces:
+                if isinstance(item, Reply):
+                    reply = item
+        watch.cancel_scope.cancel()
+    return reply
+
+
+async def _generated_events(
+    state: ServerState,
+    accepted: _Accepted,
+    generation: _Generation,
+    on_message: Callable[[dict[str, Any]], None],
+) -> AsyncGenerator[Event, None]:
+    """The SSE events of a generation, as its pieces come (see the module docstring).
+
+    What was streamed as text is a prefix of the final text block (the backend's promise); the rest
+    of the text, the tool calls and the final usage come once the reply is complete. `on_message`
+    gets the complete response body then.
+    """
+    request = generation.request
+    base: dict[str, Any] = {"id": message_id(request), "type": "message", "role": "assistant"}
+    base["model"] = request.model
+    reply: Reply | None = None
+    usage: Any = None
+    shown = ""
+    async with aclosing(generation.pieces()) as pieces:
+        async for item in pieces:
+            if isinstance(item, Prefilled):
+                usage = _bill(state, accepted, request.model)
+                yield start_event({**base, "content": [], "usage": dict(item.usage)})
+            elif isinstance(item, TextDelta):
+                if not shown:
+                    for event in block_start_events(0, {"type": "text", "text": ""}):
+                        yield event
+                shown += item.text
+                yield delta_event(0, {"type": "text_delta", "text": item.text})
+            elif isinstance(item, Reply):
+                reply = item
+            else:
+                assert_never(item)
+    if reply is None or usage is None:
+        if state.closing:
+            yield _error("overloaded_error", _SHUTDOWN_MESSAGE)
+        return  # else the client left: nobody reads what would follow
+    message = _message(state, accepted, request, reply, usage)
+    content: list[dict[str, Any]] = list(message["content"])
+    first = str(content[0].get("text", "")) if content and content[0].get("type") == "text" else ""
+    if not first.startswith(shown):
+        raise AssertionError("the backend streamed text its reply does not start with")
+    start = 0
+    if shown:
+        rest = first[len(shown) :]
+        if rest:
+            yield delta_event(0, {"type": "text_delta", "text": rest})
+        yield block_stop_event(0)
+        start = 1
+    for index in range(start, len(content)):
+        for event in block_events(index, content[index], state.config.stream_chunk_tokens):
+            yield event
+    on_message(message)
+    for event in end_events(message):
+        yield event
+
+
+def _error(error_type: str, message: str) -> Event:
+    return "error", {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+async def _events_of(events: Iterable[Event]) -> AsyncGenerator[Event, None]:
+    for event in events:
+        yield event
+
+
+class _EventStream(StreamingResponse):
+    """An SSE response that can stall, emit an `error` event, or drop the connection mid-stream.
+
+    With a `generation`, the client's disconnect cancels it; an exception while the events are made
+    ends the stream with the API's `api_error` event (never a traceback).
+    """
+
+    def __init__(
+        self,
+        events: AsyncGenerator[Event, None],
+        fault: Fault | None,
+        request_id: str,
+        generation: _Generation | None = None,
+    ):
         super().__init__(
             (),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", "request-id": request_id},
         )
-        self.message = message
+        self.events = events
         self.fault = fault
-        self.chunk_tokens = chunk_tokens
+        self.generation = generation
 
     async def _frames(self) -> AsyncIterator[bytes | None]:
         """SSE frames; None means: close the connection now, without finishing the response."""
         fault = self.fault
-        for n, (name, data) in enumerate(message_events(self.message, chunk_tokens=self.chunk_tokens)):
-            if fault is not None and n == fault.after_events:
-                if fault.kind == "cut":
-                    yield None
-                    return
-                if fault.kind == "error":
-                    yield error_event("overloaded_error", FAULT_MESSAGES[529])
-                    return
-                if fault.kind == "stall":
-                    await anyio.sleep(fault.seconds)
-            yield format_event(name, data)
+        n = 0
+        try:
+            async with aclosing(self.events) as events:
+                async for name, data in events:
+                    if fault is not None and n == fault.after_events:
+                        if fault.kind == "cut":
+                            yield None
+                            return
+                        if fault.kind == "error":
+                            yield error_event("overloaded_error", FAULT_MESSAGES[529])
+                            return
+                        if fault.kind == "stall":
+                            await anyio.sleep(fault.seconds)
+                    n += 1
+                    yield format_event(name, data)
+        except Exception:
+            # Deliberately no detail, as for a 500 before the stream started.
+            yield error_event("api_error", FAULT_MESSAGES[500])
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+    async def _send_frames(self, send: Send) -> None:
         async for frame in self._frames():
             if frame is None:
                 return  # the server closes the socket on an unfinished response: a real cut
             await send({"type": "http.response.body", "body": frame, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        generation = self.generation
+        if generation is None:
+            await self._send_frames(send)
+            return
+        async with anyio.create_task_group() as watch:
+
+            async def cancel_on_disconnect() -> None:
+                await _until_disconnect(receive)
+                generation.cancel()
+                watch.cancel_scope.cancel()
+
+            watch.start_soon(cancel_on_disconnect)
+            try:
+                await self._send_frames(send)
+            finally:
+                generation.cancel()
+                watch.cancel_scope.cancel()
 
 
 class _CutBody(Response):
@@ -375,16 +628,45 @@ async def _answer(request: Request, state: ServerState, fault: Fault | None) -> 
         fault = None
     body, size = await _read_json(request)
     request.state.stream = body.get("stream") is True
-    message = _respond(state, _accept(request, state, body, size))
-    billed = request.scope.get(_BILLED)
-    if isinstance(billed, dict):
-        billed.update(model=message["model"], tools=len(body.get("tools") or ()), usage=message["usage"])
+    accepted = _accept(request, state, body, size)
+
+    def bill(message: dict[str, Any]) -> None:
+        billed = request.scope.get(_BILLED)
+        if isinstance(billed, dict):
+            billed.update(model=message["model"], tools=len(body.get("tools") or ()), usage=message["usage"])
+
+    backend = state.backend
+    if isinstance(backend, GeneratingBackend):
+        generation = _Generation(state, backend, _backend_request(accepted))
+        if request.state.stream and not thinking_on(body.get("thinking")):
+            events = _generated_events(state, accepted, generation, bill)
+            return _EventStream(events, fault, request_id(), generation)
+        reply = await _whole_reply(generation, request.receive)
+        if reply is None:
+            raise _ApiError(529, _SHUTDOWN_MESSAGE) if state.closing else _ClientGone()
+        usage = _bill(state, accepted, generation.request.model)
+        message = _message(state, accepted, generation.request, reply, usage)
+    else:
+        message = _respond(state, accepted)
+    bill(message)
     if request.state.stream:
-        return _EventStream(message, fault, state.config.stream_chunk_tokens, request_id())
+        chunk = state.config.stream_chunk_tokens
+        return _EventStream(_events_of(message_events(message, chunk_tokens=chunk)), fault, request_id())
     return _plain_response(message, fault, request_id())
 
 
+class _ClientGone(Exception):
+    """The client disconnected before its answer was ready: there is no one to answer."""
+
+
+async def _on_client_gone(request: Request, exc: Exception) -> Response:
+    # nginx's "client closed request": what the access log and records show; nothing reaches anyone.
+    return Response(status_code=499)
+
+
 def _status_of(error: Exception) -> int:
+    if isinstance(error, _ClientGone):
+        return 499
     return error.status if isinstance(error, _ApiError | RequestValidationError | BodyTooLarge) else 500
 
 
@@ -615,6 +897,7 @@ def create_app(
             RequestValidationError: _on_validation_error,
             HTTPException: _on_http_error,
             ScenarioExhaustedError: _on_scenario_exhausted,
+            _ClientGone: _on_client_gone,
             Exception: _on_unexpected,
         },
     )

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from foldline._json import dumps, loads
 from foldline._types import Block
@@ -29,11 +29,16 @@ from foldline.server.tokenizer import count_block, split_tokens
 __all__ = [
     "Backend",
     "BackendRequest",
+    "Generated",
+    "GeneratingBackend",
     "Predicate",
+    "Prefilled",
     "RenderedReply",
     "Reply",
     "ScriptedBackend",
+    "TextDelta",
     "load_scenario",
+    "message_id",
     "text_of",
 ]
 
@@ -231,6 +236,11 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256(dumps([str(p) for p in parts])).hexdigest()[:24]
 
 
+def message_id(request: BackendRequest) -> str:
+    """The reply's message id: a hash of the request, so a retried or streamed request gets the same."""
+    return "msg_" + _digest(request.request_key, "message")
+
+
 @dataclass(frozen=True, slots=True)
 class RenderedReply:
     """A reply ready to send: content blocks, stop reason, output token count."""
@@ -244,7 +254,7 @@ class RenderedReply:
     def message(self, request: BackendRequest, usage: Mapping[str, Any]) -> dict[str, Any]:
         """The complete non-streaming Messages API response body (the backend's usage when it has one)."""
         return {
-            "id": "msg_" + _digest(request.request_key, "message"),
+            "id": message_id(request),
             "type": "message",
             "role": "assistant",
             "model": request.model,
@@ -260,6 +270,42 @@ class Backend(Protocol):
 
     def reply(self, request: BackendRequest) -> Reply:
         """The reply to `request`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Prefilled:
+    """A generation read its prompt: the input side of the reply's usage is known (`output_tokens` 0)."""
+
+    usage: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """Text the reply's first (text) block will hold, in order: what a client may be shown already."""
+
+    text: str
+
+
+Generated = Prefilled | TextDelta | Reply
+"""What a generation yields: one `Prefilled`, `TextDelta`s, then the complete `Reply` last. The
+deltas joined are a prefix of the reply's text block (the rest comes with the `Reply`); tool calls
+and thinking come only with the `Reply`."""
+
+
+@runtime_checkable
+class GeneratingBackend(Backend, Protocol):
+    """A backend that produces its reply over time (a real model): the server streams the text as
+    it comes, runs the generation off the event loop, and stops it when nobody waits any more."""
+
+    def generate(
+        self, request: BackendRequest, cancelled: Callable[[], bool]
+    ) -> Generator[Generated, None, None]:
+        """The reply to `request`, piece by piece (see `Generated`); runs in a worker thread.
+
+        `cancelled` is polled between steps (tokens, prefill chunks, waiting for the model); once
+        it is true the generator returns without its `Reply`.
+        """
         ...
 
 

@@ -51,6 +51,10 @@ class ServerConfig:
     32 MB (`max_request_bytes`) at about 0.5 MB/s; a trickled body holds a concurrency slot."""
     keep_alive_timeout: int = 5
     """Seconds an idle keep-alive connection is kept after a response (uvicorn's `timeout_keep_alive`)."""
+    shutdown_timeout: float = 0.5
+    """Seconds a stopping server (SIGTERM, Ctrl-C) waits for responses still being sent before it
+    cancels them (uvicorn's `timeout_graceful_shutdown`). Generations are cancelled at once anyway;
+    this bounds a stream to a client that stopped reading, so the server is gone within a second."""
     max_media: int = 100
     prefill_allowed: bool = True
     allow_consecutive_roles: bool = True

@@ -20,11 +20,17 @@ Three bounds beside the guard's body cap (`guard`), each a number in `ServerConf
   after its first byte could have come, and one whose body is not complete `body_timeout` seconds
   after its head (a client that trickles its body would otherwise hold one of the
   `max_concurrent_requests` slots for as long as it likes: 32 of them lock everyone out).
+
+Stopping (`uvicorn_server`): told to stop (SIGTERM, Ctrl-C, or `should_exit` set), the server calls
+its `on_exit` at once, before uvicorn waits for open responses (the app's `ServerState.close`
+cancels every generation), and waits at most `shutdown_timeout` seconds for responses still being
+sent: a long generation or a client that stopped reading never keeps it up.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -34,7 +40,7 @@ from foldline.errors import RequestValidationError
 from foldline.server._envelope import error_response
 from foldline.server.config import ServerConfig
 
-__all__ = ["ConcurrencyLimit", "check_depth", "check_values", "uvicorn_config"]
+__all__ = ["ConcurrencyLimit", "check_depth", "check_values", "uvicorn_config", "uvicorn_server"]
 
 _CHUNK = 1 << 20
 """Bytes of body `_values_outside_strings` looks at at once."""
@@ -209,3 +215,29 @@ def uvicorn_config(app: ASGIApp, config: ServerConfig, **options: Any) -> Any:
         timeout_keep_alive=config.keep_alive_timeout,
         **options,
     )
+
+
+def uvicorn_server(
+    app: ASGIApp, config: ServerConfig, *, on_exit: Callable[[], None] | None = None, **options: Any
+) -> Any:
+    """A `uvicorn.Server` for `app` (see the module): `uvicorn_config`'s bounds, at most
+    `shutdown_timeout` seconds of graceful shutdown, and `on_exit` called the moment it is told to
+    stop. `on_exit` may run inside a signal handler: it must take no lock. Returns `uvicorn.Server`.
+    """
+    import uvicorn
+
+    class StoppingServer(uvicorn.Server):
+        """uvicorn's server, telling the app it stops before it waits for the app's responses."""
+
+        @property
+        def should_exit(self) -> bool:
+            return bool(self.__dict__.get("_should_exit", False))
+
+        @should_exit.setter
+        def should_exit(self, value: bool) -> None:
+            self.__dict__["_should_exit"] = value
+            if value and on_exit is not None:
+                on_exit()
+
+    options.setdefault("timeout_graceful_shutdown", config.shutdown_timeout)
+    return StoppingServer(uvicorn_config(app, config, **options))

@@ -19,7 +19,18 @@ from foldline._json import dumps
 from foldline._types import Block
 from foldline.server.tokenizer import split_tokens
 
-__all__ = ["error_event", "format_event", "message_events"]
+__all__ = [
+    "Event",
+    "block_events",
+    "block_start_events",
+    "block_stop_event",
+    "delta_event",
+    "end_events",
+    "error_event",
+    "format_event",
+    "message_events",
+    "start_event",
+]
 
 Event = tuple[str, dict[str, Any]]
 
@@ -65,33 +76,43 @@ def _deltas(block: Block, chunk: int) -> Iterator[dict[str, Any]]:
             yield {"type": "input_json_delta", "partial_json": piece}
 
 
-def message_events(message: Mapping[str, Any], *, chunk_tokens: int = 8) -> Iterator[Event]:
-    """The SSE events (name, data) that stream `message`, a complete response body."""
-    usage = dict(message["usage"])
-    start_usage = {**usage, "output_tokens": min(1, usage.get("output_tokens", 0))}
+def start_event(message: Mapping[str, Any]) -> Event:
+    """`message_start`: `message` emptied of content and stop reason; its `usage` as given."""
+    emptied = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    return "message_start", {"type": "message_start", "message": emptied}
+
+
+def block_start_events(index: int, block: Block) -> Iterator[Event]:
+    """`content_block_start` of `block` emptied (and the `ping` that follows the first)."""
     yield (
-        "message_start",
-        {
-            "type": "message_start",
-            "message": {
-                **message,
-                "content": [],
-                "stop_reason": None,
-                "stop_sequence": None,
-                "usage": start_usage,
-            },
-        },
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": _empty(block)},
     )
-    for index, block in enumerate(message["content"]):
-        yield (
-            "content_block_start",
-            {"type": "content_block_start", "index": index, "content_block": _empty(block)},
-        )
-        if index == 0:
-            yield "ping", {"type": "ping"}
-        for delta in _deltas(block, chunk_tokens):
-            yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
-        yield "content_block_stop", {"type": "content_block_stop", "index": index}
+    if index == 0:
+        yield "ping", {"type": "ping"}
+
+
+def delta_event(index: int, delta: Mapping[str, Any]) -> Event:
+    """One `content_block_delta` of block `index`."""
+    return "content_block_delta", {"type": "content_block_delta", "index": index, "delta": dict(delta)}
+
+
+def block_stop_event(index: int) -> Event:
+    """`content_block_stop` of block `index`."""
+    return "content_block_stop", {"type": "content_block_stop", "index": index}
+
+
+def block_events(index: int, block: Block, chunk_tokens: int) -> Iterator[Event]:
+    """A whole block: start, its deltas of `chunk_tokens` tokens, stop."""
+    yield from block_start_events(index, block)
+    for delta in _deltas(block, chunk_tokens):
+        yield delta_event(index, delta)
+    yield block_stop_event(index)
+
+
+def end_events(message: Mapping[str, Any]) -> Iterator[Event]:
+    """`message_delta` (stop reason, cumulative usage, `context_management`) and `message_stop`."""
+    usage = dict(message["usage"])
     final: dict[str, Any] = {
         "type": "message_delta",
         "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message.get("stop_sequence")},
@@ -101,3 +122,12 @@ def message_events(message: Mapping[str, Any], *, chunk_tokens: int = 8) -> Iter
         final["context_management"] = message["context_management"]
     yield "message_delta", final
     yield "message_stop", {"type": "message_stop"}
+
+
+def message_events(message: Mapping[str, Any], *, chunk_tokens: int = 8) -> Iterator[Event]:
+    """The SSE events (name, data) that stream `message`, a complete response body."""
+    usage = dict(message["usage"])
+    yield start_event({**message, "usage": {**usage, "output_tokens": min(1, usage.get("output_tokens", 0))}})
+    for index, block in enumerate(message["content"]):
+        yield from block_events(index, block, chunk_tokens)
+    yield from end_events(message)

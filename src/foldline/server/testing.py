@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from starlette.types import ASGIApp
 
 from foldline.server.config import ServerConfig
-from foldline.server.limits import uvicorn_config
+from foldline.server.limits import uvicorn_server
 
 __all__ = ["run_server"]
 
@@ -36,23 +36,22 @@ def run_server(app: ASGIApp, *, host: str = "127.0.0.1", startup_timeout: float 
     Raises:
         RuntimeError: uvicorn did not start in time (its error is in the server log).
     """
-    import uvicorn
-
     # IPPROTO_TCP, not 0: asyncio turns Nagle off only on accepted sockets whose proto says TCP, and
     # with Nagle on, every keep-alive request after the first waits ~40 ms for a delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    config = uvicorn_config(
+    state = getattr(getattr(app, "state", None), "foldline", None)
+    server = uvicorn_server(
         app,
         _server_config(app),
+        on_exit=getattr(state, "close", None),
         log_level="warning",
         lifespan="off",
         timeout_graceful_shutdown=1,
         access_log=False,
     )
-    server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="foldline-serve"
     )
