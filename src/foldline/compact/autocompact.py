@@ -64,7 +64,7 @@ from foldline.timeline import (
     new_uuid,
     now_iso,
 )
-from foldline.tokens import CHARS_PER_TOKEN, estimate_entry, estimate_text
+from foldline.tokens import CHARS_PER_TOKEN, estimate_entry, estimate_fixed, estimate_text, padded
 from foldline.tools.base import Tool, tool_specs
 from foldline.tools.instructions import load_instruction_files
 
@@ -227,13 +227,20 @@ class AutoCompactStage:
         cfg = ctx.config.autocompact
         records: Sequence[AnyRecord] = ctx.records
         entries, dropped, shrunk = view, 0, 0
+        instruction = summary_prompt(instructions)
+        # Scaled to the room the fork has beside the system prompt, tools and instruction (R3.0.6),
+        # and shared by the last reply's results: no round drop can remove the newest round.
+        block_cap = ctx.config.result_cap_chars(
+            cfg.summary_block_max_chars,
+            estimate_fixed(self.system, self.tools) + padded(estimate_text(instruction)),
+        ) // max(1, _last_results(view))
         for attempt in range(cfg.ptl_max_retries + 1):
             self.requests += 1
             try:
                 reply = await ask_forked(
                     self.provider,
                     records,
-                    summary_prompt(instructions),
+                    instruction,
                     config=ctx.config,
                     system=self.system,
                     tools=self.tools,
@@ -249,7 +256,7 @@ class AutoCompactStage:
                         f"({dropped} oldest rounds dropped, {shrunk} oversized blocks cut): {e.message}"
                     ) from e
                 if not shrunk:  # one huge result first: no round drop can remove the newest round
-                    entries, shrunk = shrink_oversized(entries, cfg.summary_block_max_chars)
+                    entries, shrunk = shrink_oversized(entries, block_cap)
                     if shrunk:
                         records = entries
                         continue
@@ -429,6 +436,13 @@ class AutoCompactStage:
             self.events.emit(done if level == "info" else NoticeEvent(text, level))
             self.events.telemetry("compaction", **data)
         return entry
+
+
+def _last_results(view: list[Entry]) -> int:
+    """How many tool results the newest user entry holds (the last reply's, when it made calls)."""
+    last = next((e for e in reversed(view) if isinstance(e, UserEntry)), None)
+    content = last.message.content if last is not None else None
+    return sum(b.get("type") == "tool_result" for b in content) if isinstance(content, list) else 0
 
 
 def _pending_prompt(view: list[Entry], max_tokens: int) -> tuple[str, ...]:

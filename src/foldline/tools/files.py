@@ -25,6 +25,7 @@ import anyio
 from foldline._types import Block, JSONObject
 from foldline.errors import ToolError
 from foldline.media import sniff_image_type
+from foldline.tokens import MEDIA_TOKENS
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
 
 __all__ = ["EditTool", "ReadTool", "WriteTool", "is_binary", "split_lines"]
@@ -34,6 +35,8 @@ _BINARY_SNIFF_BYTES = 8192
 
 _NOTE_ROOM = 200
 """Characters kept free under Read's cap for the note that says where to continue."""
+_LINE_MARKS = 40
+"""Characters a listed line adds around its text: the line number, the tab, the truncation mark."""
 
 
 def _existing_file(ctx: ToolContext, file_path: str) -> Path:
@@ -180,11 +183,19 @@ class ReadTool(BaseTool):
         data = await anyio.Path(path).read_bytes()
         media_type = sniff_image_type(data[:16])
         if media_type is not None:
+            if MEDIA_TOKENS > ctx.limits.read_max_output_chars:  # R3.0.6: no room on a tiny window
+                raise ToolError(
+                    f"{file_path} is an image, counted as {MEDIA_TOKENS:,} tokens: more than one result "
+                    f"may take on this context window (about {ctx.limits.read_max_output_chars:,}); "
+                    "describe what you need from it to the user instead"
+                )
             return self._image(path, data, media_type)
         text = _decode_text(data, file_path)
         ctx.read_files.record(path, data)
-        room = ctx.limits.read_max_output_chars - _NOTE_ROOM  # the continuation note fits in the cap
-        listing, total = number_lines(text, offset, limit, ctx.limits.read_max_line_chars, room)
+        room = max(1, ctx.limits.read_max_output_chars - _NOTE_ROOM)  # the continuation note fits
+        # On a small window one long line alone can pass the cap (R3.0.6): it is cut to fit too.
+        line_chars = min(ctx.limits.read_max_line_chars, max(1, room - _LINE_MARKS))
+        listing, total = number_lines(text, offset, limit, line_chars, room)
         if total == 0:
             return ToolResult(f"<system-reminder>{file_path} exists but is empty</system-reminder>")
         if offset > total:
