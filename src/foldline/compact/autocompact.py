@@ -131,6 +131,42 @@ class AutoCompactStage:
     _refills: int = field(default=0, init=False)
     _warned: bool = field(default=False, init=False)
 
+    def replay(self, records: Sequence[AnyRecord], config: Config) -> None:
+        """Rebuild the breaker and the thrash detector from a resumed transcript's receipts.
+
+        Their state is the session's, not the process's: a resumed session (every `-p --continue`
+        script) must not re-arm a breaker that tripped, nor forget the failures and quick refills
+        that lead to it (R3.4.6, R3.4.7). "Rounds" since a compaction are counted as the replies
+        recorded after it (one per model round; a failed request leaves none, so the count errs
+        low, toward stopping).
+        """
+        rounds: int | None = None
+        seen: set[str] = set()
+        for record in records:
+            if isinstance(record, AssistantEntry) and rounds is not None:
+                if record.message.id not in seen:
+                    seen.add(record.message.id)
+                    rounds += 1
+                continue
+            data = record.data if isinstance(record, SystemEntry) and record.subtype == "compaction" else None
+            if not data or "level" in data or "outcome" not in data:
+                continue  # another level's receipt (they name their level); AutoCompact's do not
+            outcome, trigger = data.get("outcome"), data.get("trigger")
+            if outcome == "failed" and trigger != "manual":
+                self.failures += 1
+            elif outcome == "stopped":
+                self.stopped = str(data.get("reason") or "stopped")
+            elif outcome == "compacted":
+                self.failures = 0
+                if trigger == "manual":
+                    self.stopped, self._refills = None, 0
+                elif trigger == "auto":
+                    quick = rounds is not None and rounds <= config.autocompact.thrash_turns
+                    self._refills = self._refills + 1 if quick else 0
+                rounds, seen = 0, set()
+        # live, a round's check sees the replies recorded since the compaction: the next run() adds 1
+        self._rounds_since = None if rounds is None else max(rounds - 1, 0)
+
     # --- the Stage interface ------------------------------------------------------------------
 
     async def run(self, ctx: CompactionContext) -> StageResult:
@@ -536,6 +572,7 @@ def install_autocompact(
         events=engine.events,
         notify=engine.log.append,
     )
+    stage.replay(engine.log.timeline.snapshot(), engine.config)  # a resumed session's breaker holds
     engine.stages = [*engine.stages, stage]
     if memory is not None:
         engine.tail_hooks = [*engine.tail_hooks, memory.extract_memories]
