@@ -238,6 +238,11 @@ class ToolsConfig:
     """Glob paths / Grep files or lines returned before the list is cut."""
     search_max_file_bytes: int = 5 * 1024 * 1024
     """Grep skips files larger than this."""
+    environment_git_timeout_s: float = 2.0
+    """How long each git command gathering a new session's environment block may take; past it
+    the git lines are left out (`foldline.system_prompt`)."""
+    environment_status_lines: int = 20
+    """Changed paths the environment block lists from `git status` before it says how many more."""
     sandbox_probe_timeout_s: float = 10.0
     """How long the start-up check that bubblewrap can run may take before the sandbox counts as
     unavailable."""

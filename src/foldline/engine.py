@@ -66,6 +66,7 @@ from foldline.stream import (
     TextDelta,
     ThinkingDelta,
 )
+from foldline.system_prompt import DEFAULT_SYSTEM_PROMPT
 from foldline.timeline import (
     AnyRecord,
     ApiErrorInfo,
@@ -115,10 +116,6 @@ __all__ = [
     "request_builder",
 ]
 
-DEFAULT_SYSTEM_PROMPT = (
-    "You are a coding agent working in the user's workspace through the tools provided. "
-    "Read before you edit, keep changes small, and say what you did."
-)
 INTERRUPT_MARKER = "[Request interrupted by user]"
 INTERRUPT_MARKER_TOOLS = "[Request interrupted by user for tool use]"
 RESUME_MARKER = (

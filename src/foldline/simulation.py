@@ -54,7 +54,23 @@ from foldline.timeline import (
 from foldline.tools import default_tools
 from foldline.usage import UsageTotals
 
-__all__ = ["MeteredRequest", "SimulatedClock", "SimulationReport", "quantile", "score_facts", "simulate"]
+__all__ = [
+    "SIMULATION_SYSTEM_PROMPT",
+    "MeteredRequest",
+    "SimulatedClock",
+    "SimulationReport",
+    "quantile",
+    "score_facts",
+    "simulate",
+]
+
+SIMULATION_SYSTEM_PROMPT = (
+    "You are a coding agent working in the user's workspace through the tools provided. "
+    "Read before you edit, keep changes small, and say what you did."
+)
+"""The system prompt simulated sessions send: the short one the published benchmark numbers
+(docs/benchmarks.md, the demo) were measured with. The simulated model answers from the messages
+alone, so only its size matters; `DEFAULT_SYSTEM_PROMPT` is what real sessions send."""
 
 _MOVED = re.compile(r"^\[Output too large for the context: ([\d,]+) characters")
 _TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens")
@@ -462,6 +478,8 @@ async def simulate(
         levels=levels,
         on_event=on_event,
         clock=clock,
+        system=SIMULATION_SYSTEM_PROMPT,
+        environment=False,  # a date and a git status would make two runs of one seed differ
     ) as session:
         for turn, prompt in enumerate(user_prompts(profile, turns, seed, output_facts=output_facts)):
             if clock is not None:
