@@ -111,14 +111,15 @@ class ToolRunner:
         """R3.0: oversized results go to a file in the session directory before they are recorded."""
         names = {call.id: call.block.get("name", "") for call in executor.calls}
         directory = self._results_dir()
+        # design.md's 50,000 characters on 200K, scaled down to the room of a smaller window
+        limit = self.config.result_cap_chars(self.config.tool_result_budget_chars, self.fixed_tokens)
         kept, moved = apply_result_budget(
             results,
             names,
-            # design.md's 50,000 characters on 200K, scaled down to the room of a smaller window
-            limit=self.config.result_cap_chars(self.config.tool_result_budget_chars, self.fixed_tokens),
+            limit=limit,
             directory=directory,
             exempt_limit=self._read_cap(),
-            preview=self.config.tool_result_preview_chars,
+            preview=min(self.config.tool_result_preview_chars, limit // 2),  # R3.0.6: the note fits too
         )
         if moved:
             chars = sum(m.chars for m in moved)

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from foldline.compact.prompts import requested_sections
 from foldline.config import DESIGN_WINDOW, Config, RetryConfig
+from foldline.errors import PromptTooLongError
 from foldline.server.caching import flatten, total_tokens
 from foldline.session import Session
 from foldline.testing import FunctionProvider
@@ -100,8 +101,21 @@ async def _session(window: int, tool: str, fill: float, root: Path) -> None:
             size = min(words, config.blocking_limit // 4)
             assert (await session.submit_message("note " * size)).text == "ok"
             words -= size
-        result = await session.submit_message("run the tool")
-        assert result.text in ("done", "ok")  # "ok": compacted mid-turn, the model saw the summary
+        if len(CALLS[tool]) == 1:
+            result = await session.submit_message("run the tool")
+            assert result.text in ("done", "ok")  # "ok": compacted mid-turn, the model saw the summary
+        else:
+            # Several results together may pass the room (Collapse's drain can look like enough and
+            # not be); then the turn says to /compact, and /compact must work.
+            try:
+                await session.submit_message("run the tool")
+            except PromptTooLongError as e:
+                failed_turn = str(e)
+            else:
+                failed_turn = ""
+            if failed_turn:
+                assert "run /compact" in failed_turn
+                assert any(isinstance(r, CompactBoundary) for r in await session.engine.compact())
         assert (await session.submit_message("and after it?")).text == "ok"
         main = [c for c in provider.calls if not requested_sections(_text(c.body["messages"][-1]["content"]))]
         sizes = [total_tokens(flatten(c.body)) for c in main]
