@@ -24,7 +24,7 @@ import anyio
 
 from foldline._types import Block, JSONObject
 from foldline.errors import ToolError
-from foldline.media import sniff_image_type
+from foldline.media import image_problem, sniff_image_type
 from foldline.tokens import MEDIA_TOKENS
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
 
@@ -188,6 +188,12 @@ class ReadTool(BaseTool):
                     f"{file_path} is an image, counted as {MEDIA_TOKENS:,} tokens: more than one result "
                     f"may take on this context window (about {ctx.limits.read_max_output_chars:,}); "
                     "describe what you need from it to the user instead"
+                )
+            problem = image_problem(data)
+            if problem is not None:  # sent, it would be refused on every later request too
+                raise ToolError(
+                    f"{file_path} starts like a {media_type.split('/')[1].upper()} image but cannot be "
+                    f"decoded: {problem}. It was not added to the conversation"
                 )
             return self._image(path, data, media_type)
         text = _decode_text(data, file_path)
