@@ -9,8 +9,10 @@ Invariants:
   the caller exits only on a second Ctrl-C in a row. Ctrl-D on an empty line (or end of input)
   returns None.
 - While a turn runs at a terminal, `interrupt_keys` holds it in raw mode and reads the keys: Esc
-  or Ctrl-C cancels the turn (as in Claude Code), anything else typed meanwhile is dropped. The
-  approval prompt's line editor takes the keyboard over while it asks and gives it back after.
+  or Ctrl-C cancels the turn (as in Claude Code); anything else typed meanwhile is kept (type-ahead):
+  a line finished with Enter runs as the next prompt, an unfinished one is put back in the input
+  line. The approval prompt's line editor takes the keyboard over while it asks and gives it back
+  after; Esc there answers no.
   Elsewhere (a pipe) the terminal is not touched, and Ctrl-C is a SIGINT the turn's handler turns
   into a cancellation.
 """
@@ -43,9 +45,12 @@ CLEARED: Final = "\x00cleared"
 
 
 class LineReader(Protocol):
-    """Reads one line after showing `prompt`: the text, `CLEARED` (Ctrl-C), or None (end of input)."""
+    """Reads one line after showing `prompt`: the text, `CLEARED` (Ctrl-C), or None (end of input).
 
-    def __call__(self, prompt: str) -> Awaitable[str | None]: ...
+    `default` starts the line with that text (type-ahead); with `accept` it is taken as typed, shown
+    and saved in the history like any line."""
+
+    def __call__(self, prompt: str, default: str = "", accept: bool = False) -> Awaitable[str | None]: ...
 
 
 def use_terminal() -> bool:
@@ -56,7 +61,9 @@ def use_terminal() -> bool:
 def plain_reader() -> LineReader:
     """Lines from stdin, for pipes and tests: `input()` in a thread so the event loop keeps running."""
 
-    async def read(prompt: str) -> str | None:
+    async def read(prompt: str, default: str = "", accept: bool = False) -> str | None:
+        if accept:
+            return default
         try:
             return await asyncio.to_thread(input, prompt)
         except EOFError:
@@ -67,18 +74,29 @@ def plain_reader() -> LineReader:
     return read
 
 
-def terminal_reader(history_file: Path | None) -> LineReader:
+def terminal_reader(history_file: Path | None, *, escape_answers: str | None = None) -> LineReader:
     """A prompt_toolkit line editor with persistent history in `history_file` (its folder is created);
-    None: no history (the approval prompt, whose answers are not worth recalling)."""
+    None: no history (the approval prompt, whose answers are not worth recalling). With
+    `escape_answers`, a lone Esc submits that text (the approval prompt: Esc is no, as in Claude
+    Code) instead of starting Esc-Enter."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory, InMemoryHistory
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
     bindings = KeyBindings()
 
-    @bindings.add("escape", "enter")
-    def _newline(event: KeyPressEvent) -> None:
-        event.current_buffer.insert_text("\n")
+    if escape_answers is not None:
+        answer_text = escape_answers
+
+        @bindings.add("escape")
+        def _escape(event: KeyPressEvent) -> None:
+            event.app.exit(result=answer_text)
+
+    else:
+
+        @bindings.add("escape", "enter")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.insert_text("\n")
 
     @bindings.add("enter")
     def _submit(event: KeyPressEvent) -> None:
@@ -100,9 +118,9 @@ def terminal_reader(history_file: Path | None) -> LineReader:
         history=history, key_bindings=bindings, multiline=True, prompt_continuation=_continuation
     )
 
-    async def read(prompt: str) -> str | None:
+    async def read(prompt: str, default: str = "", accept: bool = False) -> str | None:
         try:
-            return await session.prompt_async(prompt)
+            return await session.prompt_async(prompt, default=default, accept_default=accept)
         except EOFError:
             return None
         except KeyboardInterrupt:
@@ -130,24 +148,44 @@ def answer_reader(read: LineReader, on_interrupt: Callable[[], None]) -> Callabl
 
 
 @contextmanager
-def interrupt_keys(on_interrupt: Callable[[], object]) -> Iterator[None]:
+def interrupt_keys(on_interrupt: Callable[[], object], typed: list[str] | None = None) -> Iterator[None]:
     """While the block runs, Esc or Ctrl-C at the terminal calls `on_interrupt` (raw mode: Ctrl-C is
-    a key here, not a signal). Must be entered inside the running event loop."""
+    a key here, not a signal); with `typed`, every other key is kept there as text (type-ahead:
+    characters, pastes, Enter as a newline, Backspace taking the last character back). Must be
+    entered inside the running event loop."""
     from prompt_toolkit.input import create_input
+    from prompt_toolkit.key_binding import KeyPress
     from prompt_toolkit.keys import Keys
 
     keyboard = create_input()
     loop = asyncio.get_running_loop()
 
-    def handle(keys: list[Keys | str]) -> None:
-        if any(key in (Keys.Escape, Keys.ControlC) for key in keys):
+    def keep(press: KeyPress) -> None:
+        if typed is None:
+            return
+        key = press.key
+        if key in (Keys.ControlM, Keys.ControlJ):
+            typed.append("\n")
+        elif key in (Keys.Backspace, Keys.ControlH):
+            if typed and typed[-1] != "\n":
+                typed.pop()
+        elif key == Keys.BracketedPaste:
+            typed.extend(press.data.replace("\r\n", "\n").replace("\r", "\n"))
+        elif len(key) == 1 and key.isprintable():
+            typed.append(key)
+
+    def handle(presses: list[KeyPress]) -> None:
+        if any(press.key in (Keys.Escape, Keys.ControlC) for press in presses):
             on_interrupt()
+            return
+        for press in presses:
+            keep(press)
 
     def flush() -> None:
-        handle([press.key for press in keyboard.flush_keys()])
+        handle(keyboard.flush_keys())
 
     def ready() -> None:
-        handle([press.key for press in keyboard.read_keys()])
+        handle(keyboard.read_keys())
         loop.call_later(_ESC_WAIT_S, flush)  # a lone Esc stays in the parser until flushed
 
     with keyboard.raw_mode(), keyboard.attach(ready):

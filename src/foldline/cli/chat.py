@@ -260,6 +260,8 @@ class ChatApp:
         self._opener = opener
         self._task: asyncio.Future[Any] | None = None
         self._refused = False
+        self.typed: list[str] = []
+        """What was typed while a turn ran (type-ahead), one character each, newest last."""
 
     def cancel_turn(self) -> None:
         """Cancel the running turn (Ctrl-C at the permission prompt)."""
@@ -306,7 +308,7 @@ class ChatApp:
         task = asyncio.ensure_future(work)
         with (
             _sigint_cancels(task),
-            interrupt_keys(task.cancel) if self.keys else nullcontext(),
+            interrupt_keys(task.cancel, self.typed) if self.keys else nullcontext(),
         ):
             try:
                 await task
@@ -320,7 +322,8 @@ class ChatApp:
         self.renderer.begin_turn()
         self._task = task = asyncio.ensure_future(self.session.submit_message(prompt))
         try:
-            with _sigint_cancels(task), interrupt_keys(self.cancel_turn) if self.keys else nullcontext():
+            keys = interrupt_keys(self.cancel_turn, self.typed) if self.keys else nullcontext()
+            with _sigint_cancels(task), keys:
                 return await task
         except asyncio.CancelledError:
             if not task.cancelled():
@@ -337,6 +340,16 @@ class ChatApp:
             self._refused = False
             self.renderer.end_turn()
 
+    def type_ahead(self) -> tuple[str, bool]:
+        """The next line typed during the last turn, and whether it was finished with Enter (then
+        it runs as the next prompt; otherwise it waits in the input line). What follows a finished
+        line stays for the prompt after that one."""
+        text = "".join(self.typed)
+        self.typed.clear()
+        line, enter, rest = text.partition("\n")
+        self.typed.extend(rest)
+        return line, bool(enter) and bool(line.strip())
+
     def status(self) -> None:
         engine = self.session.engine
         self.console.print(status_line(engine.timeline.snapshot(), engine.config))
@@ -352,7 +365,8 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
             console.print(recap_line)
     cleared = False  # the previous prompt ended with Ctrl-C
     while True:
-        line = await read("› ")
+        typed, queued = chat.type_ahead()
+        line = await read("› ", default=typed, accept=queued)
         if line is None:
             break
         if line == CLEARED:
@@ -481,7 +495,7 @@ def chat(**options: Any) -> None:
     renderer = Renderer(console, live=terminal and console.is_terminal)
     chat_ref: list[ChatApp] = []
     answer = answer_reader(
-        terminal_reader(None) if terminal else plain_reader(),
+        terminal_reader(None, escape_answers="no") if terminal else plain_reader(),
         on_interrupt=lambda: chat_ref[0].cancel_turn() if chat_ref else None,
     )
 
