@@ -11,7 +11,13 @@ from __future__ import annotations
 import html
 import re
 
-from foldline.errors import FoldlineError, ModelConnectionError, ModelHTTPError
+from foldline.errors import (
+    FoldlineError,
+    ModelConnectionError,
+    ModelHTTPError,
+    SessionsFolderError,
+    TranscriptWriteError,
+)
 
 __all__ = ["explain", "web_page_summary"]
 
@@ -56,6 +62,13 @@ def explain(error: FoldlineError, base_url: str | None = None) -> str:
             f"the server does not serve the model {cause.model!r} (it answered 404: {cause.message}). "
             "Pass --model with one it serves, e.g. --model claude-sonnet-4-5."
         )
+    if isinstance(cause, SessionsFolderError):
+        return (
+            f"{cause}. foldline keeps sessions in $FOLDLINE_HOME/projects (default ~/.foldline/projects): "
+            "pass --sessions-dir DIR, or set $FOLDLINE_HOME, to a folder you can write"
+        )
+    if isinstance(cause, TranscriptWriteError) and "No space left" in str(cause):
+        return f"{cause}. Free some disk space, then continue this session with `foldline chat --continue`"
     if isinstance(cause, ModelHTTPError) and cause.status in (401, 403):
         return (
             f"the server refused the API key (HTTP {cause.status}: {cause.message}). "
