@@ -318,3 +318,26 @@ def test_esc_at_the_permission_prompt_declines_the_call(server: str, tmp_path: P
         _leave(child)
     finally:
         child.close(force=True)
+
+
+def test_a_history_file_that_cannot_be_written_costs_one_warning_not_the_chat(
+    slow_server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    """A disk error on the history file (here: a folder in its place) used to surface as prompt_toolkit's
+    "Unhandled exception in event loop ... Press ENTER", and the REPL stayed dead."""
+    url, _ = slow_server
+    (tmp_path / "sessions" / "prompt-history").mkdir(parents=True)
+    child = _spawn(url, tmp_path)
+    try:
+        child.sendline("first prompt")
+        child.expect("You said: first prompt")
+        child.expect(PROMPT)
+        child.sendline("second prompt")
+        child.expect("You said: second prompt")
+        child.expect(PROMPT)
+        _leave(child)
+    finally:
+        child.close(force=True)
+    shown = child.logfile_read.getvalue()
+    assert "Unhandled exception" not in shown
+    assert shown.count("prompt history") == 1  # one warning, not one per prompt

@@ -20,15 +20,22 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import datetime
+import os
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.history import FileHistory
 
 __all__ = [
     "CLEARED",
     "LineReader",
+    "PromptHistory",
     "answer_reader",
     "interrupt_keys",
     "plain_reader",
@@ -52,16 +59,15 @@ class LineReader(Protocol):
 
     def __call__(self, prompt: str, default: str = "", accept: bool = False) -> Awaitable[str | None]: ...
 
+    def settle(self, kept: bool) -> None:
+        """The last line was kept by the session (recorded, or a command) or refused: only a kept
+        one goes into the history file."""
+        ...
 
-def use_terminal() -> bool:
-    """Whether both ends are a terminal: then the line editor is used, else plain lines."""
-    return sys.stdin.isatty() and sys.stdout.isatty()
 
-
-def plain_reader() -> LineReader:
-    """Lines from stdin, for pipes and tests: `input()` in a thread so the event loop keeps running."""
-
-    async def read(prompt: str, default: str = "", accept: bool = False) -> str | None:
+@dataclass
+class _PlainReader:
+    async def __call__(self, prompt: str, default: str = "", accept: bool = False) -> str | None:
         if accept:
             return default
         try:
@@ -71,16 +77,96 @@ def plain_reader() -> LineReader:
         except KeyboardInterrupt:
             return CLEARED
 
-    return read
+    def settle(self, kept: bool) -> None:
+        return None
 
 
-def terminal_reader(history_file: Path | None, *, escape_answers: str | None = None) -> LineReader:
+class PromptHistory(FileHistory):
+    """The prompt line's history file: private (0600, like a shell's), written only for prompts the
+    session kept (a paste refused as too long was "not saved", so it is not saved here either), and
+    never fatal: a full disk or a read-only folder costs the history, with one warning, not the chat."""
+
+    def __init__(self, path: Path, on_error: Callable[[str], None] | None = None) -> None:
+        super().__init__(str(path))
+        self.path = path
+        self.on_error = on_error
+        self._pending: str | None = None
+        self._broken = False
+
+    def load_history_strings(self) -> Iterable[str]:
+        try:
+            return super().load_history_strings()
+        except OSError as e:
+            self._fail(e)
+            return []
+
+    def store_string(self, string: str) -> None:
+        self._pending = string  # written by `settle` once the session has kept the prompt
+
+    def settle(self, kept: bool) -> None:
+        string, self._pending = self._pending, None
+        if not kept or string is None or self._broken:
+            return
+        text = f"\n# {datetime.datetime.now()}\n" + "".join(f"+{line}\n" for line in string.split("\n"))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.fchmod(fd, 0o600)  # a file an older foldline left 0644 is made private too
+                os.write(fd, text.encode("utf-8", errors="replace"))
+            finally:
+                os.close(fd)
+        except OSError as e:
+            self._fail(e)
+
+    def _fail(self, error: OSError) -> None:
+        self._broken = True
+        if self.on_error is not None:
+            self.on_error(
+                f"the prompt history ({self.path}) cannot be written: {error.strerror or error}; "
+                "this session's prompts are remembered until it ends"
+            )
+
+
+def use_terminal() -> bool:
+    """Whether both ends are a terminal: then the line editor is used, else plain lines."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def plain_reader() -> LineReader:
+    """Lines from stdin, for pipes and tests: `input()` in a thread so the event loop keeps running."""
+    return _PlainReader()
+
+
+@dataclass
+class _TerminalReader:
+    session: PromptSession[str]
+    history: PromptHistory | None
+
+    async def __call__(self, prompt: str, default: str = "", accept: bool = False) -> str | None:
+        try:
+            return await self.session.prompt_async(prompt, default=default, accept_default=accept)
+        except EOFError:
+            return None
+        except KeyboardInterrupt:
+            return CLEARED
+
+    def settle(self, kept: bool) -> None:
+        if self.history is not None:
+            self.history.settle(kept)
+
+
+def terminal_reader(
+    history_file: Path | None,
+    *,
+    escape_answers: str | None = None,
+    on_error: Callable[[str], None] | None = None,
+) -> LineReader:
     """A prompt_toolkit line editor with persistent history in `history_file` (its folder is created);
     None: no history (the approval prompt, whose answers are not worth recalling). With
     `escape_answers`, a lone Esc submits that text (the approval prompt: Esc is no, as in Claude
     Code) instead of starting Esc-Enter."""
-    from prompt_toolkit import PromptSession
-    from prompt_toolkit.history import FileHistory, InMemoryHistory
+    from prompt_toolkit.history import InMemoryHistory
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
     bindings = KeyBindings()
@@ -107,26 +193,15 @@ def terminal_reader(history_file: Path | None, *, escape_answers: str | None = N
         else:
             buffer.validate_and_handle()
 
-    history: FileHistory | InMemoryHistory = InMemoryHistory()
-    if history_file is not None:
-        try:
-            history_file.parent.mkdir(parents=True, exist_ok=True)
-            history = FileHistory(str(history_file))
-        except OSError:  # a read-only home must not stop the chat; history then lasts the session
-            pass
+    # a read-only home or a full disk must not stop the chat; history then lasts the session
+    history = PromptHistory(history_file, on_error) if history_file is not None else None
     session: PromptSession[str] = PromptSession(
-        history=history, key_bindings=bindings, multiline=True, prompt_continuation=_continuation
+        history=history or InMemoryHistory(),
+        key_bindings=bindings,
+        multiline=True,
+        prompt_continuation=_continuation,
     )
-
-    async def read(prompt: str, default: str = "", accept: bool = False) -> str | None:
-        try:
-            return await session.prompt_async(prompt, default=default, accept_default=accept)
-        except EOFError:
-            return None
-        except KeyboardInterrupt:
-            return CLEARED
-
-    return read
+    return _TerminalReader(session, history)
 
 
 def _continuation(width: int, line_number: int, wrap_count: int) -> str:

@@ -378,15 +378,19 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
         cleared = False
         text = line.strip()
         if not text:
+            read.settle(False)
             continue
         if text.startswith("/"):
+            read.settle(True)
             if not await run_slash(chat, text):
                 break
             continue
+        before = len(chat.session.engine.timeline)
         try:
             await chat.turn(text)
         except FoldlineError as e:  # the chat outlives a failed turn; the transcript records it
             console.print(Text(explain(e, chat.base_url), style="red"))
+        read.settle(len(chat.session.engine.timeline) > before)  # a refused prompt was not saved
         chat.status()
     await chat.session.aclose()
 
@@ -540,7 +544,8 @@ def chat(**options: Any) -> None:
             chat_ref.append(
                 ChatApp(session, console, renderer, sessions_dir, opener, options["base_url"], keys=terminal)
             )
-            read = terminal_reader(sessions_dir / "prompt-history") if terminal else plain_reader()
+            history = sessions_dir / "prompt-history"
+            read = terminal_reader(history, on_error=notice) if terminal else plain_reader()
             asyncio.run(_repl(chat_ref[0], read, recap_first=resumed))
             return
         prompt = options["prompt"] if options["prompt"] is not None else sys.stdin.read()
