@@ -200,6 +200,25 @@ async def test_write_creates_parents_and_file(ctx: ToolContext, workspace: Path)
     assert result.structured["action"] == "created"
 
 
+@pytest.mark.parametrize(("umask", "expected"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+async def test_a_new_file_follows_the_umask_as_an_editors_would(
+    ctx: ToolContext, workspace: Path, umask: int, expected: int
+) -> None:
+    """New files used to be 0600 whatever the umask (the temporary file's own mode)."""
+    old = os.umask(umask)
+    try:
+        result = await WriteTool().run({"file_path": "made.txt", "content": "x\n"}, ctx)
+        edited = await EditTool().run(
+            {"file_path": "made.txt", "old_string": "x", "new_string": "y"}, ctx
+        )  # an edit keeps the mode the file has
+    finally:
+        os.umask(old)
+    assert not result.is_error
+    assert not edited.is_error
+    assert (workspace / "made.txt").stat().st_mode & 0o777 == expected
+    assert _temporaries(workspace) == []
+
+
 async def test_write_refuses_existing_file_not_read(ctx: ToolContext, workspace: Path) -> None:
     (workspace / "keep.txt").write_text("precious")
     result = await WriteTool().run({"file_path": "keep.txt", "content": "clobbered"}, ctx)

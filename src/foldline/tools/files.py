@@ -127,7 +127,10 @@ def _atomic_write(path: Path, text: str, encoding: str = "utf-8") -> bytes:
     data = _encode(text, encoding, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if mode is None:  # a new file is made as an editor makes one: 0666 less the umask (the kernel's)
+        fd, tmp = _create_exclusive(path, 0o666)
+    else:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -138,6 +141,16 @@ def _atomic_write(path: Path, text: str, encoding: str = "utf-8") -> bytes:
         Path(tmp).unlink(missing_ok=True)
         raise
     return data
+
+
+def _create_exclusive(path: Path, mode: int) -> tuple[int, str]:
+    """A new temporary sibling of `path` opened for writing with `mode` (the umask applies)."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), str(tmp)
+        except FileExistsError:
+            continue
 
 
 def _positive_int(tool_input: Mapping[str, Any], key: str, default: int) -> int:
