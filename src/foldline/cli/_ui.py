@@ -200,6 +200,8 @@ class Renderer:
         self._live: Live | None = None
         self._in_turn = False
         self._streamed_raw = False
+        self._compacting = False
+        """The phase names a compaction in progress (a progress notice) until its receipt arrives."""
 
     # --- turn boundaries ---------------------------------------------------------------------------
 
@@ -253,9 +255,19 @@ class Renderer:
         elif isinstance(event, NoticeEvent):
             style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
             self.print(Text(neutralize(event.text), style=style))
+            if event.level == "progress" and self._in_turn:  # a summary the turn waits on: say so
+                self._flush_text()
+                self._set_phase(clip_words(neutralize(event.text).split(":")[0], 60))
+                self._compacting = True
+            elif self._compacting:  # the compaction failed or stopped: the turn goes on waiting
+                self._compacting = False
+                self._set_phase("waiting for the model")
         elif isinstance(event, CompactionEvent):  # R3.0.1: never clear silently
             self._flush_text()
             self.print(Text(f"⎯ {event.level}: {neutralize(event.text)}", style="cyan"))
+            if self._compacting:
+                self._compacting = False
+                self._set_phase("waiting for the model")
 
     def _record(self, record: AnyRecord) -> None:
         if isinstance(record, AssistantEntry) and not record.is_virtual:

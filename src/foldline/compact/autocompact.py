@@ -224,6 +224,10 @@ class AutoCompactStage:
                 if result is not None:
                     return result
             await ctx.run_pre_compact_hooks()
+            if self.events is not None:  # the turn now waits on a summary: the UI says so (R3.0.1)
+                self.events.emit(
+                    NoticeEvent(f"Compacting the conversation ({trigger}): writing a summary…", "progress")
+                )
             summary = await self._summarize(ctx, view, instructions)
             result = self._commit(ctx, trigger, view, summary)
             if result is None and summary.preserved:  # the kept prompt is the bulk: the summary covers it
