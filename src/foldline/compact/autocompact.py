@@ -296,7 +296,9 @@ class AutoCompactStage:
                         f"({dropped} oldest rounds dropped, {shrunk} oversized blocks cut): {e.message}"
                     ) from e
                 if not shrunk:  # one huge result first: no round drop can remove the newest round
-                    entries, shrunk = shrink_oversized(entries, block_cap)
+                    # results to the room; the conversation's own text keeps the scaled 40,000
+                    text_cap = ctx.config.scaled(cfg.summary_block_max_chars)
+                    entries, shrunk = shrink_oversized(entries, block_cap, text_max_chars=text_cap)
                     if shrunk:
                         records = entries
                         continue
