@@ -268,3 +268,21 @@ def test_a_resume_notice_is_printed_as_text_not_markup(
     out = _chat(url, base, "--continue", "-p", "second")
     assert "we[bold]ird" in out.replace("\n", "")
     assert "You said: second" in out
+
+
+def test_one_shot_text_prints_only_the_answer_on_stdout_and_the_trace_on_stderr(tmp_path: Path) -> None:
+    """As `claude -p`: a script reading stdout gets the answer, not the tool calls and results."""
+    touch = {"name": "Bash", "input": {"command": "echo made-it"}}
+    backend = ScriptedBackend(
+        replies=[{"tool_calls": [touch]}, {"text": "Done: the command printed made-it."}]
+    )
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with run_server(create_app(backend=backend)) as url:
+        args = ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(workspace)]
+        args += ["--sessions-dir", str(tmp_path / "s"), "--permission-mode", "bypassPermissions"]
+        result = CliRunner().invoke(cli, [*args, "-p", "please run echo"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Done: the command printed made-it.\n"
+    assert "Bash" in result.stderr  # the call, shown as it ran
+    assert "made-it" in result.stderr  # and its result line

@@ -189,9 +189,12 @@ class _Activity:
 class Renderer:
     """The engine's UI events on the console (subscribe it with `Session.open(on_event=...)`)."""
 
-    def __init__(self, console: Console, *, live: bool | None = None) -> None:
+    def __init__(self, console: Console, *, live: bool | None = None, answer: bool = True) -> None:
         self.console = console
         self.live_ok = console.is_terminal if live is None else live
+        self.answer = answer
+        """Show the model's text as it streams; off for `-p`, which prints only the final answer
+        (on stdout) and keeps this trace of calls, results and receipts on stderr."""
         self.pending = ""
         self.phase = "waiting for the model"
         self.phase_since = time.monotonic()
@@ -238,7 +241,8 @@ class Renderer:
     def __call__(self, event: UIEvent) -> None:
         if isinstance(event, TextDeltaEvent):
             self._end_thinking()
-            self._text(event.text)
+            if self.answer:
+                self._text(event.text)
         elif isinstance(event, ThinkingDeltaEvent):
             self._thinking_delta(event.text)
         elif isinstance(event, ToolInputDeltaEvent):

@@ -476,7 +476,10 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
 def chat(**options: Any) -> None:
     """Talk to the agent: one turn with -p (or stdin), otherwise a REPL."""
     fmt: str = options["output_format"]
-    console = Console(highlight=False, stderr=fmt != "text")  # JSON owns stdout
+    interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
+    # stdout is the answer's alone with -p (as `claude -p`), the JSON's with a JSON format; the
+    # trace (calls, results, receipts, warnings) goes to stderr then
+    console = Console(highlight=False, stderr=fmt != "text" or not interactive)
     workspace = _workspace(options["workspace"])
     sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
     config = with_limits(
@@ -494,9 +497,8 @@ def chat(**options: Any) -> None:
         click.echo(f"warning: {warning}", err=True)
     sandbox = _sandbox(settings, workspace, config)
     mode: PermissionMode = options["permission_mode"] or settings.mode or "default"
-    interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
     terminal = interactive and use_terminal()
-    renderer = Renderer(console, live=terminal and console.is_terminal)
+    renderer = Renderer(console, live=terminal and console.is_terminal, answer=interactive)
     chat_ref: list[ChatApp] = []
     answer = answer_reader(
         terminal_reader(None, escape_answers="no") if terminal else plain_reader(),
@@ -565,10 +567,13 @@ def chat(**options: Any) -> None:
 
 
 async def _one_shot(chat: ChatApp, prompt: str) -> None:
+    """`-p` in text mode: the final answer on stdout, nothing else (the trace is on stderr)."""
     try:
-        await chat.turn(prompt)
+        result = await chat.turn(prompt)
     finally:
         await chat.session.aclose()
+    if result is not None and result.text:
+        click.echo(result.text)
 
 
 async def _one_shot_json(
