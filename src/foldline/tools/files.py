@@ -153,6 +153,26 @@ def _create_exclusive(path: Path, mode: int) -> tuple[int, str]:
             continue
 
 
+def _unread(tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
+    """Write's and Edit's precheck: the read-before-write rule, for an existing regular file."""
+    raw = tool_input.get("file_path")
+    if not isinstance(raw, str) or not raw:
+        return None  # the call's own checks answer a missing path
+    try:
+        path = ctx.resolve(raw)
+        if not path.is_file():
+            return None
+    except (ToolError, OSError, ValueError):
+        return None  # whatever this is, the call itself (or the permission check) reports it
+    try:
+        ctx.read_files.check_fresh(path)
+    except ToolError as e:
+        return str(e)
+    except OSError:
+        return None
+    return None
+
+
 def _positive_int(tool_input: Mapping[str, Any], key: str, default: int) -> int:
     value = tool_input.get(key, default)
     if value < 1:
@@ -258,6 +278,10 @@ class WriteTool(BaseTool):
         "additionalProperties": False,
     }
 
+    def precheck(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
+        """An existing file not read (or changed since): refused before the approval question."""
+        return _unread(tool_input, ctx)
+
     async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         file_path = str(tool_input["file_path"])
         path = ctx.resolve(file_path)
@@ -297,6 +321,10 @@ class EditTool(BaseTool):
         "required": ["file_path", "old_string", "new_string"],
         "additionalProperties": False,
     }
+
+    def precheck(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
+        """An existing file not read (or changed since): refused before the approval question."""
+        return _unread(tool_input, ctx)
 
     async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         file_path = str(tool_input["file_path"])
