@@ -286,3 +286,13 @@ def test_one_shot_text_prints_only_the_answer_on_stdout_and_the_trace_on_stderr(
     assert result.stdout == "Done: the command printed made-it.\n"
     assert "Bash" in result.stderr  # the call, shown as it ran
     assert "made-it" in result.stderr  # and its result line
+
+
+def test_in_the_repl_an_unknown_model_points_at_slash_model_not_the_flag(
+    server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    url, _ = server
+    out = _chat(url, tmp_path, "--repl", stdin="/model gpt-4o\nhi\n/exit\n")
+    assert "does not serve the model 'gpt-4o'" in out
+    assert "Switch with /model NAME" in out
+    assert "--model" not in out

@@ -389,7 +389,7 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
         try:
             await chat.turn(text)
         except FoldlineError as e:  # the chat outlives a failed turn; the transcript records it
-            console.print(Text(explain(e, chat.base_url), style="red"))
+            console.print(Text(explain(e, chat.base_url, repl=True), style="red"))
         read.settle(len(chat.session.engine.timeline) > before)  # a refused prompt was not saved
         chat.status()
     await chat.session.aclose()
