@@ -32,7 +32,14 @@ from foldline.errors import FoldlineError
 from foldline.projection import collapse_summary_text, project_view
 from foldline.session import Session
 from foldline.sessions import SessionInfo, list_sessions
-from foldline.timeline import AnyRecord, AssistantEntry, CollapseCommit, UserEntry, api_filter
+from foldline.timeline import (
+    AnyRecord,
+    AssistantEntry,
+    AttachmentEntry,
+    CollapseCommit,
+    UserEntry,
+    api_filter,
+)
 from foldline.tokens import estimate_blocks, estimate_text
 from foldline.tools.base import tool_specs
 from foldline.transcript import list_session_files
@@ -101,6 +108,9 @@ def context_breakdown(
     counts["tools"] = estimate_text(dumps(list(tools)).decode()) if tools else 0
     folds = _summary_texts(records)
     for entry in api_filter(project_view(records)):
+        if isinstance(entry, AttachmentEntry):  # instruction files, files re-attached after /compact
+            counts["messages"] += estimate_blocks(entry.content)
+            continue
         content = entry.message.content if isinstance(entry, UserEntry | AssistantEntry) else None
         if content is None:
             continue
@@ -152,7 +162,10 @@ def _context(chat: Chat) -> None:
     records = engine.timeline.snapshot()
     config = engine.config
     breakdown = context_breakdown(records, engine.system, tool_specs(list(engine.tools)), config.window)
-    used = sum(tokens for name, tokens in breakdown if name != "free")
+    # the total is the engine's own count (the last reply's usage plus a padded estimate of what came
+    # after, the system prompt and tools included when nothing anchors it), as compaction receipts
+    # give it; the categories below are plain estimates of where it goes
+    used = engine.window.context().tokens
     chat.console.print(
         Text(
             f"context: ~{used:,} of {config.window:,} tokens ({used / config.window:.0%}); "

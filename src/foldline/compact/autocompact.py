@@ -47,7 +47,7 @@ from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
 from foldline.config import Config
 from foldline.errors import ModelAPIError, OutputRoomError, PromptTooLongAPIError
 from foldline.events import CompactionEvent, EventBus, NoticeEvent
-from foldline.projection import context_tokens_of, project_view
+from foldline.projection import context_count_of, project_view
 from foldline.providers.base import Provider
 from foldline.session_log import SessionLog
 from foldline.timeline import (
@@ -339,13 +339,20 @@ class AutoCompactStage:
             message=UserMessage(content=SUMMARY_LEAD + summary.text),
         )
         added: tuple[AnyRecord, ...] = (boundary, *attachments, summary_entry)
-        post = context_tokens_of(ctx.records + added)
+        # Whether it pays is judged on the messages' estimate (the usage-anchored count before it
+        # and this padded estimate after it are not alike enough to add the system prompt to both);
+        # what it says is the engine's own count afterwards, system prompt and tools included, the
+        # number `/context` shows next and later levels start from.
+        post = context_count_of(ctx.records + added).total
+        fixed = estimate_fixed(self.system, self.tools)
+        after = context_count_of(ctx.records + added, unanchored_base=fixed).total
         if post >= ctx.tokens or (
             trigger == "auto"
             and summary.source == "session memory"
             and (post >= ctx.config.autocompact_threshold)
         ):
             return None
+        post = after
         boundary = msgspec.structs.replace(boundary, post_tokens=post)
         self.failures = 0
         self._rounds_since, self._warned = 0, False
@@ -379,7 +386,7 @@ class AutoCompactStage:
         )
         receipt = self._receipt(last.session_id, text, "info", data)
         records: tuple[AnyRecord, ...] = (boundary, *attachments, summary_entry, receipt)
-        return StageResult(records, tokens_freed=ctx.tokens - post)
+        return StageResult(records, tokens_freed=max(0, ctx.tokens - post))
 
     def _reattach(
         self, config: Config, view: list[Entry], preserved: set[str], session_id: str
