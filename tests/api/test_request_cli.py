@@ -121,3 +121,37 @@ def test_a_session_with_nothing_to_send_names_the_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["request", str(path)])
     assert result.exit_code == 1
     assert f"Error: {path}: nothing to send" in result.output
+
+
+def test_the_printed_body_carries_the_system_prompt_and_tools_chat_sends(tmp_path: Path) -> None:
+    """It was documented as the exact body yet left out `system` and `tools`."""
+    import asyncio
+
+    from foldline.config import Config
+    from foldline.session import Session
+    from foldline.testing import FunctionProvider
+    from foldline.tools import default_tools
+
+    provider = FunctionProvider(lambda body, betas: {"text": "ok"})
+    path = tmp_path / "s.jsonl"
+
+    async def one_turn() -> None:
+        async with Session.open(
+            path, provider=provider, workspace=tmp_path, config=Config(), tools=default_tools()
+        ):
+            pass  # a session that recorded its environment block
+
+    asyncio.run(one_turn())
+
+    async def then_send() -> None:
+        async with Session.open(
+            path, provider=provider, workspace=tmp_path, config=Config(), tools=default_tools()
+        ) as s:
+            await s.submit_message("Continue.")
+
+    printed = _run(str(path), "--body-only", "--prompt", "Continue.")
+    asyncio.run(then_send())
+    sent = provider.calls[-1].body
+    assert printed["system"] == sent["system"]
+    assert printed["tools"] == sent["tools"]
+    assert "<environment>" in str(printed["system"])
