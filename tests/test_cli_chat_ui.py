@@ -103,6 +103,22 @@ def test_context_grid_never_hides_a_category_and_never_overflows() -> None:
         assert name in text
 
 
+@pytest.mark.parametrize("width", [40, 32])
+def test_context_on_a_narrow_terminal_cuts_no_number(width: int) -> None:
+    """At 40 columns the legend used to be cut beside the grid: every number lost its digits."""
+    breakdown = [("system", 1_234), ("tools", 15_678), ("messages", 120_000), ("tool results", 9_876)]
+    breakdown += [("summaries", 543), ("free", 52_669)]
+    console = Console(width=width, record=True, color_system=None)
+    console.print(context_grid(breakdown, WINDOW, width))
+    text = console.export_text()
+    for name, tokens in breakdown:
+        assert f"{tokens:,}" in text, (name, text)
+        assert f"{tokens / WINDOW:.1%}" in text
+    assert all(len(line) <= width for line in text.splitlines())
+    grid_shown = len(text.splitlines()) > len(breakdown)  # the grid's rows above the legend
+    assert grid_shown is (width >= 40)  # the grid stays where it fits
+
+
 def test_recap_names_the_last_prompt_answer_and_interrupted_call() -> None:
     tool_use = {"type": "tool_use", "id": "t9", "name": "Bash", "input": {"command": "sleep 100"}}
     records = [

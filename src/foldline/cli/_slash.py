@@ -127,9 +127,12 @@ def context_breakdown(
     return [(name, counts[name]) for name in CATEGORIES]
 
 
-def context_grid(breakdown: Sequence[tuple[str, int]], window: int) -> Table:
+def context_grid(breakdown: Sequence[tuple[str, int]], window: int, width: int | None = None) -> Table:
     """The breakdown as a grid of cells (each 1% of the window, colored by category) beside a legend
-    of tokens and shares; a category too small for a cell still gets one, so none is invisible."""
+    of tokens and shares; a category too small for a cell still gets one, so none is invisible.
+
+    On a terminal narrower than `width` needs for both side by side, the legend goes under the grid
+    (and the grid is left out where even it does not fit), so no number is ever cut."""
     cells = _GRID_COLUMNS * _GRID_ROWS
     per_cell = max(1, window) / cells
     marks: list[Text] = []
@@ -149,6 +152,14 @@ def context_grid(breakdown: Sequence[tuple[str, int]], window: int) -> Table:
         )
         for name, tokens in breakdown
     ]
+    grid_width = 2 * _GRID_COLUMNS
+    legend_width = max(len(line) for line in legend)
+    if width is not None and width < grid_width + 3 + legend_width:
+        stacked = Table.grid()
+        stacked.add_column(no_wrap=True)
+        for line in (rows if width >= grid_width else []) + legend:
+            stacked.add_row(line)
+        return stacked
     grid = Table.grid(padding=(0, 3))
     grid.add_column(no_wrap=True)
     grid.add_column(no_wrap=True)
@@ -174,7 +185,7 @@ def _context(chat: Chat) -> None:
             style="bold",
         )
     )
-    chat.console.print(context_grid(breakdown, config.window))
+    chat.console.print(context_grid(breakdown, config.window, chat.console.width))
 
 
 # --- /cost and /cache -----------------------------------------------------------------------------
