@@ -329,6 +329,16 @@ def test_the_status_line_prices_each_call_at_its_model() -> None:
     assert haiku.endswith(f"${(10_000 * 1 + 1_000 * 5) / 1e6:.4f}")
 
 
+def test_a_local_model_is_shown_without_made_up_dollars() -> None:
+    """A model with no list price used to be priced as Sonnet in the status line and /cost."""
+    usage = Usage(input_tokens=10_000, output_tokens=1_000)
+    message = AssistantMessage(id="m", model="smollm2-135m-instruct", content=[], usage=usage)
+    records = [AssistantEntry(uuid="a", timestamp=STAMP, message=message)]
+    local = status_line(records, Config(model="smollm2-135m-instruct", context_window=8_192)).plain
+    assert "$" not in local
+    assert "$" in status_line(records, Config()).plain  # a Claude model keeps its list price
+
+
 def test_the_spinner_says_compacting_while_a_turn_waits_on_a_summary() -> None:
     """It used to keep saying "waiting for the model" through a synchronous summary."""
     from foldline.events import NoticeEvent

@@ -29,6 +29,7 @@ from foldline.cli._errors import explain
 from foldline.cli.sessions import title
 from foldline.config import Config
 from foldline.errors import FoldlineError
+from foldline.pricing import prices_for
 from foldline.projection import collapse_summary_text, project_view
 from foldline.session import Session
 from foldline.sessions import SessionInfo, list_sessions
@@ -193,11 +194,16 @@ def _context(chat: Chat) -> None:
 
 def _cost(chat: Chat) -> None:
     totals = usage_of(chat.session.engine.timeline.snapshot())
+    model = chat.session.engine.config.model
+    dollars = (
+        f": ${totals.cost():.4f} (without caching ${totals.cost(cached=False):.4f})"
+        if prices_for(model).known
+        else f"; {model} has no list price, so no dollars are shown"
+    )
     chat.console.print(
         Text(
             f"{totals.requests} API calls, {totals.prompt:,} input tokens "
-            f"({totals.read_share:.0%} from cache), {totals.output:,} output: ${totals.cost():.4f} "
-            f"(without caching ${totals.cost(cached=False):.4f})"
+            f"({totals.read_share:.0%} from cache), {totals.output:,} output{dollars}"
         )
     )
 

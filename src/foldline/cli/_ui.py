@@ -44,6 +44,7 @@ from foldline.events import (
 )
 from foldline.executor import INTERRUPTED_BEFORE_START, INTERRUPTED_WHILE_RUNNING
 from foldline.media import decode_image
+from foldline.pricing import prices_for
 from foldline.projection import context_tokens_of
 from foldline.sessions import is_typed_prompt
 from foldline.timeline import AnyRecord, AssistantEntry, ProgressEntry, UserEntry
@@ -375,7 +376,8 @@ def status_line(records: Sequence[AnyRecord], config: Config) -> Text:
         + (f": {note}" if note else ""),
         style="dim",
     )
-    line.append(f" · ${usage_of(records).cost():.4f}", style="dim")
+    if prices_for(config.model).known:  # a local model has no list price: no made-up dollars
+        line.append(f" · ${usage_of(records).cost():.4f}", style="dim")
     return line
 
 
