@@ -159,3 +159,12 @@ def test_a_home_foldline_cannot_write_is_one_line_with_the_way_out(tmp_path: Pat
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "cannot create the sessions folder" in result.stderr
     assert "--sessions-dir" in result.stderr
+
+
+def test_a_full_disk_under_the_transcript_says_how_to_go_on() -> None:
+    from foldline.errors import TranscriptWriteError
+
+    error = TranscriptWriteError("/s/x.jsonl: append failed: [Errno 28] No space left on device")
+    line = explain(error)
+    assert "No space left on device" in line
+    assert "foldline chat --continue" in line
