@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from foldline.cli import cli
+from foldline.cli._errors import explain
 from foldline.server.app import create_app
 from foldline.server.backend import ScriptedBackend
 from foldline.server.config import ServerConfig
@@ -288,11 +289,22 @@ def test_one_shot_text_prints_only_the_answer_on_stdout_and_the_trace_on_stderr(
     assert "made-it" in result.stderr  # and its result line
 
 
-def test_in_the_repl_an_unknown_model_points_at_slash_model_not_the_flag(
+def test_slash_model_refuses_a_model_the_server_does_not_serve(
     server: tuple[str, ScriptedBackend], tmp_path: Path
 ) -> None:
-    url, _ = server
+    """`/model gpt-4o` used to be accepted, and the next turn's error then pointed at --model."""
+    url, backend = server
     out = _chat(url, tmp_path, "--repl", stdin="/model gpt-4o\nhi\n/exit\n")
-    assert "does not serve the model 'gpt-4o'" in out
-    assert "Switch with /model NAME" in out
+    assert "does not serve 'gpt-4o'; still on claude-sonnet-4-5" in " ".join(out.split())  # wrapped
+    assert "You said: hi" in out
+    assert backend.calls[-1].model == "claude-sonnet-4-5"
     assert "--model" not in out
+
+
+def test_in_the_repl_a_model_error_points_at_slash_model_not_the_flag() -> None:
+    from foldline.errors import ModelHTTPError
+
+    error = ModelHTTPError("gpt-4o", 404, {}, "model: gpt-4o")
+    assert "Switch with /model NAME" in explain(error, repl=True)
+    assert "--model" not in explain(error, repl=True)
+    assert "--model" in explain(error)

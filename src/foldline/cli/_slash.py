@@ -10,6 +10,7 @@ empty one included, without building a request.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -77,6 +78,8 @@ class Chat(Protocol):
     session: Session
     console: Console
     sessions_dir: Path
+    base_url: str | None
+    """The server the chat talks to (None: the public API)."""
 
     async def switch(self, path: Path | None, *, model: str | None = None) -> None:
         """Close the current session and open `path` (None: a new one), optionally with another model."""
@@ -342,11 +345,34 @@ async def _resume_cmd(chat: Chat, arg: str) -> bool:
     return True
 
 
+def _served(base_url: str, model: str, timeout: float) -> bool | None:
+    """Whether the server says it serves `model` (`GET /v1/models/{id}`): True, False on a 404,
+    None when it cannot tell (unreachable, no such endpoint, a key required)."""
+    import httpx2
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        status = httpx2.get(f"{root}/v1/models/{model}", timeout=timeout).status_code
+    except httpx2.HTTPError:
+        return None
+    return True if status == 200 else False if status == 404 else None
+
+
 async def _model_cmd(chat: Chat, arg: str) -> bool:
     config: Config = chat.session.engine.config
     if not arg:
         chat.console.print(Text(f"model: {config.model} (window {config.window:,}); /model NAME switches"))
         return True
+    if chat.base_url:  # refused now, not by the next turn's 404 (unknown: switch and let it say)
+        served = await asyncio.to_thread(_served, chat.base_url, arg, config.capability_probe_timeout_s)
+        if served is False:
+            chat.console.print(
+                Text(
+                    f"the server at {chat.base_url} does not serve {arg!r}; still on {config.model}",
+                    style="red",
+                )
+            )
+            return True
     await chat.switch(chat.session.path, model=arg)
     return True
 
