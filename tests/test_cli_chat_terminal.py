@@ -341,3 +341,26 @@ def test_a_history_file_that_cannot_be_written_costs_one_warning_not_the_chat(
     shown = child.logfile_read.getvalue()
     assert "Unhandled exception" not in shown
     assert shown.count("prompt history") == 1  # one warning, not one per prompt
+
+
+def test_a_prompt_refused_as_too_long_stays_out_of_the_history_file(
+    slow_server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    """The chat said the paste was "not sent or saved", and the history file kept it anyway."""
+    url, _ = slow_server
+    child = _spawn(url, tmp_path, "--context-window", "4096")
+    try:
+        child.send("\x1b[200~" + "pasted " * 3_000 + "\x1b[201~\r")  # a bracketed paste, then Enter
+        child.expect("It was not sent or saved")
+        child.expect(PROMPT)
+        child.sendline("a normal prompt")
+        child.expect("You said: a normal prompt")
+        child.expect(PROMPT)
+        _leave(child)
+    finally:
+        child.close(force=True)
+    history = tmp_path / "sessions" / "prompt-history"
+    saved = history.read_text()
+    assert "a normal prompt" in saved
+    assert "pasted pasted" not in saved
+    assert history.stat().st_mode & 0o777 == 0o600
