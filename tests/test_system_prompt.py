@@ -140,3 +140,25 @@ def test_opting_out_sends_the_prompt_alone(tmp_path: Path) -> None:
         _first_system(tmp_path / "s.jsonl", tmp_path, provider, environment=False, system="Be brief.")
     )
     assert "".join(b["text"] for b in provider.calls[0].body["system"]) == "Be brief."
+
+
+def test_a_small_window_gets_the_short_prompt_a_large_one_the_guidance(tmp_path: Path) -> None:
+    """On 8K the guidance would take a twelfth of the room, and a 135M model stops calling tools
+    under it (tests/server/test_real_model.py): below the configured window the prompt is short."""
+    from foldline.system_prompt import COMPACT_SYSTEM_PROMPT
+
+    sent: dict[int, str] = {}
+    for window in (8_192, 32_000, 200_000):
+        provider = FunctionProvider(_answer)
+        config = Config(model="local-model", context_window=window, reference_window=200_000)
+
+        async def turn(path: Path, provider: FunctionProvider, config: Config) -> None:
+            async with Session.open(path, provider=provider, workspace=tmp_path, config=config) as session:
+                await session.submit_message("hello")
+
+        asyncio.run(turn(tmp_path / f"{window}.jsonl", provider, config))
+        sent[window] = "".join(b["text"] for b in provider.calls[0].body["system"])
+    assert sent[8_192].startswith(COMPACT_SYSTEM_PROMPT)
+    assert sent[32_000].startswith(DEFAULT_SYSTEM_PROMPT)
+    assert sent[200_000].startswith(DEFAULT_SYSTEM_PROMPT)
+    assert "<environment>" in sent[8_192]  # the environment block is kept on every window

@@ -355,6 +355,11 @@ class Config:
     """Extended thinking budget per request; `None` sends no thinking configuration."""
     default_thinking_budget_tokens: int = 8_000
     """The budget `foldline chat --thinking` turns on when no `--thinking-budget` is given."""
+    full_system_prompt_min_window: int = 32_000
+    """Windows from this size up get foldline's full system prompt (about 500 tokens of guidance);
+    smaller ones a two-sentence one (`foldline.system_prompt`): on an 8K window the full one would
+    take a twelfth of the room, and the 135M model the real-model path tests stops calling tools
+    under it."""
     capability_probe_timeout_s: float = 5.0
     """How long `foldline chat` waits for a server to say what it supports (`GET /v1/models/{id}`)."""
     transcript: TranscriptConfig = field(default_factory=TranscriptConfig)

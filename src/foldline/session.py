@@ -34,10 +34,10 @@ from foldline.events import UIEvent
 from foldline.providers.base import Provider
 from foldline.sessions import detect_format
 from foldline.system_prompt import (
-    DEFAULT_SYSTEM_PROMPT,
     ENVIRONMENT_SUBTYPE,
     environment_block,
     recorded_environment,
+    system_prompt_for,
     with_environment,
 )
 from foldline.timeline import SystemEntry
@@ -74,7 +74,7 @@ class Session:
         workspace: Path | None = None,
         session_id: str | None = None,
         config: Config | None = None,
-        system: str = DEFAULT_SYSTEM_PROMPT,
+        system: str | None = None,
         tools: Sequence[Tool] = (),
         rules: PermissionRules | None = None,
         permission_mode: PermissionMode = "default",
@@ -94,7 +94,8 @@ class Session:
             provider: Who answers; closed with the session.
             workspace: Where tools act (default: the current directory); recorded in a new header.
             session_id: Names a new session (default: the file's stem); a resumed one keeps its own.
-            config, system, tools, rules, permission_mode, ask, sandbox: passed to `QueryEngine`.
+            config, system, tools, rules, permission_mode, ask, sandbox: passed to `QueryEngine`;
+                `system` defaults to foldline's prompt for the window (`system_prompt_for`).
             fsync: The transcript's fsync policy (default: `TranscriptConfig().fsync`).
             on_event: Subscribed to the engine's UI events before anything is appended.
             on_notice: Called with each line of damage found on resume.
@@ -118,6 +119,8 @@ class Session:
             )
         workspace = (workspace or Path.cwd()).resolve()
         config, tools = _snip_agrees(config or Config(), tools)
+        if system is None:
+            system = system_prompt_for(config.window, config.full_system_prompt_min_window)
         notices: list[str] = []
 
         def notice(text: str) -> None:

@@ -40,6 +40,7 @@ from foldline.server.simulated.profiles import generate_workspace, planted_facts
 from foldline.server.tokenizer import count_block
 from foldline.session import Session
 from foldline.stream import MessageDelta, MessageStart, StreamEvent
+from foldline.system_prompt import COMPACT_SYSTEM_PROMPT
 from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
@@ -64,13 +65,10 @@ __all__ = [
     "simulate",
 ]
 
-SIMULATION_SYSTEM_PROMPT = (
-    "You are a coding agent working in the user's workspace through the tools provided. "
-    "Read before you edit, keep changes small, and say what you did."
-)
-"""The system prompt simulated sessions send: the short one the published benchmark numbers
-(docs/benchmarks.md, the demo) were measured with. The simulated model answers from the messages
-alone, so only its size matters; `DEFAULT_SYSTEM_PROMPT` is what real sessions send."""
+SIMULATION_SYSTEM_PROMPT = COMPACT_SYSTEM_PROMPT
+"""The system prompt simulated sessions send, whatever their window: the short one the published
+benchmark numbers (docs/benchmarks.md, the demo) were measured with. The simulated model answers
+from the messages alone, so only its size matters; real sessions get `system_prompt_for` theirs."""
 
 _MOVED = re.compile(r"^\[Output too large for the context: ([\d,]+) characters")
 _TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens")

@@ -3,7 +3,8 @@
 The prompt has two parts, in this order:
 
 1. `DEFAULT_SYSTEM_PROMPT`: static guidance, the same bytes for every session and workspace, so it
-   belongs to the cached prefix every request shares (P7).
+   belongs to the cached prefix every request shares (P7). A window under
+   `Config.full_system_prompt_min_window` gets `COMPACT_SYSTEM_PROMPT` instead (`system_prompt_for`).
 2. The environment block (`environment_block`): working directory, date, platform, shell, git
    branch and status. It is gathered once, when a session is created, recorded in the transcript as
    a `system` entry of subtype `environment` (never sent as a message: S0 drops system entries),
@@ -32,10 +33,12 @@ from foldline.config import ToolsConfig
 from foldline.timeline import AnyRecord, SystemEntry
 
 __all__ = [
+    "COMPACT_SYSTEM_PROMPT",
     "DEFAULT_SYSTEM_PROMPT",
     "ENVIRONMENT_SUBTYPE",
     "environment_block",
     "recorded_environment",
+    "system_prompt_for",
     "with_environment",
 ]
 
@@ -70,6 +73,20 @@ How to answer:
 work.\
 """
 """Static guidance, foldline's own words: the cached part of every session's system prompt."""
+
+COMPACT_SYSTEM_PROMPT = (
+    "You are a coding agent working in the user's workspace through the tools provided. "
+    "Read before you edit, keep changes small, and say what you did."
+)
+"""The prompt of a small window (`Config.full_system_prompt_min_window`): a model with a 4K or 8K
+window has no room for 500 tokens of guidance, and a small one follows a short prompt better
+(SmolLM2-135M stops calling tools under the full one: tests/server/test_real_model.py)."""
+
+
+def system_prompt_for(window: int, full_from: int) -> str:
+    """The static prompt for a `window`-token model: the full guidance from `full_from` tokens up."""
+    return DEFAULT_SYSTEM_PROMPT if window >= full_from else COMPACT_SYSTEM_PROMPT
+
 
 ENVIRONMENT_SUBTYPE = "environment"
 """The `system` entry subtype a session's environment block is recorded under."""

@@ -30,7 +30,7 @@ from foldline.config import Config
 from foldline.errors import FoldlineError, UserError
 from foldline.providers.base import Capabilities
 from foldline.sessions import load_session
-from foldline.system_prompt import DEFAULT_SYSTEM_PROMPT, recorded_environment, with_environment
+from foldline.system_prompt import recorded_environment, system_prompt_for, with_environment
 from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
@@ -153,7 +153,8 @@ def request(
     try:
         records = _with_prompt(list(loaded.records), loaded.session_id, prompt)
         if system is None:  # as `foldline chat` would send it for this session (R4.3.2)
-            system = with_environment(DEFAULT_SYSTEM_PROMPT, recorded_environment(records))
+            static = system_prompt_for(config.window, config.full_system_prompt_min_window)
+            system = with_environment(static, recorded_environment(records))
         plan = build_request(records, config, system, tools, PROVIDERS[provider])
     except FoldlineError as exc:
         # The session loaded, but its content cannot make a request: say which session.
