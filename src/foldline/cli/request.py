@@ -26,7 +26,7 @@ from foldline._types import JSONObject
 from foldline.api.params import RequestPlan, build_request
 from foldline.cli import cli, format_option
 from foldline.cli.sessions import resolve_session
-from foldline.config import Config
+from foldline.config import DESIGN_WINDOW, Config
 from foldline.errors import FoldlineError, UserError
 from foldline.providers.base import Capabilities
 from foldline.sessions import load_session
@@ -121,6 +121,13 @@ def _render(plan: RequestPlan, body_only: bool) -> str:
     help="JSON tool list (default: foldline's built-in tools, as `foldline chat` sends them).",
 )
 @click.option("--thinking-budget", type=click.IntRange(1), default=None, help="Extended thinking budget.")
+@click.option(
+    "--context-window",
+    type=click.IntRange(1024),
+    default=None,
+    help="The window the session runs with (as `foldline chat --context-window`): it decides the "
+    "thresholds and which system prompt is sent. Default: the model's.",
+)
 @click.option("--body-only", is_flag=True, help="Print only the body, compact, byte for byte as sent.")
 def request(
     session: str,
@@ -131,6 +138,7 @@ def request(
     system: str | None,
     tools_path: Path | None,
     thinking_budget: int | None,
+    context_window: int | None,
     body_only: bool,
 ) -> None:
     """Print the JSON body (and beta headers) the next turn of SESSION would send, without sending it.
@@ -149,6 +157,8 @@ def request(
         model=model or defaults.model,
         thinking_budget_tokens=thinking_budget,
         max_output_tokens=max(defaults.max_output_tokens, (thinking_budget or 0) + 1),
+        context_window=context_window,
+        reference_window=DESIGN_WINDOW,  # as `foldline chat` sets it
     )
     try:
         records = _with_prompt(list(loaded.records), loaded.session_id, prompt)
