@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from foldline.cli import cli
+from foldline.cli._errors import explain
 from foldline.server.app import create_app
 from foldline.server.backend import ScriptedBackend
 from foldline.server.config import ServerConfig
@@ -269,3 +270,42 @@ def test_a_resume_notice_is_printed_as_text_not_markup(
     out = _chat(url, base, "--continue", "-p", "second")
     assert "we[bold]ird" in out.replace("\n", "")
     assert "You said: second" in out
+
+
+def test_one_shot_text_prints_only_the_answer_on_stdout_and_the_trace_on_stderr(tmp_path: Path) -> None:
+    """As `claude -p`: a script reading stdout gets the answer, not the tool calls and results."""
+    touch = {"name": "Bash", "input": {"command": "echo made-it"}}
+    backend = ScriptedBackend(
+        replies=[{"tool_calls": [touch]}, {"text": "Done: the command printed made-it."}]
+    )
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with run_server(create_app(backend=backend)) as url:
+        args = ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(workspace)]
+        args += ["--sessions-dir", str(tmp_path / "s"), "--permission-mode", "bypassPermissions"]
+        result = CliRunner().invoke(cli, [*args, "-p", "please run echo"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Done: the command printed made-it.\n"
+    assert "Bash" in result.stderr  # the call, shown as it ran
+    assert "made-it" in result.stderr  # and its result line
+
+
+def test_slash_model_refuses_a_model_the_server_does_not_serve(
+    server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    """`/model gpt-4o` used to be accepted, and the next turn's error then pointed at --model."""
+    url, backend = server
+    out = _chat(url, tmp_path, "--repl", stdin="/model gpt-4o\nhi\n/exit\n")
+    assert "does not serve 'gpt-4o'; still on claude-sonnet-4-5" in " ".join(out.split())  # wrapped
+    assert "You said: hi" in out
+    assert backend.calls[-1].model == "claude-sonnet-4-5"
+    assert "--model" not in out
+
+
+def test_in_the_repl_a_model_error_points_at_slash_model_not_the_flag() -> None:
+    from foldline.errors import ModelHTTPError
+
+    error = ModelHTTPError("gpt-4o", 404, {}, "model: gpt-4o")
+    assert "Switch with /model NAME" in explain(error, repl=True)
+    assert "--model" not in explain(error, repl=True)
+    assert "--model" in explain(error)

@@ -50,3 +50,26 @@ def test_compact_typed_into_the_repl_summarizes_and_the_chat_goes_on(
     [path] = list_session_files(tmp_path / "sessions")
     [boundary] = [r for r in load_transcript(path).records if isinstance(r, CompactBoundary)]
     assert boundary.trigger == "manual"
+
+
+def test_after_compact_the_receipt_and_context_give_the_same_count(
+    server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    """The receipt said 7,760 tokens and /context 2,370 right after it: one left out the re-attached
+    files, the other the system prompt and tools. Both are now the engine's own count."""
+    import re
+
+    url, _ = server
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "FOLDLINE.md").write_text("Use tabs. " * 300)  # an instruction file, re-attached
+    args = ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(workspace)]
+    args += ["--sessions-dir", str(tmp_path / "sessions"), "--repl"]
+    stdin = "the port is 6543 " + "and more " * 400 + "\nsecond\n/compact\n/context\n/exit\n"
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(cli, args, input=stdin)
+    assert result.exit_code == 0, result.output
+    receipt = re.search(r"compacted the conversation \(manual.*?: ([\d,]+) -> ([\d,]+) tokens", result.output)
+    context = re.search(r"context: ~([\d,]+) of", result.output)
+    assert receipt is not None, result.output
+    assert context is not None, result.output
+    assert receipt.group(2) == context.group(1)

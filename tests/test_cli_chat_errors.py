@@ -134,3 +134,37 @@ def test_a_retry_after_a_web_page_prints_one_line_not_the_page() -> None:
     shown = console.export_text()
     assert shown.count("\n") == 1
     assert "retrying in 2.0s: Error response Error response Message: Unsupported method ('POST')." in shown
+
+
+def test_a_home_foldline_cannot_write_is_one_line_with_the_way_out(tmp_path: Path) -> None:
+    """It used to be a 56-line OSError traceback with no word of --sessions-dir."""
+    blocked = tmp_path / "home"
+    blocked.write_text("a file where the home folder should be")  # mkdir under it fails, even as root
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "FOLDLINE_HOME"} | {"HOME": str(blocked)}
+    argv = [
+        sys.executable, "-c", "from foldline.cli import main; main()", "chat", "-p", "hi",
+        "--workspace", str(workspace), "--base-url", "http://127.0.0.1:9", "--api-key", "k",
+    ]  # fmt: skip
+    result = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "cannot create the sessions folder" in result.stderr
+    assert "--sessions-dir" in result.stderr
+
+
+def test_a_full_disk_under_the_transcript_says_how_to_go_on() -> None:
+    from foldline.errors import TranscriptWriteError
+
+    error = TranscriptWriteError("/s/x.jsonl: append failed: [Errno 28] No space left on device")
+    line = explain(error)
+    assert "No space left on device" in line
+    assert "foldline chat --continue" in line

@@ -1,6 +1,7 @@
 """`foldline chat` in a real pseudo-terminal (pexpect), against the real local server (scripted backend).
 
 What a person does at the keyboard: the up arrow recalls the last prompt, Esc-Enter adds a line,
+what is typed while a tool runs is kept (type-ahead), Esc at a permission question declines it,
 a permission question is answered by typing, Ctrl-C or Esc cancels a streaming turn without leaving,
 Ctrl-C at the prompt clears the line and a second one leaves cleanly, `/context` works on an empty
 session, `/resume ID` switches to that session.
@@ -257,3 +258,109 @@ def test_context_on_an_empty_session_then_resume_by_id(server: str, tmp_path: Pa
     records = load_transcript(earlier).records
     prompts = [r.message.content for r in records if type(r).__name__ == "UserEntry" and not r.is_meta]
     assert "and now?" in prompts  # the turn went into the resumed session
+
+
+@pytest.fixture
+def slow_server() -> Iterator[tuple[str, ScriptedBackend]]:
+    """A model whose "slow" prompts run a 5-second Bash call; everything else is echoed."""
+    sleep = {"name": "Bash", "input": {"command": "sleep 5 && echo slept"}}
+    backend = ScriptedBackend(
+        replies=[{"when": {"last_user_contains": "run the slow tool"}, "tool_calls": [sleep]}]
+    )
+    with run_server(create_app(backend=backend)) as url:
+        yield url, backend
+
+
+@pytest.mark.parametrize("finished", [True, False], ids=["with-enter", "without-enter"])
+def test_typing_during_a_tool_is_kept(
+    slow_server: tuple[str, ScriptedBackend], tmp_path: Path, finished: bool
+) -> None:
+    """Type-ahead: a line finished with Enter runs as the next prompt; an unfinished one waits in the
+    input line (it used to be read and dropped by the turn's key reader)."""
+    url, backend = slow_server
+    child = _spawn(url, tmp_path, "--permission-mode", "bypassPermissions")
+    try:
+        child.sendline("please run the slow tool")
+        child.expect(r"Bash(\x1b\[[0-9;]*m)*\(sleep 5")  # the call is shown; it now runs for 5 s
+        child.send("what next" + ("\r" if finished else ""))
+        child.expect("slept")  # the tool's result line: typed while it ran
+        if finished:
+            child.expect("You said: what next")  # ran as the next prompt, without retyping
+            child.expect(PROMPT)
+        else:
+            child.expect(PROMPT + " what next")  # back in the input line
+            child.sendline(" please")
+            child.expect("You said: what next please")
+            child.expect(PROMPT)
+        child.send("\x1b[A")  # and it is in the history like any prompt
+        child.expect("what next")
+        child.send("\x03")  # clear the recalled line
+        child.expect(PROMPT)
+        _leave(child)
+    finally:
+        child.close(force=True)
+    assert any("what next" in call.last_user_text() for call in backend.calls)
+
+
+def test_esc_at_the_permission_prompt_declines_the_call(server: str, tmp_path: Path) -> None:
+    _first_turn(server, tmp_path)
+    (tmp_path / "ws" / ".foldline").mkdir()
+    (tmp_path / "ws" / ".foldline" / "settings.local.json").write_text('{"sandbox": {"autoAllow": false}}')
+    child = _spawn(server, tmp_path)
+    try:
+        child.sendline("please make a file")
+        child.expect("Bash wants to run:")
+        child.expect(PROMPT)
+        child.send("\x1b")  # a lone Esc: not the start of an arrow key
+        child.expect("declined")
+        child.expect(PROMPT)
+        assert not (tmp_path / "ws" / "made.txt").exists()
+        _leave(child)
+    finally:
+        child.close(force=True)
+
+
+def test_a_history_file_that_cannot_be_written_costs_one_warning_not_the_chat(
+    slow_server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    """A disk error on the history file (here: a folder in its place) used to surface as prompt_toolkit's
+    "Unhandled exception in event loop ... Press ENTER", and the REPL stayed dead."""
+    url, _ = slow_server
+    (tmp_path / "sessions" / "prompt-history").mkdir(parents=True)
+    child = _spawn(url, tmp_path)
+    try:
+        child.sendline("first prompt")
+        child.expect("You said: first prompt")
+        child.expect(PROMPT)
+        child.sendline("second prompt")
+        child.expect("You said: second prompt")
+        child.expect(PROMPT)
+        _leave(child)
+    finally:
+        child.close(force=True)
+    shown = child.logfile_read.getvalue()
+    assert "Unhandled exception" not in shown
+    assert shown.count("prompt history") == 1  # one warning, not one per prompt
+
+
+def test_a_prompt_refused_as_too_long_stays_out_of_the_history_file(
+    slow_server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    """The chat said the paste was "not sent or saved", and the history file kept it anyway."""
+    url, _ = slow_server
+    child = _spawn(url, tmp_path, "--context-window", "4096")
+    try:
+        child.send("\x1b[200~" + "pasted " * 3_000 + "\x1b[201~\r")  # a bracketed paste, then Enter
+        child.expect("It was not sent or saved")
+        child.expect(PROMPT)
+        child.sendline("a normal prompt")
+        child.expect("You said: a normal prompt")
+        child.expect(PROMPT)
+        _leave(child)
+    finally:
+        child.close(force=True)
+    history = tmp_path / "sessions" / "prompt-history"
+    saved = history.read_text()
+    assert "a normal prompt" in saved
+    assert "pasted pasted" not in saved
+    assert history.stat().st_mode & 0o777 == 0o600

@@ -103,6 +103,22 @@ def test_context_grid_never_hides_a_category_and_never_overflows() -> None:
         assert name in text
 
 
+@pytest.mark.parametrize("width", [40, 32])
+def test_context_on_a_narrow_terminal_cuts_no_number(width: int) -> None:
+    """At 40 columns the legend used to be cut beside the grid: every number lost its digits."""
+    breakdown = [("system", 1_234), ("tools", 15_678), ("messages", 120_000), ("tool results", 9_876)]
+    breakdown += [("summaries", 543), ("free", 52_669)]
+    console = Console(width=width, record=True, color_system=None)
+    console.print(context_grid(breakdown, WINDOW, width))
+    text = console.export_text()
+    for name, tokens in breakdown:
+        assert f"{tokens:,}" in text, (name, text)
+        assert f"{tokens / WINDOW:.1%}" in text
+    assert all(len(line) <= width for line in text.splitlines())
+    grid_shown = len(text.splitlines()) > len(breakdown)  # the grid's rows above the legend
+    assert grid_shown is (width >= 40)  # the grid stays where it fits
+
+
 def test_recap_names_the_last_prompt_answer_and_interrupted_call() -> None:
     tool_use = {"type": "tool_use", "id": "t9", "name": "Bash", "input": {"command": "sleep 100"}}
     records = [
@@ -311,3 +327,80 @@ def test_the_status_line_prices_each_call_at_its_model() -> None:
     haiku = status_line(session("claude-haiku-4-5"), Config()).plain
     assert opus.endswith(f"${(10_000 * 15 + 1_000 * 75) / 1e6:.4f}")
     assert haiku.endswith(f"${(10_000 * 1 + 1_000 * 5) / 1e6:.4f}")
+
+
+def test_a_local_model_is_shown_without_made_up_dollars() -> None:
+    """A model with no list price used to be priced as Sonnet in the status line and /cost."""
+    usage = Usage(input_tokens=10_000, output_tokens=1_000)
+    message = AssistantMessage(id="m", model="smollm2-135m-instruct", content=[], usage=usage)
+    records = [AssistantEntry(uuid="a", timestamp=STAMP, message=message)]
+    local = status_line(records, Config(model="smollm2-135m-instruct", context_window=8_192)).plain
+    assert "$" not in local
+    assert "$" in status_line(records, Config()).plain  # a Claude model keeps its list price
+
+
+def test_the_spinner_says_compacting_while_a_turn_waits_on_a_summary() -> None:
+    """It used to keep saying "waiting for the model" through a synchronous summary."""
+    from foldline.events import NoticeEvent
+
+    console = Console(width=100, record=True, color_system=None)
+    renderer = Renderer(console, live=False)
+    renderer.begin_turn()
+    renderer(NoticeEvent("Compacting the conversation (auto): writing a summary…", "progress"))
+    assert renderer.phase == "Compacting the conversation (auto)"
+    renderer(CompactionEvent("autocompact", "compacted the conversation (auto): 170,000 -> 9,000 tokens", 0))
+    assert renderer.phase == "waiting for the model"  # the main request goes out now
+    renderer(NoticeEvent("Compacting the conversation (reactive): writing a summary…", "progress"))
+    renderer(NoticeEvent("compaction failed (reactive): the summary was empty", "warning"))
+    assert renderer.phase == "waiting for the model"
+    renderer.end_turn()
+    assert "Compacting the conversation (auto)" in console.export_text()
+
+
+async def _compaction_events() -> list[object]:
+    from foldline.compact.autocompact import install_autocompact
+    from foldline.compact.prompts import SUMMARY_SECTIONS
+    from foldline.config import AutoCompactConfig
+    from foldline.engine import QueryEngine
+    from foldline.testing import FunctionProvider
+    from foldline.timeline import Timeline
+
+    seen: list[object] = []
+
+    def answer(body: dict[str, object], betas: tuple[str, ...]) -> dict[str, object]:
+        if "detailed summary" in str(body["messages"][-1]):
+            seen.append("summary request")
+            return {"text": "\n\n".join(f"## {t}\nx" for t in SUMMARY_SECTIONS)}
+        return {"text": "ok"}
+
+    config = Config(
+        context_window=20_000,
+        output_reserve=2_000,
+        max_output_tokens=500,
+        snip_enabled=False,
+        autocompact=AutoCompactConfig(
+            buffer_tokens=12_000, warning_below_threshold=2_000, summary_max_tokens=1_000
+        ),
+    )
+    engine = QueryEngine(provider=FunctionProvider(answer), config=config, timeline=Timeline(session_id="s"))
+    install_autocompact(engine)
+    engine.events.subscribers.append(seen.append)
+    for turn in range(20):
+        await engine.submit_message(f"step {turn}: " + "word " * 600)
+        if "summary request" in seen:
+            break
+    await engine.aclose()
+    return seen
+
+
+def test_autocompact_announces_the_summary_before_it_is_requested() -> None:
+    import asyncio
+
+    from foldline.events import NoticeEvent
+
+    seen = asyncio.run(_compaction_events())
+    assert "summary request" in seen
+    notices = [i for i, e in enumerate(seen) if isinstance(e, NoticeEvent) and e.level == "progress"]
+    assert notices
+    assert notices[0] < seen.index("summary request")
+    assert "Compacting the conversation (auto)" in seen[notices[0]].text  # type: ignore[union-attr]

@@ -56,7 +56,9 @@ async def test_cost_output_is_shown_recorded_and_sent_with_the_next_prompt(tmp_p
     assert await run_slash(chat, "/cost")
     shown = out.getvalue()
     assert "1 API calls" in shown  # still shown to the user
-    [entry] = [r for r in chat.session.engine.timeline if isinstance(r, SystemEntry)]
+    [entry] = [
+        r for r in chat.session.engine.timeline if isinstance(r, SystemEntry) and r.subtype != "environment"
+    ]
     assert entry.subtype == "local_command"
     assert entry.content.startswith("<command-name>/cost</command-name>\n<command-args></command-args>\n")
     assert shown.strip() in entry.content  # what the user saw, as plain text

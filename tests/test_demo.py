@@ -54,3 +54,25 @@ def test_demo_json_has_the_issue_keys(tmp_path: Path) -> None:
     assert report["http_400"] == report["over_blocking_limit"] == 0
     assert report["api_calls"] >= 12
     assert page.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_the_readme_shows_the_numbers_the_demo_prints() -> None:
+    """The README's `make demo` sample: every number that comes from the demo's settings (turns,
+    profile, seed, window, the limit requests are kept under) is the one the demo prints, and the
+    table names the same window as the header (it used to say a 60K window, then a 37K limit)."""
+    from foldline.demo import DEMO_SETTINGS, demo_header
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    sample = readme[readme.index("$ make demo") :]
+    sample = sample[: sample.index("```")]
+    lines = sample.splitlines()
+    # Rich wraps the header at the console width; the README keeps the wrapped lines as printed.
+    header = " ".join(lines[2:4])
+    assert header == demo_header(DEMO_SETTINGS)
+    window = f"{DEMO_SETTINGS.context_window:,}-token"
+    assert f"foldline, {window} │" in sample
+    assert f"{DEMO_SETTINGS.turns}/{DEMO_SETTINGS.turns}" in sample
+    assert "37,000" in header  # 60,000 less the 20,000 reply reserve and the 3,000 margin
+    prose = readme[: readme.index("$ make demo")]
+    assert f"a {DEMO_SETTINGS.turns}-turn debugging session" in prose
+    assert f"on a {DEMO_SETTINGS.context_window // 1000}K window" in prose

@@ -101,3 +101,50 @@ def test_the_check_catches_what_it_guards_against() -> None:
     assert _LETTER_ID.findall("limits (A29-A33, A41); rule A6/A7") == ["A29", "A33", "A41", "A6", "A7"]
     assert _R_ID.findall("(R3.2.4, R7.5).") == ["3.2.4", "7.5"]
     assert not _LETTER_ID.findall("S6.h, 0xA1, a.F1, UTF-8")
+
+
+def test_the_claude_code_home_in_server_md_is_the_one_the_interop_tests_use(tmp_path: Path) -> None:
+    """docs/server.md's `.claude.json` for Claude Code against `foldline serve` says what
+    `interop.ClaudeCode.prepare` writes (the state the interop tests run Claude Code with)."""
+    import json
+    import subprocess
+
+    from foldline.interop import ClaudeCode
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "server.md").read_text()
+    section = doc[doc.index("## Claude Code against `foldline serve`") :]
+    line = next(x for x in section.splitlines() if x.startswith("printf "))
+    template = line.split("'")[1]
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    # the doc's printf, run by the shell, with its %s as the workspace
+    shown = subprocess.run(
+        ["printf", template.replace("\\n", ""), str(workspace)], capture_output=True, text=True
+    )
+    client = ClaudeCode(binary=Path("claude"), root=tmp_path, url="http://127.0.0.1:9")
+    client.prepare()
+    written = json.loads((client.home / ".claude.json").read_text())
+    assert json.loads(shown.stdout) == written
+    for name in ("ANTHROPIC_BASE_URL", "DISABLE_TELEMETRY", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"):
+        assert name in section
+        assert name in client.env()
+
+
+def test_the_readme_names_the_library_only_features_by_what_exists() -> None:
+    """README says plainly which features the CLI cannot reach; each name it gives must exist."""
+    from foldline.engine import QueryEngine
+    from foldline.events import EventBus
+    from foldline.tools import default_tools
+    from foldline.tools.batch import BatchTool
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    paragraph = readme[readme.index("Library features, not reachable from `foldline chat`") :].split("\n\n")[
+        0
+    ]
+    for attribute in ("pre_compact_hooks", "attachment_hooks"):
+        assert f"QueryEngine.{attribute}" in paragraph
+        assert attribute in QueryEngine.__dataclass_fields__
+    assert "events.sinks" in paragraph
+    assert "sinks" in EventBus.__dataclass_fields__
+    assert "BatchTool" in paragraph
+    assert not any(isinstance(t, BatchTool) for t in default_tools())

@@ -238,6 +238,11 @@ class ToolsConfig:
     """Glob paths / Grep files or lines returned before the list is cut."""
     search_max_file_bytes: int = 5 * 1024 * 1024
     """Grep skips files larger than this."""
+    environment_git_timeout_s: float = 2.0
+    """How long each git command gathering a new session's environment block may take; past it
+    the git lines are left out (`foldline.system_prompt`)."""
+    environment_status_lines: int = 20
+    """Changed paths the environment block lists from `git status` before it says how many more."""
     sandbox_probe_timeout_s: float = 10.0
     """How long the start-up check that bubblewrap can run may take before the sandbox counts as
     unavailable."""
@@ -353,6 +358,12 @@ class Config:
     tool_result_budget_chars: int = 50_000
     tool_result_preview_chars: int = 2_000
     """Characters of an oversized result kept in the context as its preview (R3.0)."""
+    max_result_share: float = 0.6
+    """The most of a window's room (blocking limit less the system prompt and tools) one tool
+    result, or one block of a summary request, may take, counted at one token per character: digits
+    and punctuation come close to that at a real tokenizer. Caps Read's output, the level-0 budget
+    and the summary request's block cut (`result_cap_chars`), so on any window one result leaves
+    room for the prompt and call beside it (design.md R3.0). On 200K it changes none of them."""
     snip_enabled: bool = True
     snip_nudge_share: float = 0.5
     """Past this share of the effective window the model is reminded it can Snip (R3.1, *default*)."""
@@ -371,6 +382,11 @@ class Config:
     """Extended thinking budget per request; `None` sends no thinking configuration."""
     default_thinking_budget_tokens: int = 8_000
     """The budget `foldline chat --thinking` turns on when no `--thinking-budget` is given."""
+    full_system_prompt_min_window: int = 32_000
+    """Windows from this size up get foldline's full system prompt (about 500 tokens of guidance);
+    smaller ones a two-sentence one (`foldline.system_prompt`): on an 8K window the full one would
+    take a twelfth of the room, and the 135M model the real-model path tests stops calling tools
+    under it."""
     capability_probe_timeout_s: float = 5.0
     """How long `foldline chat` waits for a server to say what it supports (`GET /v1/models/{id}`)."""
     transcript: TranscriptConfig = field(default_factory=TranscriptConfig)
@@ -401,6 +417,15 @@ class Config:
         if self.reference_window is None or not self.below_reference:
             return tokens
         return max(1, tokens * self.window // self.reference_window)
+
+    def result_cap_chars(self, chars: int, fixed_tokens: int, share: float | None = None) -> int:
+        """A per-result character cap (`chars` as tuned for 200K) for this window: scaled like the
+        token thresholds, and never more than `share` (default `max_result_share`) of the room the
+        blocking limit leaves beside `fixed_tokens` (system prompt and tools), one token a character.
+        At least 1, so a window too small for anything still truncates rather than divides by zero."""
+        room = self.blocking_limit - fixed_tokens
+        part = self.max_result_share if share is None else share
+        return max(1, min(self.scaled(chars), int(room * part)))
 
     @property
     def output_tokens(self) -> int:

@@ -35,7 +35,16 @@ from foldline.events import CompactionEvent, RetryEvent, UIEvent
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.simulation import SimulatedClock, SimulationReport, simulate
 
-__all__ = ["DEMO_SETTINGS", "DemoResult", "DemoSettings", "level_counts", "main", "run_demo"]
+__all__ = [
+    "DEMO_SETTINGS",
+    "DemoResult",
+    "DemoSettings",
+    "demo_config",
+    "demo_header",
+    "level_counts",
+    "main",
+    "run_demo",
+]
 
 UNLIMITED = 100_000_000
 LEVELS = ("budget", "snip", "microcompact", "collapse", "autocompact")
@@ -77,6 +86,8 @@ class DemoResult:
     unmanaged: SimulationReport
     transcript: Path
     seconds: float
+    settings: DemoSettings = DEMO_SETTINGS
+    """What was run (its window names the managed row of the table)."""
 
 
 def level_counts(report: SimulationReport) -> dict[str, int]:
@@ -84,6 +95,31 @@ def level_counts(report: SimulationReport) -> dict[str, int]:
     return {
         level: sum(report.receipts.get(name, 0) for name in names) for level, names in _LEVEL_RECORDS.items()
     }
+
+
+def demo_header(settings: DemoSettings = DEMO_SETTINGS) -> str:
+    """The line the demo opens with: the session, its window and the limit every request is kept
+    under (the window less the reply's room and a margin), so the table's numbers have their context."""
+    limit = demo_config(settings, Path(), managed=True).blocking_limit
+    return (
+        f"{settings.turns} turns of the {settings.profile!r} profile (seed {settings.seed}) on a "
+        f"{settings.context_window:,}-token window (requests kept under {limit:,} tokens: room for the "
+        "reply and a margin), every level on"
+    )
+
+
+def demo_config(settings: DemoSettings, root: Path, *, managed: bool) -> Config:
+    """The engine's configuration for the managed session (or the unmanaged one, on an unlimited window)."""
+    # No management means nothing cleared, not even the time-based Microcompact of the engine's bare
+    # round when a pause lets the cache go cold: no tool is compactable.
+    clears = MicrocompactConfig() if managed else MicrocompactConfig(compactable_tools=frozenset())
+    return Config(
+        microcompact=clears,
+        context_window=settings.context_window if managed else UNLIMITED,
+        snip_nudge_share=settings.snip_nudge_share,
+        snip_renudge_turns=settings.snip_renudge_turns,
+        transcript=TranscriptConfig(sessions_dir=root / "sessions", fsync="never"),
+    )
 
 
 async def _run(
@@ -102,16 +138,7 @@ async def _run(
         clock=clock,
     )
     sessions = root / "sessions"
-    # No management means nothing cleared, not even the time-based Microcompact of the engine's bare
-    # round when a pause lets the cache go cold: no tool is compactable.
-    clears = MicrocompactConfig() if managed else MicrocompactConfig(compactable_tools=frozenset())
-    config = Config(
-        microcompact=clears,
-        context_window=window,
-        snip_nudge_share=settings.snip_nudge_share,
-        snip_renudge_turns=settings.snip_renudge_turns,
-        transcript=TranscriptConfig(sessions_dir=sessions, fsync="never"),
-    )
+    config = demo_config(settings, root, managed=managed)
     with run_server(app) as url:
         provider = AnthropicProvider(
             base_url=url, api_key="demo", capabilities=FOLDLINE_SERVE_CAPABILITIES if managed else None
@@ -137,16 +164,13 @@ async def run_demo(
     started = time.monotonic()
     with _workdir(workdir) as root:
         if console is not None:
-            console.print(
-                f"[dim]{settings.turns} turns of the {settings.profile!r} profile (seed {settings.seed}) "
-                f"on a {settings.context_window:,}-token window, every level on[/dim]"
-            )
+            console.print(f"[dim]{demo_header(settings)}[/dim]")
         managed = await _run(settings, root / "managed", managed=True, on_event=_printer(console))
         if console is not None:
             console.print("[dim]the same session with no management on an unlimited window[/dim]")
         unmanaged = await _run(settings, root / "unmanaged", managed=False, on_event=None)
         transcript = root / "managed" / "sessions" / f"simulated-{settings.profile}-{settings.seed}.jsonl"
-        result = DemoResult(managed, unmanaged, transcript, time.monotonic() - started)
+        result = DemoResult(managed, unmanaged, transcript, time.monotonic() - started, settings)
         return result
 
 
@@ -211,7 +235,7 @@ def summary_table(result: DemoResult) -> Table:
     for column in ("", "turns", "API calls", "peak context", "tokens sent", "cache read", "cost", "facts"):
         table.add_column(column, justify="right")
     for label, r in (
-        (f"foldline, {result.managed.blocking_limit:,}-token limit", result.managed),
+        (f"foldline, {result.settings.context_window:,}-token window", result.managed),
         ("no management, unlimited window", result.unmanaged),
     ):
         usage = r.usage

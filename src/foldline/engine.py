@@ -67,6 +67,7 @@ from foldline.stream import (
     TextDelta,
     ThinkingDelta,
 )
+from foldline.system_prompt import DEFAULT_SYSTEM_PROMPT
 from foldline.timeline import (
     AnyRecord,
     ApiErrorInfo,
@@ -115,10 +116,6 @@ __all__ = [
     "request_builder",
 ]
 
-DEFAULT_SYSTEM_PROMPT = (
-    "You are a coding agent working in the user's workspace through the tools provided. "
-    "Read before you edit, keep changes small, and say what you did."
-)
 INTERRUPT_MARKER = "[Request interrupted by user]"
 INTERRUPT_MARKER_TOOLS = "[Request interrupted by user for tool use]"
 RESUME_MARKER = (
@@ -230,6 +227,7 @@ class QueryEngine:
     def __post_init__(self) -> None:
         self.log = SessionLog(self.timeline, self.transcript, self.events, self.clock)
         results_dir = self.session_dir / "tool-results" if self.session_dir else None
+        fixed = estimate_fixed(self.system, tool_specs(list(self.tools)))
         self.runner = ToolRunner(
             self.log,
             self.config,
@@ -240,6 +238,7 @@ class QueryEngine:
             ask=self.ask,
             sandbox=self.sandbox,
             results_dir=results_dir,
+            fixed_tokens=fixed,
         )
         self.window = ContextWindow(
             self.config,
@@ -248,7 +247,7 @@ class QueryEngine:
             stages=lambda: self.stages,
             pre_compact=lambda: self.pre_compact_hooks,
             clock=self.clock,
-            fixed_tokens=estimate_fixed(self.system, tool_specs(list(self.tools))),
+            fixed_tokens=fixed,
             on_change=lambda: self._cache_watch.reset_baseline(),
         )
         if self.build_request is None:

@@ -39,6 +39,7 @@ __all__ = [
     "PromptTooLongError",
     "RequestValidationError",
     "RetriesExhaustedError",
+    "SessionsFolderError",
     "ToolError",
     "TranscriptError",
     "TranscriptFormatError",
@@ -94,6 +95,14 @@ class TranscriptLockedError(TranscriptError):
 
 class TranscriptWriteError(TranscriptError):
     """Appending or syncing failed; nothing further is written through this writer."""
+
+
+class SessionsFolderError(TranscriptWriteError):
+    """The folder a new transcript goes in cannot be created (a read-only home, a file in the way)."""
+
+    def __init__(self, folder: str, reason: str) -> None:
+        super().__init__(f"cannot create the sessions folder {folder}: {reason}")
+        self.folder = folder
 
 
 class TranscriptFormatError(TranscriptError):

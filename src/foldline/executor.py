@@ -155,6 +155,10 @@ async def run_call(
     invalid = input_error(tool, tool_input)
     if invalid is not None:  # a malformed call is the model's mistake, not a permission matter
         return ToolResult(content=invalid, is_error=True)
+    precheck = getattr(tool, "precheck", None)  # optional: not every `Tool` has one
+    doomed = precheck(tool_input, context) if precheck is not None else None
+    if doomed is not None:  # never ask the person to approve a call that cannot succeed
+        return ToolResult(content=doomed, is_error=True)
     refusal = await permit(tool, tool_input, context)
     if refusal is not None:
         return ToolResult(content=f"Permission denied: {refusal}", is_error=True)

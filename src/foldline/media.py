@@ -10,9 +10,10 @@ import base64
 import binascii
 import re
 import struct
+import zlib
 from collections.abc import Callable
 
-__all__ = ["decode_base64", "decode_image", "image_size", "pdf_pages", "sniff_image_type"]
+__all__ = ["decode_base64", "decode_image", "image_problem", "image_size", "pdf_pages", "sniff_image_type"]
 
 
 def decode_base64(data: str) -> bytes | None:
@@ -44,6 +45,87 @@ def decode_image(data: str) -> tuple[str, tuple[int, int]] | None:
     """`image_size` of base64 image data."""
     raw = decode_base64(data)
     return image_size(raw) if raw is not None else None
+
+
+def image_problem(raw: bytes) -> str | None:
+    """What makes image bytes undecodable, or None when their structure holds end to end.
+
+    `image_size` reads only the header; a file with a valid header and a damaged body passes it and
+    is then refused by the API ("Could not process image") on every request that carries it. This
+    walks the whole file: PNG chunks with their CRCs, the image data inflated to the size the header
+    promises; JPEG segments through to the end-of-image marker; GIF's trailer; WebP's RIFF length.
+    """
+    media_type = sniff_image_type(raw)
+    if media_type is None:
+        return "not a PNG, JPEG, GIF or WebP file"
+    if image_size(raw) is None:
+        return "its header is damaged or cut short"
+    return _CHECKS[media_type](raw)
+
+
+def _png_problem(raw: bytes) -> str | None:
+    pos, idat, names = 8, [], []
+    while pos < len(raw):
+        if pos + 12 > len(raw):
+            return "it is cut short inside a chunk"
+        (length,) = struct.unpack(">I", raw[pos : pos + 4])
+        name, body = raw[pos + 4 : pos + 8], raw[pos + 8 : pos + 8 + length]
+        if not name.isalpha() or not name.isascii():
+            return "a chunk header is damaged"
+        if len(body) < length or pos + 12 + length > len(raw):
+            return f"it is cut short inside its {name.decode('latin-1')!r} chunk"
+        (crc,) = struct.unpack(">I", raw[pos + 8 + length : pos + 12 + length])
+        if zlib.crc32(name + body) != crc:
+            return f"the checksum of its {name.decode('latin-1')!r} chunk is wrong (damaged data)"
+        names.append(name)
+        if name == b"IDAT":
+            idat.append(body)
+        pos += 12 + length
+        if name == b"IEND":
+            break
+    if not names or names[0] != b"IHDR" or b"IEND" not in names or not idat:
+        return "it lacks a required chunk (IHDR, IDAT or IEND)"
+    try:
+        pixels = zlib.decompress(b"".join(idat))
+    except zlib.error as e:
+        return f"its image data does not inflate ({e})"
+    width, height = struct.unpack(">II", raw[16:24])
+    depth, color, interlace = raw[24], raw[25], raw[28]
+    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}.get(color)
+    if channels is None:
+        return f"its colour type {color} is not one PNG defines"
+    if interlace == 0 and len(pixels) != height * (1 + (width * channels * depth + 7) // 8):
+        return "its image data is not the size its header promises (damaged or cut short)"
+    return None
+
+
+def _jpeg_problem(raw: bytes) -> str | None:
+    if not raw.rstrip(b"\x00").endswith(b"\xff\xd9"):
+        return "it has no end-of-image marker (cut short or damaged)"
+    pos = 2
+    while pos + 4 <= len(raw):
+        if raw[pos] != 0xFF:
+            return "a segment marker is missing (damaged data)"
+        marker = raw[pos + 1]
+        if marker == 0xFF or marker in (0x01, *range(0xD0, 0xD8)):
+            pos += 1 if marker == 0xFF else 2
+            continue
+        (length,) = struct.unpack(">H", raw[pos + 2 : pos + 4])
+        if length < 2 or pos + 2 + length > len(raw):
+            return "a segment runs past the end of the file"
+        if marker == 0xDA:  # start of scan: entropy-coded data runs to the end-of-image marker
+            return None
+        pos += 2 + length
+    return "it has no image data (no start-of-scan segment)"
+
+
+def _gif_problem(raw: bytes) -> str | None:
+    return None if raw.rstrip(b"\x00").endswith(b";") else "it has no trailer (cut short or damaged)"
+
+
+def _webp_problem(raw: bytes) -> str | None:
+    (size,) = struct.unpack("<I", raw[4:8])
+    return None if size + 8 <= len(raw) else "it is shorter than its RIFF header says (cut short)"
 
 
 def pdf_pages(raw: bytes) -> int:
@@ -117,3 +199,9 @@ _PARSERS: dict[str, Callable[[bytes], tuple[int, int] | None]] = {
     "image/webp": _webp_size,
 }
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+_CHECKS: dict[str, Callable[[bytes], str | None]] = {
+    "image/png": _png_problem,
+    "image/jpeg": _jpeg_problem,
+    "image/gif": _gif_problem,
+    "image/webp": _webp_problem,
+}

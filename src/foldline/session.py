@@ -29,11 +29,19 @@ from foldline.api.frozen_head import HEAD_FILE, load_head, save_head
 from foldline.compact.levels import install_levels
 from foldline.config import Config, FsyncPolicy
 from foldline.containment.sandbox import Sandbox
-from foldline.engine import DEFAULT_SYSTEM_PROMPT, AssemblingBuilder, QueryEngine, TurnResult
+from foldline.engine import AssemblingBuilder, QueryEngine, TurnResult
 from foldline.errors import UserError
 from foldline.events import UIEvent
 from foldline.providers.base import Provider
 from foldline.sessions import detect_format
+from foldline.system_prompt import (
+    ENVIRONMENT_SUBTYPE,
+    environment_block,
+    recorded_environment,
+    system_prompt_for,
+    with_environment,
+)
+from foldline.timeline import SystemEntry
 from foldline.tools.base import Tool
 from foldline.tools.permissions import AskCallback, PermissionMode, PermissionRules
 from foldline.transcript import TranscriptWriter, open_session
@@ -66,7 +74,7 @@ class Session:
         workspace: Path | None = None,
         session_id: str | None = None,
         config: Config | None = None,
-        system: str = DEFAULT_SYSTEM_PROMPT,
+        system: str | None = None,
         tools: Sequence[Tool] = (),
         rules: PermissionRules | None = None,
         permission_mode: PermissionMode = "default",
@@ -77,6 +85,7 @@ class Session:
         on_notice: Callable[[str], None] | None = None,
         levels: bool = True,
         clock: Callable[[], float] | None = None,
+        environment: bool = True,
     ) -> Session:
         """Resume the foldline transcript at `path`, or create it; then build the engine over it.
 
@@ -85,7 +94,8 @@ class Session:
             provider: Who answers; closed with the session.
             workspace: Where tools act (default: the current directory); recorded in a new header.
             session_id: Names a new session (default: the file's stem); a resumed one keeps its own.
-            config, system, tools, rules, permission_mode, ask, sandbox: passed to `QueryEngine`.
+            config, system, tools, rules, permission_mode, ask, sandbox: passed to `QueryEngine`;
+                `system` defaults to foldline's prompt for the window (`system_prompt_for`).
             fsync: The transcript's fsync policy (default: `TranscriptConfig().fsync`).
             on_event: Subscribed to the engine's UI events before anything is appended.
             on_notice: Called with each line of damage found on resume.
@@ -93,6 +103,9 @@ class Session:
                 the engine's bare round (budget, Snip, Microcompact) for callers that add their own.
             clock: The engine's clock, epoch seconds (default: the wall clock); a simulated session
                 passes a virtual one so that time passes between its turns.
+            environment: A new session gathers the environment block (directory, date, platform,
+                git) once, records it, and appends it to `system` (`foldline.system_prompt`). A
+                resumed session uses the block it recorded, if any, whatever this says.
 
         Raises:
             UserError: `path` is another tool's transcript (import it first).
@@ -106,6 +119,8 @@ class Session:
             )
         workspace = (workspace or Path.cwd()).resolve()
         config, tools = _snip_agrees(config or Config(), tools)
+        if system is None:
+            system = system_prompt_for(config.window, config.full_system_prompt_min_window)
         notices: list[str] = []
 
         def notice(text: str) -> None:
@@ -117,10 +132,14 @@ class Session:
             file, session_id=session_id or file.stem, cwd=str(workspace), fsync=fsync, on_notice=notice
         )
         try:
+            env = recorded_environment(timeline.snapshot())
+            new_env = None
+            if env is None and environment and not timeline.snapshot():  # a new session
+                env = new_env = environment_block(workspace, limits=config.tools)
             engine = QueryEngine(
                 provider=provider,
                 config=config,
-                system=system,
+                system=with_environment(system, env),
                 tools=tools,
                 workspace=workspace,
                 rules=rules,
@@ -132,6 +151,8 @@ class Session:
                 session_dir=file.with_suffix(""),  # beside the transcript, as Claude Code keeps subagents
                 clock=clock if clock is not None else time.time,
             )
+            if new_env is not None:  # recorded before anything else, so a resume finds it
+                engine.log.append(engine.log.entry(SystemEntry, subtype=ENVIRONMENT_SUBTYPE, content=new_env))
             if levels:
                 install_levels(engine)
             if isinstance(engine.build_request, AssemblingBuilder) and engine.session_dir is not None:

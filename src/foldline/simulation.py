@@ -40,6 +40,7 @@ from foldline.server.simulated.profiles import generate_workspace, planted_facts
 from foldline.server.tokenizer import count_block
 from foldline.session import Session
 from foldline.stream import MessageDelta, MessageStart, StreamEvent
+from foldline.system_prompt import COMPACT_SYSTEM_PROMPT
 from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
@@ -54,7 +55,20 @@ from foldline.timeline import (
 from foldline.tools import default_tools
 from foldline.usage import UsageTotals
 
-__all__ = ["MeteredRequest", "SimulatedClock", "SimulationReport", "quantile", "score_facts", "simulate"]
+__all__ = [
+    "SIMULATION_SYSTEM_PROMPT",
+    "MeteredRequest",
+    "SimulatedClock",
+    "SimulationReport",
+    "quantile",
+    "score_facts",
+    "simulate",
+]
+
+SIMULATION_SYSTEM_PROMPT = COMPACT_SYSTEM_PROMPT
+"""The system prompt simulated sessions send, whatever their window: the short one the published
+benchmark numbers (docs/benchmarks.md, the demo) were measured with. The simulated model answers
+from the messages alone, so only its size matters; real sessions get `system_prompt_for` theirs."""
 
 _MOVED = re.compile(r"^\[Output too large for the context: ([\d,]+) characters")
 _TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens")
@@ -462,6 +476,8 @@ async def simulate(
         levels=levels,
         on_event=on_event,
         clock=clock,
+        system=SIMULATION_SYSTEM_PROMPT,
+        environment=False,  # a date and a git status would make two runs of one seed differ
     ) as session:
         for turn, prompt in enumerate(user_prompts(profile, turns, seed, output_facts=output_facts)):
             if clock is not None:

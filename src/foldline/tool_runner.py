@@ -63,6 +63,8 @@ class ToolRunner:
     """The OS sandbox Bash runs in (`tools.sandbox.detect_sandbox`); None: unsandboxed."""
     results_dir: Path | None = None
     """Where oversized results are saved (default `<sessions_dir>/<session_id>/tool-results`)."""
+    fixed_tokens: int = 0
+    """Estimated tokens of the system prompt and tools: what a result's cap leaves room beside."""
     _read_files: ReadRegistry = field(default_factory=ReadRegistry, init=False)
 
     def executor(self) -> ToolExecutor:
@@ -72,7 +74,7 @@ class ToolRunner:
             workspace=self.workspace,
             abort=anyio.Event(),
             read_files=self._read_files,
-            limits=self.config.tools,
+            limits=dataclasses.replace(self.config.tools, read_max_output_chars=self._read_cap()),
             read_denied=denied,
             own_output_dirs=(self._results_dir(),),  # its previews tell the model to Read them (R3.0)
             snip_ids=self._snip_ids,
@@ -109,14 +111,15 @@ class ToolRunner:
         """R3.0: oversized results go to a file in the session directory before they are recorded."""
         names = {call.id: call.block.get("name", "") for call in executor.calls}
         directory = self._results_dir()
+        # design.md's 50,000 characters on 200K, scaled down to the room of a smaller window
+        limit = self.config.result_cap_chars(self.config.tool_result_budget_chars, self.fixed_tokens)
         kept, moved = apply_result_budget(
             results,
             names,
-            # design.md's 50,000 characters on 200K, scaled down on a smaller window
-            limit=self.config.scaled(self.config.tool_result_budget_chars),
+            limit=limit,
             directory=directory,
-            exempt_limit=self.config.tools.read_max_output_chars,
-            preview=self.config.tool_result_preview_chars,
+            exempt_limit=self._read_cap(),
+            preview=min(self.config.tool_result_preview_chars, limit // 2),  # R3.0.6: the note fits too
         )
         if moved:
             chars = sum(m.chars for m in moved)
@@ -129,6 +132,10 @@ class ToolRunner:
             self.log.events.emit(CompactionEvent("budget", text, 0, {"results": len(moved), "chars": chars}))
             self.log.events.telemetry("compaction", text=text, **data)
         return kept
+
+    def _read_cap(self) -> int:
+        """Read's output cap for this window (R3.0): 100,000 characters on 200K, less on a smaller one."""
+        return self.config.result_cap_chars(self.config.tools.read_max_output_chars, self.fixed_tokens)
 
     def _snip_ids(self, ids: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], int]:
         resolution = resolve_snip(self.log.timeline.snapshot(), ids)

@@ -299,3 +299,27 @@ def test_s5_tags_every_user_message_with_its_entries_short_ids() -> None:
     assert tagged[0]["content"][-1] == text(f"[id:{short_id(first.uuid)}] [id:{short_id(second.uuid)}]")
     assert tagged[2]["content"][-1]["text"].startswith("[id:")
     assert all(not b["text"].startswith("[id:") for m in untagged for b in m["content"])
+
+
+def test_s6f_folds_each_reminder_into_the_nearest_result_before_it() -> None:
+    """Not always the first: a reminder that followed t2's result belongs to t2 (the file t2 read)."""
+    entries: list[Entry] = [
+        user("a"),
+        reply("m1", tool_use("t1"), tool_use("t2"), tool_use("t3")),
+        user(
+            [
+                text("<system-reminder>before any</system-reminder>"),
+                result("t1", "one"),
+                result("t2", "two"),
+                text("<system-reminder>after two</system-reminder>"),
+                result("t3", "three"),
+            ]
+        ),
+    ]
+    out = run_steps(entries, STEPS)
+    assert find_errors(body(out)) == []
+    folded = {b["tool_use_id"]: b["content"] for b in out[2]["content"]}
+    assert "before any" in str(folded["t1"])  # before the first result: into the first
+    assert "after two" in str(folded["t2"])
+    assert "after two" not in str(folded["t1"])
+    assert "reminder" not in str(folded["t3"])

@@ -121,3 +121,44 @@ def test_a_session_with_nothing_to_send_names_the_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["request", str(path)])
     assert result.exit_code == 1
     assert f"Error: {path}: nothing to send" in result.output
+
+
+@pytest.mark.parametrize("window", [None, 8_192], ids=["claude-window", "small-window"])
+def test_the_printed_body_carries_the_system_prompt_and_tools_chat_sends(
+    tmp_path: Path, window: int | None
+) -> None:
+    """It was documented as the exact body yet left out `system` and `tools`. A session run on a
+    small window is printed with the same `--context-window` (it picks the short prompt)."""
+    import asyncio
+
+    from foldline.config import DESIGN_WINDOW, Config
+    from foldline.session import Session
+    from foldline.testing import FunctionProvider
+    from foldline.tools import default_tools
+
+    provider = FunctionProvider(lambda body, betas: {"text": "ok"})
+    path = tmp_path / "s.jsonl"
+    config = Config(context_window=window, reference_window=DESIGN_WINDOW)
+
+    async def one_turn() -> None:
+        async with Session.open(
+            path, provider=provider, workspace=tmp_path, config=config, tools=default_tools()
+        ):
+            pass  # a session that recorded its environment block
+
+    asyncio.run(one_turn())
+
+    async def then_send() -> None:
+        async with Session.open(
+            path, provider=provider, workspace=tmp_path, config=config, tools=default_tools()
+        ) as s:
+            await s.submit_message("Continue.")
+
+    window_args = ["--context-window", str(window)] if window else []
+    printed = _run(str(path), "--body-only", "--prompt", "Continue.", *window_args)
+    asyncio.run(then_send())
+    sent = provider.calls[-1].body
+    assert printed["system"] == sent["system"]
+    assert printed["tools"] == sent["tools"]
+    assert printed["max_tokens"] == sent["max_tokens"]
+    assert "<environment>" in str(printed["system"])

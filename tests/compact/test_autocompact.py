@@ -218,3 +218,22 @@ async def test_breaker_stops_automatic_attempts_but_not_manual_ones() -> None:
     manual = await stage.compact(ctx_for(conversation(2), config, 170_000))
     assert isinstance(manual.records[0], CompactBoundary)
     assert (stage.failures, stage.stopped) == (0, None)  # a success resets the count
+
+
+@pytest.mark.parametrize(("quiet_rounds", "stops"), [(2, True), (3, False)])
+async def test_the_thrash_window_includes_its_last_round(quiet_rounds: int, stops: bool) -> None:
+    """R3.4.7's edge: a refill on the 3rd round after a compaction is "within 3 turns"; on the 4th not."""
+    config = Config()
+    threshold = config.autocompact_threshold
+    provider = ScriptedProvider([{"text": summary_text()} for _ in range(4)])
+    stage = stage_for(provider)
+    records = conversation(3)
+    compactions = 0
+    for _ in range(4):
+        result = await stage.run(ctx_for(records, config, threshold))
+        compactions += any(isinstance(r, CompactBoundary) for r in result.records)
+        for _ in range(quiet_rounds):  # rounds under the threshold; the refill comes on the next one
+            await stage.run(ctx_for(records, config, 1_000))
+    assert (stage.stopped == "thrash") is stops
+    assert compactions == (3 if stops else 4)
+    assert len(provider.calls) == compactions

@@ -204,6 +204,69 @@ async def test_breaker_after_three_failures_counted_at_the_server_and_manual_com
     assert stage.stopped is None
 
 
+async def test_a_tripped_breaker_stays_tripped_across_a_resume_counted_at_the_server(
+    harness: Callable[..., Harness],
+) -> None:
+    """R3.4.6 is the session's: a resume (each `-p --continue`) does not re-arm it, nor forget failures."""
+    broken = {"text": "I would rather not.", "when": {"last_user_contains": SUMMARY_ASK}}
+    h = harness([broken, *({"text": f"ok {i}"} for i in range(12))], **_small(buffer=14_500))
+    engine = await h.engine()
+    install_autocompact(engine)
+    turn = 0
+    while len(_forks(h)) < 2:  # two failed attempts, then the process exits
+        await engine.submit_message(f"step {turn}: " + _words(500, f"t{turn}w"))
+        turn += 1
+        assert turn < 8
+    assert len(_forks(h)) == 2
+    resumed = install_autocompact(await h.engine())  # a new process on the same transcript
+    assert (resumed.failures, resumed.stopped) == (2, None)
+    await h.engines[0].submit_message(f"step {turn}: " + _words(500, f"t{turn}w"))
+    assert len(_forks(h)) == 3  # the third failure in a row, though in another process: tripped
+    assert resumed.stopped == "circuit_breaker"
+    again = install_autocompact(await h.engine())
+    assert again.stopped == "circuit_breaker"
+    for more in range(3):
+        await h.engines[0].submit_message(f"more {more}: " + _words(500, f"m{more}w"))
+    assert len(_forks(h)) == 3  # no summary request after the breaker, whatever the resumes
+
+
+async def test_the_thrash_detector_remembers_refills_across_a_resume(tmp_path: Path) -> None:
+    """R3.4.7 across processes: quick refills counted before a resume still count after it."""
+    config = Config(retry=RetryConfig(base_backoff_s=0.01), **_small(buffer=13_000))  # threshold 5,000
+
+    def answer(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+        last = str(body["messages"][-1])
+        return {"text": _summary() if SUMMARY_ASK in last else "ok"}
+
+    def engine_on(timeline: Timeline, provider: FunctionProvider) -> QueryEngine:
+        return QueryEngine(provider=provider, config=config, workspace=tmp_path, timeline=timeline)
+
+    whole = FunctionProvider(answer)
+    once = engine_on(Timeline(session_id="s"), whole)
+    stage = install_autocompact(once)
+    with pytest.raises(PromptTooLongError):
+        await _turns_of(once, 12, words=1_400)
+    assert stage.stopped == "thrash"
+    asked = sum(SUMMARY_ASK in str(c.body["messages"][-1]) for c in whole.calls)
+
+    # The same session, stopped after each turn and resumed from its records.
+    split = FunctionProvider(answer)
+    records: tuple[Any, ...] = ()
+    stopped: str | None = None
+    for turn in range(12):
+        engine = engine_on(Timeline(records, session_id="s"), split)
+        resumed = install_autocompact(engine)
+        try:
+            await engine.submit_message(f"step {turn}: " + _words(1_400, f"t{turn}w"))
+        except PromptTooLongError:
+            stopped = resumed.stopped
+            break
+        finally:
+            records = engine.timeline.snapshot()
+    assert stopped == "thrash"
+    assert sum(SUMMARY_ASK in str(c.body["messages"][-1]) for c in split.calls) == asked
+
+
 class _SessionOf:
     """Stands in for `Session` where only `.engine` is read."""
 

@@ -376,6 +376,28 @@ async def test_staged_folds_commit_at_90_percent_with_a_receipt_and_hold_after_r
     await resumed.close()
 
 
+async def test_no_emergency_fold_when_the_commit_alone_brings_95_percent_back_down(tmp_path: Path) -> None:
+    """R3.3.5 in order: the 95% check counts what this round's 90% commit already freed."""
+    model = CollapseModel()
+    r = rig(tmp_path, FunctionProvider(model.answer))
+    window = r.engine.config.effective_window
+    n = 0
+    while r.tokens() + 2_500 < 0.88 * window:
+        n += 1
+        await r.turn(n, 1_500)
+        await r.settle()
+    assert r.collapse.store.staged, "the background run staged folds before 90%"
+    spans, runs, rounds = len(model.spans), r.collapse.runs, len(r.spy.rounds)
+    await r.turn_at(n + 1, 0.97)
+    assert r.spy.rounds[rounds] >= r.engine.config.collapse.emergency_at * window  # the round saw 95%+
+    assert r.commits(), "the staged folds were committed"
+    assert (len(model.spans), r.collapse.runs) == (spans, runs)  # and no synchronous ctx-agent run
+    kinds = [x.data.get("kind") for x in r.receipts() if x.data]
+    assert "emergency" not in kinds
+    assert not any(x.content.startswith("emergency fold") for x in r.receipts())
+    await r.close()
+
+
 async def test_the_emergency_fold_runs_at_95_percent_with_progress_and_a_receipt(tmp_path: Path) -> None:
     model = CollapseModel()
     provider = FunctionProvider(model.answer, context_window=40_000)  # the model's real window

@@ -577,3 +577,21 @@ def test_a_protected_path_linked_to_nothing_stops_the_sandbox_with_a_reason(tmp_
     assert result.is_error
     assert "config.worktree is a link to" in str(result.content)
     assert not (ws / "wt.cfg").exists()
+
+
+def test_the_session_start_git_status_never_runs_a_nested_repositorys_fsmonitor(tmp_path: Path) -> None:
+    """foldline itself runs `git status` on the host at session start (the system prompt's
+    environment block): a gitlink to a nested repository whose config names an fsmonitor, left by
+    an earlier call, must not run it (a plain `git status` does)."""
+    from foldline.system_prompt import environment_block
+
+    ws = _repo(tmp_path / "ws")
+    marker = tmp_path / "pwned"
+    sub = _repo(ws / "sub")
+    with (sub / ".git" / "config").open("a") as config:
+        config.write(f"[core]\n\tfsmonitor = touch {marker} #\n")
+    head = _git("rev-parse", "HEAD", cwd=sub).strip()
+    _git("update-index", "--add", "--cacheinfo", f"160000,{head},sub", cwd=ws)
+    block = environment_block(ws)
+    assert "Git branch" in block  # git ran, hardened
+    assert not marker.exists()

@@ -16,6 +16,22 @@ from foldline.tools import EditTool, ReadTool, ToolContext, WriteTool
 pytestmark = pytest.mark.anyio
 
 
+JPEG_1PX = base64.b64decode(
+    "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAgGBgcGBQgHBwcJCQgKDBQNDAsLDBkSEw8UHRofHh0aHBwgJC4nICIsIxwcKDcpLDAx"
+    "NDQ0Hyc5PTgyPC4zNDL/2wBDAQkJCQwLDBgNDRgyIRwhMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIy"
+    "MjIyMjIyMjL/wAARCAABAAEDASIAAhEBAxEB/8QAHwAAAQUBAQEBAQEAAAAAAAAAAAECAwQFBgcICQoL/8QAtRAAAgEDAwIEAwUF"
+    "BAQAAAF9AQIDAAQRBRIhMUEGE1FhByJxFDKBkaEII0KxwRVS0fAkM2JyggkKFhcYGRolJicoKSo0NTY3ODk6Q0RFRkdISUpTVFVW"
+    "V1hZWmNkZWZnaGlqc3R1dnd4eXqDhIWGh4iJipKTlJWWl5iZmqKjpKWmp6ipqrKztLW2t7i5usLDxMXGx8jJytLT1NXW19jZ2uHi"
+    "4+Tl5ufo6erx8vP09fb3+Pn6/8QAHwEAAwEBAQEBAQEBAQAAAAAAAAECAwQFBgcICQoL/8QAtREAAgECBAQDBAcFBAQAAQJ3AAEC"
+    "AxEEBSExBhJBUQdhcRMiMoEIFEKRobHBCSMzUvAVYnLRChYkNOEl8RcYGRomJygpKjU2Nzg5OkNERUZHSElKU1RVVldYWVpjZGVm"
+    "Z2hpanN0dXZ3eHl6goOEhYaHiImKkpOUlZaXmJmaoqOkpaanqKmqsrO0tba3uLm6wsPExcbHyMnK0tPU1dbX2Nna4uPk5ebn6Onq"
+    "8vP09fb3+Pn6/9oADAMBAAIRAxEAPwD5/ooooA//2Q=="
+)
+"""A real 1x1 JPEG (written by an image library), so Read's whole-file check has a real one to pass."""
+GIF_1PX = base64.b64decode("R0lGODdhAQABAIAAAAAAAAAAACwAAAAAAQABAAAIBAABBAQAOw==")
+WEBP_1PX = base64.b64decode("UklGRiQAAABXRUJQVlA4IBgAAAAwAQCdASoBAAEAAUAmJaQAA3AA/v02aAA=")
+
+
 def _png() -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
@@ -139,9 +155,9 @@ async def test_read_of_a_single_4mb_line_stays_small(ctx: ToolContext, workspace
     ("data", "media_type"),
     [
         pytest.param(_png(), "image/png", id="png"),
-        pytest.param(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x00" * 20, "image/jpeg", id="jpeg"),
-        pytest.param(b"GIF89a\x01\x00\x01\x00" + b"\x00" * 10, "image/gif", id="gif"),
-        pytest.param(b"RIFF\x24\x00\x00\x00WEBPVP8 " + b"\x00" * 20, "image/webp", id="webp"),
+        pytest.param(JPEG_1PX, "image/jpeg", id="jpeg"),
+        pytest.param(GIF_1PX, "image/gif", id="gif"),
+        pytest.param(WEBP_1PX, "image/webp", id="webp"),
     ],
 )
 async def test_read_returns_images_with_sniffed_media_type(
@@ -182,6 +198,25 @@ async def test_write_creates_parents_and_file(ctx: ToolContext, workspace: Path)
     assert (workspace / "deep/er/new.txt").read_text() == "fresh\n"
     assert result.structured is not None
     assert result.structured["action"] == "created"
+
+
+@pytest.mark.parametrize(("umask", "expected"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+async def test_a_new_file_follows_the_umask_as_an_editors_would(
+    ctx: ToolContext, workspace: Path, umask: int, expected: int
+) -> None:
+    """New files used to be 0600 whatever the umask (the temporary file's own mode)."""
+    old = os.umask(umask)
+    try:
+        result = await WriteTool().run({"file_path": "made.txt", "content": "x\n"}, ctx)
+        edited = await EditTool().run(
+            {"file_path": "made.txt", "old_string": "x", "new_string": "y"}, ctx
+        )  # an edit keeps the mode the file has
+    finally:
+        os.umask(old)
+    assert not result.is_error
+    assert not edited.is_error
+    assert (workspace / "made.txt").stat().st_mode & 0o777 == expected
+    assert _temporaries(workspace) == []
 
 
 async def test_write_refuses_existing_file_not_read(ctx: ToolContext, workspace: Path) -> None:
@@ -341,3 +376,31 @@ async def test_write_over_a_latin1_file_keeps_its_encoding(ctx: ToolContext, wor
     result = await WriteTool().run({"file_path": "legacy.txt", "content": "déjà vu\n"}, ctx)
     assert not result.is_error, result.content
     assert (workspace / "legacy.txt").read_bytes() == "déjà vu\n".encode("latin-1")
+
+
+def _damaged_png() -> bytes:
+    raw = bytearray(_png())
+    raw[raw.index(b"IDAT") + 6] ^= 0xFF  # one byte of the image data flipped: the chunk's CRC fails
+    return bytes(raw)
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        pytest.param(_damaged_png(), "checksum of its 'IDAT' chunk is wrong", id="png-flipped-byte"),
+        pytest.param(_png()[:-20], "cut short", id="png-truncated"),
+        pytest.param(_png()[:33] + b"\x00" * 40, "chunk header is damaged", id="png-body-zeroed"),
+        pytest.param(JPEG_1PX[:-40], "no end-of-image marker", id="jpeg-truncated"),
+        pytest.param(GIF_1PX[:-1], "no trailer", id="gif-truncated"),
+        pytest.param(WEBP_1PX[:-10], "shorter than its RIFF header", id="webp-truncated"),
+    ],
+)
+async def test_read_refuses_an_image_it_cannot_decode(
+    ctx: ToolContext, workspace: Path, data: bytes, why: str
+) -> None:
+    """A valid header over a damaged body used to be sent, and every later request was refused."""
+    (workspace / "shot.png").write_bytes(data)
+    result = await ReadTool().run({"file_path": "shot.png"}, ctx)
+    assert result.is_error
+    assert why in str(result.content)
+    assert "not added to the conversation" in str(result.content)

@@ -11,7 +11,13 @@ from __future__ import annotations
 import html
 import re
 
-from foldline.errors import FoldlineError, ModelConnectionError, ModelHTTPError
+from foldline.errors import (
+    FoldlineError,
+    ModelConnectionError,
+    ModelHTTPError,
+    SessionsFolderError,
+    TranscriptWriteError,
+)
 
 __all__ = ["explain", "web_page_summary"]
 
@@ -31,10 +37,11 @@ def web_page_summary(body: object) -> str | None:
     return text if len(text) <= _PAGE_CHARS else text[: _PAGE_CHARS - 1] + "…"
 
 
-def explain(error: FoldlineError, base_url: str | None = None) -> str:
+def explain(error: FoldlineError, base_url: str | None = None, *, repl: bool = False) -> str:
     """One line for the terminal; the retry layer's wrapper is looked through to the failure itself.
 
-    `base_url` names the server in the message where the error itself does not.
+    `base_url` names the server in the message where the error itself does not. `repl`: the error
+    came up in the chat's REPL, where the fix is a slash command (`/model`), not a flag.
     """
     cause = _root(error)
     if isinstance(cause, ModelHTTPError) and (page := web_page_summary(cause.body)) is not None:
@@ -52,10 +59,18 @@ def explain(error: FoldlineError, base_url: str | None = None) -> str:
             "the Messages API."
         )
     if isinstance(cause, ModelHTTPError) and cause.status == 404 and "model" in cause.message:
+        fix = "Switch with /model NAME" if repl else "Pass --model with one it serves, e.g. --model"
         return (
             f"the server does not serve the model {cause.model!r} (it answered 404: {cause.message}). "
-            "Pass --model with one it serves, e.g. --model claude-sonnet-4-5."
+            f"{fix} claude-sonnet-4-5."
         )
+    if isinstance(cause, SessionsFolderError):
+        return (
+            f"{cause}. foldline keeps sessions in $FOLDLINE_HOME/projects (default ~/.foldline/projects): "
+            "pass --sessions-dir DIR, or set $FOLDLINE_HOME, to a folder you can write"
+        )
+    if isinstance(cause, TranscriptWriteError) and "No space left" in str(cause):
+        return f"{cause}. Free some disk space, then continue this session with `foldline chat --continue`"
     if isinstance(cause, ModelHTTPError) and cause.status in (401, 403):
         return (
             f"the server refused the API key (HTTP {cause.status}: {cause.message}). "

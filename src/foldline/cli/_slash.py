@@ -10,6 +10,7 @@ empty one included, without building a request.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,10 +30,18 @@ from foldline.cli._errors import explain
 from foldline.cli.sessions import title
 from foldline.config import Config
 from foldline.errors import FoldlineError
+from foldline.pricing import prices_for
 from foldline.projection import collapse_summary_text, project_view
 from foldline.session import Session
 from foldline.sessions import SessionInfo, list_sessions
-from foldline.timeline import AnyRecord, AssistantEntry, CollapseCommit, UserEntry, api_filter
+from foldline.timeline import (
+    AnyRecord,
+    AssistantEntry,
+    AttachmentEntry,
+    CollapseCommit,
+    UserEntry,
+    api_filter,
+)
 from foldline.tokens import estimate_blocks, estimate_text
 from foldline.tools.base import tool_specs
 from foldline.transcript import list_session_files
@@ -69,6 +78,8 @@ class Chat(Protocol):
     session: Session
     console: Console
     sessions_dir: Path
+    base_url: str | None
+    """The server the chat talks to (None: the public API)."""
 
     async def switch(self, path: Path | None, *, model: str | None = None) -> None:
         """Close the current session and open `path` (None: a new one), optionally with another model."""
@@ -101,6 +112,9 @@ def context_breakdown(
     counts["tools"] = estimate_text(dumps(list(tools)).decode()) if tools else 0
     folds = _summary_texts(records)
     for entry in api_filter(project_view(records)):
+        if isinstance(entry, AttachmentEntry):  # instruction files, files re-attached after /compact
+            counts["messages"] += estimate_blocks(entry.content)
+            continue
         content = entry.message.content if isinstance(entry, UserEntry | AssistantEntry) else None
         if content is None:
             continue
@@ -117,9 +131,12 @@ def context_breakdown(
     return [(name, counts[name]) for name in CATEGORIES]
 
 
-def context_grid(breakdown: Sequence[tuple[str, int]], window: int) -> Table:
+def context_grid(breakdown: Sequence[tuple[str, int]], window: int, width: int | None = None) -> Table:
     """The breakdown as a grid of cells (each 1% of the window, colored by category) beside a legend
-    of tokens and shares; a category too small for a cell still gets one, so none is invisible."""
+    of tokens and shares; a category too small for a cell still gets one, so none is invisible.
+
+    On a terminal narrower than `width` needs for both side by side, the legend goes under the grid
+    (and the grid is left out where even it does not fit), so no number is ever cut."""
     cells = _GRID_COLUMNS * _GRID_ROWS
     per_cell = max(1, window) / cells
     marks: list[Text] = []
@@ -139,6 +156,14 @@ def context_grid(breakdown: Sequence[tuple[str, int]], window: int) -> Table:
         )
         for name, tokens in breakdown
     ]
+    grid_width = 2 * _GRID_COLUMNS
+    legend_width = max(len(line) for line in legend)
+    if width is not None and width < grid_width + 3 + legend_width:
+        stacked = Table.grid()
+        stacked.add_column(no_wrap=True)
+        for line in (rows if width >= grid_width else []) + legend:
+            stacked.add_row(line)
+        return stacked
     grid = Table.grid(padding=(0, 3))
     grid.add_column(no_wrap=True)
     grid.add_column(no_wrap=True)
@@ -152,7 +177,10 @@ def _context(chat: Chat) -> None:
     records = engine.timeline.snapshot()
     config = engine.config
     breakdown = context_breakdown(records, engine.system, tool_specs(list(engine.tools)), config.window)
-    used = sum(tokens for name, tokens in breakdown if name != "free")
+    # the total is the engine's own count (the last reply's usage plus a padded estimate of what came
+    # after, the system prompt and tools included when nothing anchors it), as compaction receipts
+    # give it; the categories below are plain estimates of where it goes
+    used = engine.window.context().tokens
     chat.console.print(
         Text(
             f"context: ~{used:,} of {config.window:,} tokens ({used / config.window:.0%}); "
@@ -161,7 +189,7 @@ def _context(chat: Chat) -> None:
             style="bold",
         )
     )
-    chat.console.print(context_grid(breakdown, config.window))
+    chat.console.print(context_grid(breakdown, config.window, chat.console.width))
 
 
 # --- /cost and /cache -----------------------------------------------------------------------------
@@ -169,11 +197,16 @@ def _context(chat: Chat) -> None:
 
 def _cost(chat: Chat) -> None:
     totals = usage_of(chat.session.engine.timeline.snapshot())
+    model = chat.session.engine.config.model
+    dollars = (
+        f": ${totals.cost():.4f} (without caching ${totals.cost(cached=False):.4f})"
+        if prices_for(model).known
+        else f"; {model} has no list price, so no dollars are shown"
+    )
     chat.console.print(
         Text(
             f"{totals.requests} API calls, {totals.prompt:,} input tokens "
-            f"({totals.read_share:.0%} from cache), {totals.output:,} output: ${totals.cost():.4f} "
-            f"(without caching ${totals.cost(cached=False):.4f})"
+            f"({totals.read_share:.0%} from cache), {totals.output:,} output{dollars}"
         )
     )
 
@@ -312,11 +345,34 @@ async def _resume_cmd(chat: Chat, arg: str) -> bool:
     return True
 
 
+def _served(base_url: str, model: str, timeout: float) -> bool | None:
+    """Whether the server says it serves `model` (`GET /v1/models/{id}`): True, False on a 404,
+    None when it cannot tell (unreachable, no such endpoint, a key required)."""
+    import httpx2
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        status = httpx2.get(f"{root}/v1/models/{model}", timeout=timeout).status_code
+    except httpx2.HTTPError:
+        return None
+    return True if status == 200 else False if status == 404 else None
+
+
 async def _model_cmd(chat: Chat, arg: str) -> bool:
     config: Config = chat.session.engine.config
     if not arg:
         chat.console.print(Text(f"model: {config.model} (window {config.window:,}); /model NAME switches"))
         return True
+    if chat.base_url:  # refused now, not by the next turn's 404 (unknown: switch and let it say)
+        served = await asyncio.to_thread(_served, chat.base_url, arg, config.capability_probe_timeout_s)
+        if served is False:
+            chat.console.print(
+                Text(
+                    f"the server at {chat.base_url} does not serve {arg!r}; still on {config.model}",
+                    style="red",
+                )
+            )
+            return True
     await chat.switch(chat.session.path, model=arg)
     return True
 

@@ -44,6 +44,7 @@ from foldline.events import (
 )
 from foldline.executor import INTERRUPTED_BEFORE_START, INTERRUPTED_WHILE_RUNNING
 from foldline.media import decode_image
+from foldline.pricing import prices_for
 from foldline.projection import context_tokens_of
 from foldline.sessions import is_typed_prompt
 from foldline.timeline import AnyRecord, AssistantEntry, ProgressEntry, UserEntry
@@ -189,9 +190,12 @@ class _Activity:
 class Renderer:
     """The engine's UI events on the console (subscribe it with `Session.open(on_event=...)`)."""
 
-    def __init__(self, console: Console, *, live: bool | None = None) -> None:
+    def __init__(self, console: Console, *, live: bool | None = None, answer: bool = True) -> None:
         self.console = console
         self.live_ok = console.is_terminal if live is None else live
+        self.answer = answer
+        """Show the model's text as it streams; off for `-p`, which prints only the final answer
+        (on stdout) and keeps this trace of calls, results and receipts on stderr."""
         self.pending = ""
         self.phase = "waiting for the model"
         self.phase_since = time.monotonic()
@@ -200,6 +204,8 @@ class Renderer:
         self._live: Live | None = None
         self._in_turn = False
         self._streamed_raw = False
+        self._compacting = False
+        """The phase names a compaction in progress (a progress notice) until its receipt arrives."""
 
     # --- turn boundaries ---------------------------------------------------------------------------
 
@@ -236,7 +242,8 @@ class Renderer:
     def __call__(self, event: UIEvent) -> None:
         if isinstance(event, TextDeltaEvent):
             self._end_thinking()
-            self._text(event.text)
+            if self.answer:
+                self._text(event.text)
         elif isinstance(event, ThinkingDeltaEvent):
             self._thinking_delta(event.text)
         elif isinstance(event, ToolInputDeltaEvent):
@@ -253,9 +260,19 @@ class Renderer:
         elif isinstance(event, NoticeEvent):
             style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
             self.print(Text(neutralize(event.text), style=style))
+            if event.level == "progress" and self._in_turn:  # a summary the turn waits on: say so
+                self._flush_text()
+                self._set_phase(clip_words(neutralize(event.text).split(":")[0], 60))
+                self._compacting = True
+            elif self._compacting:  # the compaction failed or stopped: the turn goes on waiting
+                self._compacting = False
+                self._set_phase("waiting for the model")
         elif isinstance(event, CompactionEvent):  # R3.0.1: never clear silently
             self._flush_text()
             self.print(Text(f"⎯ {event.level}: {neutralize(event.text)}", style="cyan"))
+            if self._compacting:
+                self._compacting = False
+                self._set_phase("waiting for the model")
 
     def _record(self, record: AnyRecord) -> None:
         if isinstance(record, AssistantEntry) and not record.is_virtual:
@@ -359,7 +376,8 @@ def status_line(records: Sequence[AnyRecord], config: Config) -> Text:
         + (f": {note}" if note else ""),
         style="dim",
     )
-    line.append(f" · ${usage_of(records).cost():.4f}", style="dim")
+    if prices_for(config.model).known:  # a local model has no list price: no made-up dollars
+        line.append(f" · ${usage_of(records).cost():.4f}", style="dim")
     return line
 
 

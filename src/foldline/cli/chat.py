@@ -287,6 +287,8 @@ class ChatApp:
         self._opener = opener
         self._task: asyncio.Future[Any] | None = None
         self._refused = False
+        self.typed: list[str] = []
+        """What was typed while a turn ran (type-ahead), one character each, newest last."""
 
     def cancel_turn(self) -> None:
         """Cancel the running turn (Ctrl-C at the permission prompt)."""
@@ -333,7 +335,7 @@ class ChatApp:
         task = asyncio.ensure_future(work)
         with (
             _sigint_cancels(task),
-            interrupt_keys(task.cancel) if self.keys else nullcontext(),
+            interrupt_keys(task.cancel, self.typed) if self.keys else nullcontext(),
         ):
             try:
                 await task
@@ -347,7 +349,8 @@ class ChatApp:
         self.renderer.begin_turn()
         self._task = task = asyncio.ensure_future(self.session.submit_message(prompt))
         try:
-            with _sigint_cancels(task), interrupt_keys(self.cancel_turn) if self.keys else nullcontext():
+            keys = interrupt_keys(self.cancel_turn, self.typed) if self.keys else nullcontext()
+            with _sigint_cancels(task), keys:
                 return await task
         except asyncio.CancelledError:
             if not task.cancelled():
@@ -364,6 +367,16 @@ class ChatApp:
             self._refused = False
             self.renderer.end_turn()
 
+    def type_ahead(self) -> tuple[str, bool]:
+        """The next line typed during the last turn, and whether it was finished with Enter (then
+        it runs as the next prompt; otherwise it waits in the input line). What follows a finished
+        line stays for the prompt after that one."""
+        text = "".join(self.typed)
+        self.typed.clear()
+        line, enter, rest = text.partition("\n")
+        self.typed.extend(rest)
+        return line, bool(enter) and bool(line.strip())
+
     def status(self) -> None:
         engine = self.session.engine
         self.console.print(status_line(engine.timeline.snapshot(), engine.config))
@@ -379,7 +392,8 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
             console.print(recap_line)
     cleared = False  # the previous prompt ended with Ctrl-C
     while True:
-        line = await read("› ")
+        typed, queued = chat.type_ahead()
+        line = await read("› ", default=typed, accept=queued)
         if line is None:
             break
         if line == CLEARED:
@@ -391,15 +405,19 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
         cleared = False
         text = line.strip()
         if not text:
+            read.settle(False)
             continue
         if text.startswith("/"):
+            read.settle(True)
             if not await run_slash(chat, text):
                 break
             continue
+        before = len(chat.session.engine.timeline)
         try:
             await chat.turn(text)
         except FoldlineError as e:  # the chat outlives a failed turn; the transcript records it
-            console.print(Text(explain(e, chat.base_url), style="red"))
+            console.print(Text(explain(e, chat.base_url, repl=True), style="red"))
+        read.settle(len(chat.session.engine.timeline) > before)  # a refused prompt was not saved
         chat.status()
     await chat.session.aclose()
 
@@ -485,7 +503,10 @@ async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
 def chat(**options: Any) -> None:
     """Talk to the agent: one turn with -p (or stdin), otherwise a REPL."""
     fmt: str = options["output_format"]
-    console = Console(highlight=False, stderr=fmt != "text")  # JSON owns stdout
+    interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
+    # stdout is the answer's alone with -p (as `claude -p`), the JSON's with a JSON format; the
+    # trace (calls, results, receipts, warnings) goes to stderr then
+    console = Console(highlight=False, stderr=fmt != "text" or not interactive)
     workspace = _workspace(options["workspace"])
     sessions_dir = options["sessions_dir"] or TranscriptConfig().sessions_dir
     try:
@@ -503,10 +524,10 @@ def chat(**options: Any) -> None:
     sandbox = _sandbox(settings, workspace, config)
     mode: PermissionMode = options["permission_mode"] or settings.mode or "default"
     terminal = interactive and use_terminal()
-    renderer = Renderer(console, live=terminal and console.is_terminal)
+    renderer = Renderer(console, live=terminal and console.is_terminal, answer=interactive)
     chat_ref: list[ChatApp] = []
     answer = answer_reader(
-        terminal_reader(None) if terminal else plain_reader(),
+        terminal_reader(None, escape_answers="no") if terminal else plain_reader(),
         on_interrupt=lambda: chat_ref[0].cancel_turn() if chat_ref else None,
     )
 
@@ -551,7 +572,8 @@ def chat(**options: Any) -> None:
             chat_ref.append(
                 ChatApp(session, console, renderer, sessions_dir, opener, options["base_url"], keys=terminal)
             )
-            read = terminal_reader(sessions_dir / "prompt-history") if terminal else plain_reader()
+            history = sessions_dir / "prompt-history"
+            read = terminal_reader(history, on_error=notice) if terminal else plain_reader()
             asyncio.run(_repl(chat_ref[0], read, recap_first=resumed))
             return
         prompt = options["prompt"] if options["prompt"] is not None else sys.stdin.read()
@@ -571,10 +593,13 @@ def chat(**options: Any) -> None:
 
 
 async def _one_shot(chat: ChatApp, prompt: str) -> None:
+    """`-p` in text mode: the final answer on stdout, nothing else (the trace is on stderr)."""
     try:
-        await chat.turn(prompt)
+        result = await chat.turn(prompt)
     finally:
         await chat.session.aclose()
+    if result is not None and result.text:
+        click.echo(result.text)
 
 
 async def _one_shot_json(

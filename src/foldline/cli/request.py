@@ -3,7 +3,9 @@
 A thin shell over `foldline.api.params.build_request`, the same call the engine makes, so what it
 prints is what would be sent: the compaction projection, normalization and cache marking applied.
 Reads foldline and Claude Code transcripts. Nothing is written: the records the request would add
-(cache pins, latched headers) are only counted on stderr.
+(cache pins, latched headers) are only counted on stderr. The system prompt and tools are
+foldline's own (the session's recorded environment block included), as `foldline chat` sends them,
+unless `--system` or `--tools` says otherwise.
 
 When the session ends with a finished assistant reply, the next turn needs user input: `--prompt`
 (default "Continue.") is appended as that input, with an id derived from the session so the output
@@ -24,10 +26,11 @@ from foldline._types import JSONObject
 from foldline.api.params import RequestPlan, build_request
 from foldline.cli import cli, format_option
 from foldline.cli.sessions import resolve_session
-from foldline.config import Config
+from foldline.config import DESIGN_WINDOW, Config
 from foldline.errors import FoldlineError, UserError
 from foldline.providers.base import Capabilities
 from foldline.sessions import load_session
+from foldline.system_prompt import recorded_environment, system_prompt_for, with_environment
 from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
@@ -38,6 +41,8 @@ from foldline.timeline import (
     now_iso,
     ui_view,
 )
+from foldline.tools import default_tools
+from foldline.tools.base import tool_specs
 
 __all__ = ["PROVIDERS", "request"]
 
@@ -83,8 +88,8 @@ def _with_prompt(records: list[AnyRecord], session_id: str, prompt: str | None) 
 
 
 def _read_tools(path: Path | None) -> list[JSONObject]:
-    if path is None:
-        return []
+    if path is None:  # what `foldline chat` sends
+        return tool_specs(default_tools())
     tools = loads(path.read_bytes())
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         raise UserError(f"{path}: expected a JSON list of tool definitions")
@@ -103,11 +108,26 @@ def _render(plan: RequestPlan, body_only: bool) -> str:
 @click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="anthropic", show_default=True)
 @click.option("--prompt", default=None, help=f"Next user input (default {DEFAULT_PROMPT!r} after a reply).")
 @click.option("--model", default=None, help="Model name (default: the configured one).")
-@click.option("--system", "system", default="", help="System prompt text.")
 @click.option(
-    "--tools", "tools_path", type=click.Path(dir_okay=False, path_type=Path), help="JSON tool list."
+    "--system",
+    "system",
+    default=None,
+    help="System prompt text (default: foldline's, with the environment block the session recorded).",
+)
+@click.option(
+    "--tools",
+    "tools_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSON tool list (default: foldline's built-in tools, as `foldline chat` sends them).",
 )
 @click.option("--thinking-budget", type=click.IntRange(1), default=None, help="Extended thinking budget.")
+@click.option(
+    "--context-window",
+    type=click.IntRange(1024),
+    default=None,
+    help="The window the session runs with (as `foldline chat --context-window`): it decides the "
+    "thresholds and which system prompt is sent. Default: the model's.",
+)
 @click.option("--body-only", is_flag=True, help="Print only the body, compact, byte for byte as sent.")
 def request(
     session: str,
@@ -115,9 +135,10 @@ def request(
     provider: str,
     prompt: str | None,
     model: str | None,
-    system: str,
+    system: str | None,
     tools_path: Path | None,
     thinking_budget: int | None,
+    context_window: int | None,
     body_only: bool,
 ) -> None:
     """Print the JSON body (and beta headers) the next turn of SESSION would send, without sending it.
@@ -136,9 +157,14 @@ def request(
         model=model or defaults.model,
         thinking_budget_tokens=thinking_budget,
         max_output_tokens=max(defaults.max_output_tokens, (thinking_budget or 0) + 1),
+        context_window=context_window,
+        reference_window=DESIGN_WINDOW,  # as `foldline chat` sets it
     )
     try:
         records = _with_prompt(list(loaded.records), loaded.session_id, prompt)
+        if system is None:  # as `foldline chat` would send it for this session (R4.3.2)
+            static = system_prompt_for(config.window, config.full_system_prompt_min_window)
+            system = with_environment(static, recorded_environment(records))
         plan = build_request(records, config, system, tools, PROVIDERS[provider])
     except FoldlineError as exc:
         # The session loaded, but its content cannot make a request: say which session.

@@ -115,10 +115,12 @@ def _cut(text: str, max_chars: int) -> str:
     )
 
 
-def _shrunk_block(block: Block, max_chars: int) -> Block | None:
-    """`block` with its oversized text cut to `max_chars`, or None when nothing in it is oversized."""
-    if block.get("type") == "text" and len(str(block.get("text", ""))) > max_chars:
-        return {**block, "text": _cut(str(block["text"]), max_chars)}
+def _shrunk_block(block: Block, max_chars: int, text_max_chars: int | None = None) -> Block | None:
+    """`block` with its oversized text cut to `max_chars` (a text block of the conversation itself to
+    `text_max_chars`, when given), or None when nothing in it is oversized."""
+    text_cap = max_chars if text_max_chars is None else text_max_chars
+    if block.get("type") == "text" and len(str(block.get("text", ""))) > text_cap:
+        return {**block, "text": _cut(str(block["text"]), text_cap)}
     if block.get("type") != "tool_result":
         return None
     content = block.get("content")
@@ -132,9 +134,13 @@ def _shrunk_block(block: Block, max_chars: int) -> Block | None:
     return {**block, "content": [new or old for new, old in zip(inner, content, strict=True)]}
 
 
-def shrink_oversized(entries: Sequence[Entry], max_chars: int) -> tuple[list[Entry], int]:
+def shrink_oversized(
+    entries: Sequence[Entry], max_chars: int, *, text_max_chars: int | None = None
+) -> tuple[list[Entry], int]:
     """`entries` with every text block and tool result over `max_chars` cut to its head (R3.4.5).
 
+    `text_max_chars` (default `max_chars`) is the cut for the conversation's own text (prompts,
+    replies), so tool results can be held to a window's room while a prompt keeps its own cap.
     Returns the entries and how many blocks were cut (0: the entries are returned unchanged). Only
     the summary request sees the cut copies; the timeline keeps every byte.
     """
@@ -142,17 +148,18 @@ def shrink_oversized(entries: Sequence[Entry], max_chars: int) -> tuple[list[Ent
     cut = 0
     for entry in entries:
         if isinstance(entry, UserEntry | AssistantEntry) and isinstance(entry.message.content, list):
-            blocks = [_shrunk_block(b, max_chars) for b in entry.message.content]
+            blocks = [_shrunk_block(b, max_chars, text_max_chars) for b in entry.message.content]
             if any(b is not None for b in blocks):
                 cut += sum(b is not None for b in blocks)
                 content = [new or old for new, old in zip(blocks, entry.message.content, strict=True)]
                 message = msgspec.structs.replace(entry.message, content=content)
                 entry = msgspec.structs.replace(entry, message=message)
         elif isinstance(entry, UserEntry) and isinstance(entry.message.content, str):
-            if len(entry.message.content) > max_chars:
+            text_cap = max_chars if text_max_chars is None else text_max_chars
+            if len(entry.message.content) > text_cap:
                 cut += 1
                 message = msgspec.structs.replace(
-                    entry.message, content=_cut(entry.message.content, max_chars)
+                    entry.message, content=_cut(entry.message.content, text_cap)
                 )
                 entry = msgspec.structs.replace(entry, message=message)
         out.append(entry)

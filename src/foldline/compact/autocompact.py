@@ -47,7 +47,7 @@ from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
 from foldline.config import Config
 from foldline.errors import ModelAPIError, OutputRoomError, PromptTooLongAPIError
 from foldline.events import CompactionEvent, EventBus, NoticeEvent
-from foldline.projection import context_tokens_of, project_view
+from foldline.projection import context_count_of, project_view
 from foldline.providers.base import Provider
 from foldline.session_log import SessionLog
 from foldline.timeline import (
@@ -64,7 +64,7 @@ from foldline.timeline import (
     new_uuid,
     now_iso,
 )
-from foldline.tokens import CHARS_PER_TOKEN, estimate_entry, estimate_text
+from foldline.tokens import CHARS_PER_TOKEN, estimate_entry, estimate_fixed, estimate_text, padded
 from foldline.tools.base import Tool, tool_specs
 from foldline.tools.instructions import load_instruction_files
 
@@ -131,6 +131,42 @@ class AutoCompactStage:
     _refills: int = field(default=0, init=False)
     _warned: bool = field(default=False, init=False)
 
+    def replay(self, records: Sequence[AnyRecord], config: Config) -> None:
+        """Rebuild the breaker and the thrash detector from a resumed transcript's receipts.
+
+        Their state is the session's, not the process's: a resumed session (every `-p --continue`
+        script) must not re-arm a breaker that tripped, nor forget the failures and quick refills
+        that lead to it (R3.4.6, R3.4.7). "Rounds" since a compaction are counted as the replies
+        recorded after it (one per model round; a failed request leaves none, so the count errs
+        low, toward stopping).
+        """
+        rounds: int | None = None
+        seen: set[str] = set()
+        for record in records:
+            if isinstance(record, AssistantEntry) and rounds is not None:
+                if record.message.id not in seen:
+                    seen.add(record.message.id)
+                    rounds += 1
+                continue
+            data = record.data if isinstance(record, SystemEntry) and record.subtype == "compaction" else None
+            if not data or "level" in data or "outcome" not in data:
+                continue  # another level's receipt (they name their level); AutoCompact's do not
+            outcome, trigger = data.get("outcome"), data.get("trigger")
+            if outcome == "failed" and trigger != "manual":
+                self.failures += 1
+            elif outcome == "stopped":
+                self.stopped = str(data.get("reason") or "stopped")
+            elif outcome == "compacted":
+                self.failures = 0
+                if trigger == "manual":
+                    self.stopped, self._refills = None, 0
+                elif trigger == "auto":
+                    quick = rounds is not None and rounds <= config.autocompact.thrash_turns
+                    self._refills = self._refills + 1 if quick else 0
+                rounds, seen = 0, set()
+        # live, a round's check sees the replies recorded since the compaction: the next run() adds 1
+        self._rounds_since = None if rounds is None else max(rounds - 1, 0)
+
     # --- the Stage interface ------------------------------------------------------------------
 
     async def run(self, ctx: CompactionContext) -> StageResult:
@@ -188,6 +224,10 @@ class AutoCompactStage:
                 if result is not None:
                     return result
             await ctx.run_pre_compact_hooks()
+            if self.events is not None:  # the turn now waits on a summary: the UI says so (R3.0.1)
+                self.events.emit(
+                    NoticeEvent(f"Compacting the conversation ({trigger}): writing a summary…", "progress")
+                )
             summary = await self._summarize(ctx, view, instructions)
             result = self._commit(ctx, trigger, view, summary)
             if result is None and summary.preserved:  # the kept prompt is the bulk: the summary covers it
@@ -227,13 +267,20 @@ class AutoCompactStage:
         cfg = ctx.config.autocompact
         records: Sequence[AnyRecord] = ctx.records
         entries, dropped, shrunk = view, 0, 0
+        instruction = summary_prompt(instructions)
+        # Scaled to the room the fork has beside the system prompt, tools and instruction (R3.0.6),
+        # and shared by the last reply's results: no round drop can remove the newest round.
+        block_cap = ctx.config.result_cap_chars(
+            cfg.summary_block_max_chars,
+            estimate_fixed(self.system, self.tools) + padded(estimate_text(instruction)),
+        ) // max(1, _last_results(view))
         for attempt in range(cfg.ptl_max_retries + 1):
             self.requests += 1
             try:
                 reply = await ask_forked(
                     self.provider,
                     records,
-                    summary_prompt(instructions),
+                    instruction,
                     config=ctx.config,
                     system=self.system,
                     tools=self.tools,
@@ -249,7 +296,9 @@ class AutoCompactStage:
                         f"({dropped} oldest rounds dropped, {shrunk} oversized blocks cut): {e.message}"
                     ) from e
                 if not shrunk:  # one huge result first: no round drop can remove the newest round
-                    entries, shrunk = shrink_oversized(entries, cfg.summary_block_max_chars)
+                    # results to the room; the conversation's own text keeps the scaled 40,000
+                    text_cap = ctx.config.scaled(cfg.summary_block_max_chars)
+                    entries, shrunk = shrink_oversized(entries, block_cap, text_max_chars=text_cap)
                     if shrunk:
                         records = entries
                         continue
@@ -290,13 +339,20 @@ class AutoCompactStage:
             message=UserMessage(content=SUMMARY_LEAD + summary.text),
         )
         added: tuple[AnyRecord, ...] = (boundary, *attachments, summary_entry)
-        post = context_tokens_of(ctx.records + added)
+        # Whether it pays is judged on the messages' estimate (the usage-anchored count before it
+        # and this padded estimate after it are not alike enough to add the system prompt to both);
+        # what it says is the engine's own count afterwards, system prompt and tools included, the
+        # number `/context` shows next and later levels start from.
+        post = context_count_of(ctx.records + added).total
+        fixed = estimate_fixed(self.system, self.tools)
+        after = context_count_of(ctx.records + added, unanchored_base=fixed).total
         if post >= ctx.tokens or (
             trigger == "auto"
             and summary.source == "session memory"
             and (post >= ctx.config.autocompact_threshold)
         ):
             return None
+        post = after
         boundary = msgspec.structs.replace(boundary, post_tokens=post)
         self.failures = 0
         self._rounds_since, self._warned = 0, False
@@ -330,7 +386,7 @@ class AutoCompactStage:
         )
         receipt = self._receipt(last.session_id, text, "info", data)
         records: tuple[AnyRecord, ...] = (boundary, *attachments, summary_entry, receipt)
-        return StageResult(records, tokens_freed=ctx.tokens - post)
+        return StageResult(records, tokens_freed=max(0, ctx.tokens - post))
 
     def _reattach(
         self, config: Config, view: list[Entry], preserved: set[str], session_id: str
@@ -431,6 +487,13 @@ class AutoCompactStage:
         return entry
 
 
+def _last_results(view: list[Entry]) -> int:
+    """How many tool results the newest user entry holds (the last reply's, when it made calls)."""
+    last = next((e for e in reversed(view) if isinstance(e, UserEntry)), None)
+    content = last.message.content if last is not None else None
+    return sum(b.get("type") == "tool_result" for b in content) if isinstance(content, list) else 0
+
+
 def _pending_prompt(view: list[Entry], max_tokens: int) -> tuple[str, ...]:
     """The user's prompt typed after the last reply, when small: kept verbatim after the summary."""
     last_reply = max((i for i, e in enumerate(view) if isinstance(e, AssistantEntry)), default=-1)
@@ -522,6 +585,7 @@ def install_autocompact(
         events=engine.events,
         notify=engine.log.append,
     )
+    stage.replay(engine.log.timeline.snapshot(), engine.config)  # a resumed session's breaker holds
     engine.stages = [*engine.stages, stage]
     if memory is not None:
         engine.tail_hooks = [*engine.tail_hooks, memory.extract_memories]

@@ -268,6 +268,11 @@ class BaseTool:
     async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         raise NotImplementedError
 
+    def precheck(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
+        """Why the call would fail whatever the answer, checked before anyone is asked to approve it
+        (a Write to a file not read yet), or None. Side-effect free; `run` checks again."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 

@@ -24,7 +24,8 @@ import anyio
 
 from foldline._types import Block, JSONObject
 from foldline.errors import ToolError
-from foldline.media import sniff_image_type
+from foldline.media import image_problem, sniff_image_type
+from foldline.tokens import MEDIA_TOKENS
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
 
 __all__ = ["EditTool", "ReadTool", "WriteTool", "is_binary", "split_lines"]
@@ -34,6 +35,8 @@ _BINARY_SNIFF_BYTES = 8192
 
 _NOTE_ROOM = 200
 """Characters kept free under Read's cap for the note that says where to continue."""
+_LINE_MARKS = 40
+"""Characters a listed line adds around its text: the line number, the tab, the truncation mark."""
 
 
 def _existing_file(ctx: ToolContext, file_path: str) -> Path:
@@ -127,7 +130,10 @@ def _atomic_write(path: Path, text: str, encoding: str = "utf-8") -> bytes:
     data = _encode(text, encoding, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if mode is None:  # a new file is made as an editor makes one: 0666 less the umask (the kernel's)
+        fd, tmp = _create_exclusive(path, 0o666)
+    else:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -138,6 +144,36 @@ def _atomic_write(path: Path, text: str, encoding: str = "utf-8") -> bytes:
         Path(tmp).unlink(missing_ok=True)
         raise
     return data
+
+
+def _create_exclusive(path: Path, mode: int) -> tuple[int, str]:
+    """A new temporary sibling of `path` opened for writing with `mode` (the umask applies)."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), str(tmp)
+        except FileExistsError:
+            continue
+
+
+def _unread(tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
+    """Write's and Edit's precheck: the read-before-write rule, for an existing regular file."""
+    raw = tool_input.get("file_path")
+    if not isinstance(raw, str) or not raw:
+        return None  # the call's own checks answer a missing path
+    try:
+        path = ctx.resolve(raw)
+        if not path.is_file():
+            return None
+    except (ToolError, OSError, ValueError):
+        return None  # whatever this is, the call itself (or the permission check) reports it
+    try:
+        ctx.read_files.check_fresh(path)
+    except ToolError as e:
+        return str(e)
+    except OSError:
+        return None
+    return None
 
 
 def _positive_int(tool_input: Mapping[str, Any], key: str, default: int) -> int:
@@ -183,11 +219,25 @@ class ReadTool(BaseTool):
         data = await anyio.Path(path).read_bytes()
         media_type = sniff_image_type(data[:16])
         if media_type is not None:
+            if MEDIA_TOKENS > ctx.limits.read_max_output_chars:  # R3.0.6: no room on a tiny window
+                raise ToolError(
+                    f"{file_path} is an image, counted as {MEDIA_TOKENS:,} tokens: more than one result "
+                    f"may take on this context window (about {ctx.limits.read_max_output_chars:,}); "
+                    "describe what you need from it to the user instead"
+                )
+            problem = image_problem(data)
+            if problem is not None:  # sent, it would be refused on every later request too
+                raise ToolError(
+                    f"{file_path} starts like a {media_type.split('/')[1].upper()} image but cannot be "
+                    f"decoded: {problem}. It was not added to the conversation"
+                )
             return self._image(path, data, media_type)
         text = _decode_text(data, file_path)
         ctx.read_files.record(path, data)
-        room = ctx.limits.read_max_output_chars - _NOTE_ROOM  # the continuation note fits in the cap
-        listing, total = number_lines(text, offset, limit, ctx.limits.read_max_line_chars, room)
+        room = max(1, ctx.limits.read_max_output_chars - _NOTE_ROOM)  # the continuation note fits
+        # On a small window one long line alone can pass the cap (R3.0.6): it is cut to fit too.
+        line_chars = min(ctx.limits.read_max_line_chars, max(1, room - _LINE_MARKS))
+        listing, total = number_lines(text, offset, limit, line_chars, room)
         if total == 0:
             return ToolResult(f"<system-reminder>{file_path} exists but is empty</system-reminder>")
         if offset > total:
@@ -231,6 +281,10 @@ class WriteTool(BaseTool):
         "additionalProperties": False,
     }
 
+    def precheck(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
+        """An existing file not read (or changed since): refused before the approval question."""
+        return _unread(tool_input, ctx)
+
     async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         file_path = str(tool_input["file_path"])
         path = ctx.resolve(file_path)
@@ -270,6 +324,10 @@ class EditTool(BaseTool):
         "required": ["file_path", "old_string", "new_string"],
         "additionalProperties": False,
     }
+
+    def precheck(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> str | None:
+        """An existing file not read (or changed since): refused before the approval question."""
+        return _unread(tool_input, ctx)
 
     async def _run(self, tool_input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         file_path = str(tool_input["file_path"])

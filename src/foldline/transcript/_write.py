@@ -40,6 +40,7 @@ from typing import Self
 from foldline._json import encode_line
 from foldline.config import FsyncPolicy, TranscriptConfig
 from foldline.errors import (
+    SessionsFolderError,
     TranscriptError,
     TranscriptLockedError,
     TranscriptWriteError,
@@ -162,7 +163,10 @@ class TranscriptWriter:
         """
         file = Path(path)
         policy = _resolve_policy(fsync)
-        file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SessionsFolderError(str(file.parent), exc.strerror or str(exc)) from exc
         if file.exists():
             raise TranscriptError(f"{file}: already exists; resume it instead of creating it")
         lock = _SessionLock(file)

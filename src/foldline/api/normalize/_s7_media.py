@@ -57,9 +57,13 @@ def _image_facts(data: str) -> tuple[str, tuple[int, int]] | str:
 
 def _media_error(path: str, m: _Msg, problem: str) -> UserError:
     source = ", ".join(m.uuids) or "a synthesized message"
+    # /compact cannot help: its summary request carries the same media. /rewind drops whole turns
+    # from what is sent (newest first), so the way out is to rewind past the turn that added it.
+    where = "a tool's result" if path.count(".content.") > 1 else "a message"
     return UserError(
-        f"{path} (entry {source}): {problem}. The API would reject the request (HTTP 400); "
-        "remove the media from the session (snip it, or /compact) before sending"
+        f"{path} (entry {source}): {problem}. The API would reject every request that carries it "
+        f"(HTTP 400), so nothing was sent. It came from {where}: run /rewind, once per turn, until the "
+        "turn that added it is gone (`foldline show` lists the turns), or /clear to start over"
     )
 
 
