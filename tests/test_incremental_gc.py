@@ -20,6 +20,7 @@ class _Node:
 def collector() -> Iterator[None]:
     was = gc.isenabled()
     gc.enable()
+    gc.unfreeze()  # an in-process `foldline serve` earlier in this worker freezes what it leaves
     yield
     gc.unfreeze()
     if not was:

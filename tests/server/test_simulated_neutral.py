@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from foldline.compact.prompts import snip_nudge
-from foldline.config import Config, TranscriptConfig
+from foldline.config import CacheConfig, Config, TranscriptConfig
 from foldline.server.backend import BackendRequest
 from foldline.server.config import SimulatedConfig
 from foldline.server.simulated import SimulatedBackend, generate_workspace, output_facts_for, think_time
@@ -848,7 +848,12 @@ async def test_a_simulated_session_runs_on_virtual_time_and_the_server_cache_exp
     clock = SimulatedClock()
     start = clock.now
     app = create_app(ServerConfig(), backend=SimulatedBackend(seed=seed), clock=clock)
-    config = Config(transcript=TranscriptConfig(sessions_dir=tmp_path / "s", fsync="never"))
+    # every breakpoint for 5 minutes, so any pause past them is a miss (design.md R4.2.4 keeps
+    # the prefix through the previous prompt for an hour by default)
+    five_minutes = CacheConfig(static_ttl="5m", turn_ttl="5m")
+    config = Config(
+        transcript=TranscriptConfig(sessions_dir=tmp_path / "s", fsync="never"), cache=five_minutes
+    )
     with run_server(app) as url:
         report = await simulate(
             AnthropicProvider(base_url=url, api_key="k"),

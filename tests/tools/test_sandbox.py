@@ -578,8 +578,22 @@ def test_chat_says_once_that_the_sandbox_cannot_run(tmp_path: Path, monkeypatch:
 
 @needs_bwrap
 def test_chat_says_once_what_the_sandbox_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from foldline.cli import cli
+    from foldline.server.app import create_app
+    from foldline.server.backend import ScriptedBackend
+    from foldline.server.testing import run_server
+
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    output = _chat_output(tmp_path, None)
+    assert "bubblewrap sandbox" not in _chat_output(tmp_path, None)  # -p prints the answer alone
+    with run_server(create_app(backend=ScriptedBackend())) as url:
+        result = CliRunner().invoke(
+            cli, ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(tmp_path / "ws"),
+                  "--sessions-dir", str(tmp_path / "sessions"), "--repl"],
+            input="/exit\n",
+        )  # fmt: skip
+    output = result.output
     assert output.count("Bash runs in a bubblewrap sandbox") == 1, output
     line = next(x for x in output.splitlines() if "bubblewrap sandbox" in x)
     assert "no network" in line

@@ -149,7 +149,7 @@ def _settings(workspace: Path, *, ask: bool) -> Settings:
     return settings
 
 
-def _sandbox(settings: Settings, workspace: Path, config: Config) -> Sandbox:
+def _sandbox(settings: Settings, workspace: Path, config: Config, *, interactive: bool) -> Sandbox:
     """The session's Bash sandbox, found once; where it cannot run, say so once (stderr)."""
     read_only, hidden = rule_patterns(settings.rules, workspace)
     sandbox = detect_sandbox(
@@ -157,7 +157,7 @@ def _sandbox(settings: Settings, workspace: Path, config: Config) -> Sandbox:
     )
     if (line := sandbox.notice()) is not None:
         click.echo(f"warning: {line}", err=True)
-    elif (line := sandbox.summary()) is not None:
+    elif interactive and (line := sandbox.summary()) is not None:  # -p prints the answer alone
         click.echo(line, err=True)
     return sandbox
 
@@ -521,7 +521,7 @@ def chat(**options: Any) -> None:
         raise click.ClickException(str(e)) from e
     interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
     settings = _settings(workspace, ask=interactive and sys.stdin.isatty())
-    sandbox = _sandbox(settings, workspace, config)
+    sandbox = _sandbox(settings, workspace, config, interactive=interactive)
     mode: PermissionMode = options["permission_mode"] or settings.mode or "default"
     terminal = interactive and use_terminal()
     renderer = Renderer(console, live=terminal and console.is_terminal, answer=interactive)
