@@ -654,7 +654,9 @@ def _file_checks(
     files += [
         (match, r.writes, False)
         for r in cmd.redirects
-        if (r.writes or r.reads) and not r.dynamic and any(ch in r.target for ch in "*?[")
+        if (r.writes or r.reads)
+        and any(ch in r.target for ch in "*?[")
+        and not any(c in r.target for c in "$`")
         for match in _expand_known(r.target, cwd)[1:]
     ]
     files += [(path, True, False) for path in effects.writes]
