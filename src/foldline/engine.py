@@ -42,9 +42,11 @@ from foldline.config import Config
 from foldline.containment.sandbox import Sandbox
 from foldline.errors import (
     ModelAPIError,
+    ModelConnectionError,
     ModelHTTPError,
     PromptTooLongAPIError,
     PromptTooLongError,
+    UnexpectedModelBehavior,
 )
 from foldline.events import (
     EventBus,
@@ -376,7 +378,14 @@ class QueryEngine:
                 stream = self.provider.stream(plan.body, betas=plan.betas)
                 idle = self.config.retry.stream_idle_timeout_s
                 async for event in idle_watchdog(stream, idle, self.config.model):
-                    self._on_stream_event(event, accumulator, executor)
+                    try:
+                        self._on_stream_event(event, accumulator, executor)
+                    except UnexpectedModelBehavior as e:
+                        # a stream that breaks the protocol (a third-party server under load sent
+                        # a block before its message) is a broken transfer: retried like a drop
+                        raise ModelConnectionError(
+                            self.config.model, f"the reply stream broke off: {e}"
+                        ) from e
             except asyncio.CancelledError:
                 raise  # the interruption handler still needs what this attempt started
             except BaseException:
