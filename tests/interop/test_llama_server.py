@@ -247,7 +247,10 @@ def test_replies_stream_token_by_token(server: LlamaServer) -> None:
         return first, time.monotonic() - start, count
 
     first, total, count = asyncio.run(run())
-    assert count > 10  # token by token, not one block at the end
+    # token by token, not one block at the end: a whole reply in one piece is six events (start,
+    # block start, one delta, block stop, message delta, stop); under load the server's pieces
+    # may hold several tokens each (8 events seen once for 40 tokens)
+    assert count > 6
     # the first event leaves after the prefill, the last after every token: a loose bound, since
     # a fast small model's prefill can be half of a short answer's time (seen at 0.23 of 0.46 s)
     assert first < total * 0.8
