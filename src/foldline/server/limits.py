@@ -152,7 +152,9 @@ class _Timer:
     def armed(self) -> bool:
         return self.handle is not None
 
-    def arm(self, loop: asyncio.AbstractEventLoop, transport: asyncio.BaseTransport, still_due: Any) -> None:
+    def arm(
+        self, loop: asyncio.AbstractEventLoop, transport: asyncio.BaseTransport, still_due: Callable[[], bool]
+    ) -> None:
         self.cancel()
 
         def fire() -> None:
