@@ -83,6 +83,14 @@ class CollapseConfig:
     """Forked summary requests per ctx-agent run, so one run's cost stays bounded."""
     summary_max_tokens: int = 4_000
     """Output room of one span summary request."""
+    commit_when_it_pays: bool = True
+    """Also commit staged folds below `commit_at` once they pay for themselves (design.md R3.3.7):
+    the cache reads a fold saves over the session's expected remaining requests exceed the cost of
+    writing again the cached tokens after it. The summaries are written in the background either
+    way, so holding them until `commit_at` only keeps paying to read what they replace."""
+    expected_rest_min_requests: int = 20
+    """The fewest requests a session is expected to have left: the estimate is the requests it has
+    made so far (a session that has run n requests is, as likely as not, halfway), never below this."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,6 +29,9 @@ WORDS = 3_000
 
 
 def collapse_config(**collapse: Any) -> Config:
+    """The rigs' config. Folds commit only at the 90% line unless a test asks for R3.3.7's rule
+    (`commit_when_it_pays=True`): the threshold tests place the context against that line."""
+    collapse = {"commit_when_it_pays": False, **collapse}
     return Config(
         model="claude-sonnet-4-5",
         context_window=40_000,

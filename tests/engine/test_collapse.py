@@ -317,6 +317,65 @@ async def test_an_interrupt_cancels_the_run_in_flight_and_starts_no_new_one(tmp_
 # --- thresholds, receipts, resume (R3.3.2, R3.3.3, R3.3.5, R3.0.1) ---------------------------------
 
 
+def cached(model: CollapseModel) -> Callable[[dict[str, Any], tuple[str, ...]], Any]:
+    """`model.answer` billing every main request's input as read from the cache, as a warm cache
+    would: what a commit makes the next request write again is then the tokens after the fold."""
+
+    async def answer(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+        reply = await model.answer(body, betas)
+        return {**reply, "usage": {"input_tokens": 1, "cache_read_input_tokens": len(dumps(body)) // 4}}
+
+    return answer
+
+
+async def first_commit_round(tmp_path: Path, **collapse: Any) -> tuple[Rig, int]:
+    """Turns of 1,500 words until a fold commits: the rig and the first round that saw a staged fold."""
+    model = CollapseModel()
+    r = rig(tmp_path, FunctionProvider(cached(model)), config=collapse_config(**collapse))
+    staged_at: int | None = None
+    for n in range(1, 30):
+        if staged_at is None and r.collapse.store.staged:
+            staged_at = len(r.spy.rounds)
+        await r.turn(n, 1_500)
+        await r.settle()
+        if r.commits():
+            assert staged_at is not None
+            return r, staged_at
+    raise AssertionError("no fold was ever committed")
+
+
+async def test_a_staged_fold_commits_below_90_percent_as_soon_as_it_pays(tmp_path: Path) -> None:
+    r, staged_at = await first_commit_round(
+        tmp_path, commit_when_it_pays=True, expected_rest_min_requests=1_000
+    )
+    window = r.engine.config.effective_window
+    # committed in the first round that had a staged fold, far below the 90% line
+    assert len(r.spy.rounds) == staged_at + 1
+    assert max(r.spy.rounds) < 0.5 * window
+    [receipt] = r.receipts()
+    assert receipt.content.startswith("committed fold of turns 1–")
+    await r.close()
+
+
+async def test_a_fold_that_would_not_pay_back_its_rewrite_waits(tmp_path: Path) -> None:
+    # Expected to end soon, the session would not read the freed tokens often enough to pay for
+    # writing again everything cached after the fold: the staged fold waits for more requests.
+    slow, slow_staged = await first_commit_round(
+        tmp_path / "short", commit_when_it_pays=True, expected_rest_min_requests=1
+    )
+    assert len(slow.spy.rounds) > slow_staged + 1, "the fold was held for at least one round"
+    held = slow.spy.rounds[slow_staged]
+    assert held < 0.9 * slow.engine.config.effective_window
+    await slow.close()
+    # ...and with the rule off, it waits for the 90% line whatever the session's length.
+    off = rig(tmp_path / "off", FunctionProvider(cached(CollapseModel())), config=collapse_config())
+    for n in range(1, 10):
+        await off.turn(n, 1_500)
+        await off.settle()
+    assert off.collapse.store.staged and off.commits() == []
+    await off.close()
+
+
 async def test_staged_folds_commit_at_90_percent_with_a_receipt_and_hold_after_resume(tmp_path: Path) -> None:
     model = CollapseModel()
     r = rig(tmp_path, FunctionProvider(model.answer))

@@ -43,16 +43,19 @@ from foldline.compact.ctx_agent import (
     TaskSpan,
     cached_rewrite_tokens,
     find_spans,
+    fold_savings,
     summary_tokens,
 )
 from foldline.compact.pipeline import CompactionContext, StageResult
 from foldline.compact.snip import short_id
 from foldline.config import Config
 from foldline.events import CompactionEvent, EventBus, NoticeEvent
+from foldline.pricing import prices_for
 from foldline.projection import project_view
 from foldline.providers.base import Provider
 from foldline.timeline import (
     AnyRecord,
+    AssistantEntry,
     CollapseCommit,
     SystemEntry,
     api_filter,
@@ -94,7 +97,13 @@ class CollapseStore:
         return frozenset(u for fold in self.staged for u in fold.span.uuids)
 
     def take(self, records: Sequence[AnyRecord]) -> list[StagedFold]:
-        """Empty the queue; return the folds whose spans are unchanged in `records`' view, oldest first.
+        """Empty the queue; return the folds whose spans are unchanged in `records`' view, oldest first."""
+        valid = self.valid(records)
+        self.staged.clear()
+        return valid
+
+    def valid(self, records: Sequence[AnyRecord]) -> list[StagedFold]:
+        """The staged folds whose spans are unchanged in `records`' view, oldest first.
 
         A span is unchanged when the API view from its first to its last entry holds exactly the
         entries the ctx-agent read: nothing snipped, compacted away or folded since.
@@ -109,7 +118,6 @@ class CollapseStore:
             if frozenset(e.uuid for e in view[first : last + 1]) != fold.span.uuids:
                 continue
             valid.append((first, fold))
-        self.staged.clear()
         return [fold for _, fold in sorted(valid, key=lambda pair: pair[0])]
 
 
@@ -287,7 +295,7 @@ class Collapse:
             return StageResult()
         window = ctx.config.effective_window
         commit_line, emergency_line = cfg.commit_at * window, cfg.emergency_at * window
-        if ctx.tokens < commit_line:
+        if ctx.tokens < commit_line and not (cfg.commit_when_it_pays and self._pays(ctx)):
             return StageResult()
         if ctx.tokens >= emergency_line:
             await self.wait()  # what the run in flight stages may be enough; waiting never cancels it
@@ -296,6 +304,20 @@ class Collapse:
             more, more_freed = await self._emergency(ctx, records, ctx.tokens - freed, commit_line)
             records, freed = records + more, freed + more_freed
         return StageResult(tuple(records), freed)
+
+    def _pays(self, ctx: CompactionContext) -> bool:
+        """R3.3.7: the staged folds save more reads over the session's expected rest than the cache
+        rewrite their commit costs."""
+        folds = self.store.valid(ctx.records)
+        if not folds:
+            return False
+        saved = sum(fold_savings(fold) for fold in folds)
+        rewrite = cached_rewrite_tokens(ctx.records, folds[0].span.first_uuid)
+        made = sum(1 for r in ctx.records if isinstance(r, AssistantEntry))
+        rest = max(made, ctx.config.collapse.expected_rest_min_requests)
+        rates = prices_for(ctx.config.model).base
+        write = rates.write_5m if ctx.config.cache.turn_ttl == "5m" else rates.write_1h
+        return saved * rates.read * rest > rewrite * write
 
     async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
         """R5.4's first step: commit everything staged, whatever the thresholds say."""
