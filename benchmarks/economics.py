@@ -81,6 +81,7 @@ from foldline.pricing import LONG_CONTEXT_THRESHOLD
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.providers.base import Capabilities, Provider
 from foldline.server.caching import flatten, total_tokens
+from foldline.server.simulated.profiles import Fact, planted_facts
 from foldline.server.tokenizer import count_block
 from foldline.simulation import MeteredRequest, SimulationReport, simulate
 from foldline.stream import MessageDelta, MessageStart, StreamEvent, TextDelta
@@ -512,6 +513,8 @@ class Strategy(Protocol):
     """Session memory refreshed in the background although Collapse is on (the old default)."""
     snip: bool
     """The Snip tool offered and nudged (`Config.snip_enabled`); the model decides what it deletes."""
+    commit_when_it_pays: bool
+    """Collapse commits staged folds once they pay (design.md R3.3.7), not only at 90%."""
 
     def engine_window(self, window: int) -> int:
         """The engine's `Config.context_window` for a managed window of `window` tokens."""
@@ -534,6 +537,7 @@ class NoManagement:
     collapse: bool = False
     memory_with_collapse: bool = False
     snip: bool = True
+    commit_when_it_pays: bool = False
 
     def engine_window(self, window: int) -> int:
         return UNLIMITED
@@ -610,6 +614,42 @@ class OpenhandsSummary(NoManagement):
 
 
 @dataclass
+class NoteOnly:
+    """The physical limit's request: the system prompt, the tools, a note of the planted facts seen
+    before this turn (each as the sentence that stated it) and the current turn, nothing else.
+
+    An oracle, not an agent: it knows which facts the rest of the session asks for (`facts`, set
+    from the profile for the run's seed) and drops everything else for free. The note rides as a
+    last system block, where the simulated model reads statements as it reads the conversation.
+    """
+
+    facts: Sequence[Fact] = ()
+
+    async def rewrite(self, body: dict[str, Any], inner: Provider) -> dict[str, Any]:
+        messages = body["messages"]
+        starts = turn_starts(messages)
+        cut = starts[-1] if starts else 0
+        earlier = dumps(messages[:cut]).decode()
+        seen = [f.line for f in self.facts if f.line in earlier]
+        system = body.get("system") or []
+        if isinstance(system, str):
+            system = [{"type": "text", "text": system}]
+        if seen:
+            note = "Notes from earlier in this session: " + " ".join(s[0].upper() + s[1:] for s in seen)
+            system = [*system, {"type": "text", "text": note}]
+        return {**body, "system": system, "messages": messages[cut:]}
+
+
+@dataclass
+class Limit(NoManagement):
+    name: str = "limit"
+    label: str = "physical limit: system prompt + tools + a note of the facts + the current turn (an oracle)"
+
+    def rewriter(self, window: int) -> Rewriter | None:
+        return NoteOnly()
+
+
+@dataclass
 class AnthropicClearing(NoManagement):
     name: str = "anthropic-clear"
     label: str = "context_management clear_tool_uses (server-side), clear_at_least 30K"
@@ -643,6 +683,8 @@ class Foldline:
     snip: bool = True
     working_window: int | None = None
     """The window the engine manages to, when smaller than the server's (`Config.context_window`)."""
+    commit_when_it_pays: bool = True
+    """Collapse commits a staged fold once it pays (design.md R3.3.7), not only at 90%."""
 
     def engine_window(self, window: int) -> int:
         return min(window, self.working_window) if self.working_window else window
@@ -662,6 +704,7 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
     "summary-opencode": OpencodeSummary,
     "summary-openhands": OpenhandsSummary,
     "anthropic-clear": AnthropicClearing,
+    "limit": Limit,
     "claude-code-design": lambda: Foldline(
         name="claude-code-design",
         label="Claude Code's design: AutoCompact with a cache-sharing fork, no Collapse, public API",
@@ -683,6 +726,12 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         label="foldline-no-edits with Snip off (no nudge, no id tags)",
         cache_edits=False,
         snip=False,
+    ),
+    "foldline-no-edits-at-90": lambda: Foldline(
+        name="foldline-no-edits-at-90",
+        label="foldline-no-edits committing folds only at 90% of the window (the default before R3.3.7)",
+        cache_edits=False,
+        commit_when_it_pays=False,
     ),
     "foldline-no-edits-100k": lambda: Foldline(
         name="foldline-no-edits-100k",
@@ -777,7 +826,7 @@ async def play(
     sent: Provider = Rewriting(provider, rewriter) if rewriter is not None else provider
     config = Config(
         context_window=strategy.engine_window(window),
-        collapse=CollapseConfig(enabled=strategy.collapse),
+        collapse=CollapseConfig(enabled=strategy.collapse, commit_when_it_pays=strategy.commit_when_it_pays),
         snip_enabled=strategy.snip,
         autocompact=AutoCompactConfig(
             memory=SessionMemoryConfig(with_collapse=strategy.memory_with_collapse)
@@ -825,6 +874,8 @@ def run_pair(profile: str, strategy: Strategy, seed: int, args: argparse.Namespa
             base_url=server.url, api_key="benchmark", capabilities=strategy.capabilities()
         )
         rewriter = strategy.rewriter(args.window)
+        if isinstance(rewriter, NoteOnly):  # the oracle knows the session's facts
+            rewriter.facts = planted_facts(seed, output_facts=True)
         try:
             report = asyncio.run(
                 asyncio.wait_for(
