@@ -35,6 +35,13 @@ agents do to the bytes they send, applied to every request the engine makes:
 - `foldline-no-edits`: every level, a provider that declares no `cache_edits` (the headline row).
 - `foldline`: every level, `cache_edits` declared as foldline serve supports them (a feature with no
   public pricing: its billing is this server's own model).
+- `limit`: the physical limit (`NoteOnly`, an oracle): each request is the system prompt, the
+  tools, a note of the planted facts seen so far and the current turn; every other token is dropped
+  for free. No agent can do this; every row's cost is judged against it.
+- `foldline-no-edits-at-90`: the headline row with Collapse committing only at 90% of the window
+  (`CollapseConfig.commit_when_it_pays=False`), the default before design.md R3.3.7.
+- `foldline-no-edits-100k`: the headline row managing to a 100K working window on the 200K model.
+- `foldline-no-edits-span10k` (opt-in): the headline row with 10K-token Collapse spans.
 - `foldline-no-edits-memory` (opt-in): the headline row with the session memory refreshed beside
   Collapse, the old default, to measure that change side by side.
 - `foldline-no-edits-no-snip` (opt-in): the headline row with Snip off (`Config.snip_enabled`), to
@@ -685,6 +692,8 @@ class Foldline:
     """The window the engine manages to, when smaller than the server's (`Config.context_window`)."""
     commit_when_it_pays: bool = True
     """Collapse commits a staged fold once it pays (design.md R3.3.7), not only at 90%."""
+    span_target_tokens: int = CollapseConfig().span_target_tokens
+    """Tokens of finished turns one Collapse summary covers."""
 
     def engine_window(self, window: int) -> int:
         return min(window, self.working_window) if self.working_window else window
@@ -733,6 +742,12 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         cache_edits=False,
         commit_when_it_pays=False,
     ),
+    "foldline-no-edits-span10k": lambda: Foldline(
+        name="foldline-no-edits-span10k",
+        label="foldline-no-edits with Collapse summaries of 10K-token spans (20K by default)",
+        cache_edits=False,
+        span_target_tokens=10_000,
+    ),
     "foldline-no-edits-100k": lambda: Foldline(
         name="foldline-no-edits-100k",
         label="foldline-no-edits managing to a 100K working window on the 200K model",
@@ -741,9 +756,18 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
     ),
 }
 """Every strategy, in table order. `none` is opt-in (`--strategies`): no model takes its window;
-`foldline-no-edits-memory`, `foldline-no-edits-no-snip` and `foldline-no-edits-100k` too: each
-measures one change of foldline's defaults side by side."""
-_OPT_IN = ("none", "foldline-no-edits-memory", "foldline-no-edits-no-snip", "foldline-no-edits-100k")
+`mask10` too (the naive masking no agent ships; `mask-batched` is its best form), and
+`foldline-no-edits-memory`, `foldline-no-edits-no-snip` and `foldline-no-edits-span10k`: each
+measures one change of foldline's defaults side by side. `foldline-no-edits-at-90` (the default
+before R3.3.7) and `foldline-no-edits-100k` (a smaller working window) run by default: the page
+shows the design choices beside the headline."""
+_OPT_IN = (
+    "none",
+    "mask10",
+    "foldline-no-edits-memory",
+    "foldline-no-edits-no-snip",
+    "foldline-no-edits-span10k",
+)
 DEFAULT_STRATEGIES = tuple(n for n in STRATEGIES if n not in _OPT_IN)
 
 
@@ -826,7 +850,11 @@ async def play(
     sent: Provider = Rewriting(provider, rewriter) if rewriter is not None else provider
     config = Config(
         context_window=strategy.engine_window(window),
-        collapse=CollapseConfig(enabled=strategy.collapse, commit_when_it_pays=strategy.commit_when_it_pays),
+        collapse=CollapseConfig(
+            enabled=strategy.collapse,
+            commit_when_it_pays=strategy.commit_when_it_pays,
+            span_target_tokens=getattr(strategy, "span_target_tokens", CollapseConfig().span_target_tokens),
+        ),
         snip_enabled=strategy.snip,
         autocompact=AutoCompactConfig(
             memory=SessionMemoryConfig(with_collapse=strategy.memory_with_collapse)
