@@ -92,6 +92,7 @@ from foldline.server.simulated.profiles import Fact, planted_facts
 from foldline.server.tokenizer import count_block
 from foldline.simulation import MeteredRequest, SimulationReport, simulate
 from foldline.stream import MessageDelta, MessageStart, StreamEvent, TextDelta
+from foldline.system_prompt import system_prompt_for
 
 UNLIMITED = 100_000_000
 WINDOW = 200_000
@@ -844,6 +845,7 @@ async def play(
     window: int,
     root: Path,
     on_turn: Callable[[int, SimulationReport], None] | None = None,
+    facts_at_end: bool = False,
 ) -> SimulationReport:
     """One session of `profile` under `strategy` over `provider` (whose capabilities it already has),
     its requests rewritten by `rewriter` (`strategy.rewriter(window)`) if any."""
@@ -872,6 +874,9 @@ async def play(
         on_turn=on_turn,
         levels=strategy.levels,
         output_facts=True,
+        # foldline is judged with the system prompt it ships (the limit row sends it too)
+        system=system_prompt_for(config.window, config.full_system_prompt_min_window),
+        facts_at_end=facts_at_end,
     )
     for summarizer in summarizers(rewriter):
         report.requests.extend(summarizer.requests)  # answered requests outside the main loop
@@ -917,6 +922,7 @@ def run_pair(profile: str, strategy: Strategy, seed: int, args: argparse.Namespa
                         window=args.window,
                         root=root,
                         on_turn=progress,
+                        facts_at_end=args.facts_at_end,
                     ),
                     args.pair_timeout,
                 )
@@ -1049,6 +1055,11 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=WINDOW, help="the managed strategies' window")
     parser.add_argument("--json", action="store_true", help="one JSON object per (profile, strategy, seed)")
     parser.add_argument("--jobs", type=int, default=1, help="pairs run at once, each in its own process")
+    parser.add_argument(
+        "--facts-at-end",
+        action="store_true",
+        help="ask for the planted facts in the last turns (the first one stated in the very last)",
+    )
     args = parser.parse_args()
     profiles = [p for p in args.profiles.split(",") if p]
     names = [s for s in args.strategies.split(",") if s]

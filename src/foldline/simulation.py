@@ -426,6 +426,8 @@ async def simulate(
     output_facts: bool = False,
     clock: SimulatedClock | None = None,
     settle: bool = True,
+    system: str = SIMULATION_SYSTEM_PROMPT,
+    facts_at_end: bool = False,
 ) -> SimulationReport:
     """Play `turns` prompts of `profile`'s user into a real session over `provider`.
 
@@ -451,6 +453,10 @@ async def simulate(
         settle: Before each prompt, wait for the background work the turn before started (Context
             Collapse's ctx-agent, the session memory), as a user's pause lets it finish: a run is
             then the same on a loaded machine as on an idle one. False: the next prompt races it.
+        system: The static system prompt (default the short `SIMULATION_SYSTEM_PROMPT`; the
+            benchmarks send the one foldline ships, `system_prompt.system_prompt_for`).
+        facts_at_end: Ask for the planted facts in the session's last turns, the first stated
+            last (`profiles.user_prompts`), instead of about 60% of the session after each.
 
     Returns:
         The report; a turn refused at the blocking limit stops the run (`report.stopped`). Its
@@ -476,10 +482,12 @@ async def simulate(
         levels=levels,
         on_event=on_event,
         clock=clock,
-        system=SIMULATION_SYSTEM_PROMPT,
+        system=system,
         environment=False,  # a date and a git status would make two runs of one seed differ
     ) as session:
-        for turn, prompt in enumerate(user_prompts(profile, turns, seed, output_facts=output_facts)):
+        for turn, prompt in enumerate(
+            user_prompts(profile, turns, seed, output_facts=output_facts, facts_at_end=facts_at_end)
+        ):
             if clock is not None:
                 clock.advance(think_time(seed, turn, SimulatedConfig().think_time_quantiles))
             if settle:

@@ -372,7 +372,8 @@ async def test_a_fold_that_would_not_pay_back_its_rewrite_waits(tmp_path: Path) 
     for n in range(1, 10):
         await off.turn(n, 1_500)
         await off.settle()
-    assert off.collapse.store.staged and off.commits() == []
+    assert off.collapse.store.staged
+    assert off.commits() == []
     await off.close()
 
 

@@ -33,6 +33,7 @@ from foldline.server.simulated import (
     facts_for,
     generate_workspace,
     output_facts_for,
+    planted_facts,
     user_prompts,
 )
 from foldline.server.simulated.summary import items_of
@@ -134,6 +135,15 @@ def test_every_profile_states_facts_early_and_asks_much_later(profile: str) -> N
         asked = prompts.index(fact.question)
         assert stated < 12
         assert asked - stated >= 50
+
+
+def test_facts_at_end_asks_the_first_fact_in_the_last_turn_and_every_other_just_before() -> None:
+    prompts = user_prompts("feature", 1_000, seed=9, output_facts=True, facts_at_end=True)
+    facts = planted_facts(9, output_facts=True)
+    assert prompts[-1] == facts[0].question
+    assert [prompts.index(f.question) for f in facts] == [999 - i for i in range(len(facts))]
+    assert all(prompts.index(f.question) > 900 for f in facts)
+    assert facts[0].statement in prompts[1]
 
 
 def test_output_facts_are_run_early_asked_late_and_only_their_scripts_state_them(tmp_path: Path) -> None:

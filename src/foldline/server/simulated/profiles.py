@@ -313,10 +313,13 @@ _TASKS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _fact_positions(turns: int, count: int) -> tuple[list[int], list[int]]:
+def _fact_positions(turns: int, count: int, *, at_end: bool = False) -> tuple[list[int], list[int]]:
     """Turns where facts are stated (early) and asked (much later): a fact stated at turn s is asked
-    at about s + 60% of the session, never before it was stated."""
+    at about s + 60% of the session, never before it was stated; `at_end`: in the last turns, the
+    first fact stated asked in the very last."""
     stated = [min(turns - 1, 1 + 2 * i) for i in range(count)]
+    if at_end:
+        return stated, [turns - 1 - i for i in range(count)]
     asked = [min(turns - 1, s + max(1, (turns * 3) // 5)) for s in stated]
     return stated, asked
 
@@ -326,7 +329,9 @@ def planted_facts(seed: int, *, output_facts: bool = False) -> tuple[Fact, ...]:
     return facts_for(seed) + (output_facts_for(seed) if output_facts else ())
 
 
-def user_prompts(profile: str, turns: int, seed: int, *, output_facts: bool = False) -> list[str]:
+def user_prompts(
+    profile: str, turns: int, seed: int, *, output_facts: bool = False, facts_at_end: bool = False
+) -> list[str]:
     """The prompts the profile's user types, one per turn.
 
     Args:
@@ -335,6 +340,8 @@ def user_prompts(profile: str, turns: int, seed: int, *, output_facts: bool = Fa
         seed: The session's seed.
         output_facts: Also have the scripts of `output_facts_for` run early and ask for their values
             late (interleaved with the user's own facts).
+        facts_at_end: Ask for every fact in the last turns (the first one stated in the very last),
+            so a long session shows what it still knows of its beginning at its end.
 
     Raises:
         ValueError: an unknown profile.
@@ -350,7 +357,7 @@ def user_prompts(profile: str, turns: int, seed: int, *, output_facts: bool = Fa
         template = tasks[rng.randrange(len(tasks))]
         prompts.append(template.format(module=module, other=other, third=third, pkg=pkg))
     facts = planted_facts(seed, output_facts=output_facts)
-    stated, asked = _fact_positions(turns, len(facts)) if turns >= 4 else ([], [])
+    stated, asked = _fact_positions(turns, len(facts), at_end=facts_at_end) if turns >= 4 else ([], [])
     for fact, at in zip(facts, stated, strict=False):
         if fact.script is not None:
             prompts[at] = fact.statement
