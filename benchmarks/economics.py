@@ -831,6 +831,7 @@ def report_row(
         "stopped": report.stopped,
         "wall_s": round(report.wall_s, 1),
         "context_per_turn": [last[t] for t in sorted(last)],
+        "cost_per_turn": [round(c, 5) for c in report.turn_costs()],
     }
 
 

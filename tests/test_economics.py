@@ -89,6 +89,33 @@ def test_every_strategy_completes_a_short_session_and_reports_every_column(tmp_p
     assert row["api_calls"] == len(provider.calls) > 0
     assert row["cost_usd"] == pytest.approx(report.usage.cost(), abs=1e-3)
     assert len(row["context_per_turn"]) == 6
+    assert len(row["cost_per_turn"]) == 6
+    assert 0 < sum(row["cost_per_turn"]) <= row["cost_usd"] + 1e-3
+
+
+def test_the_limit_row_sends_only_the_current_turn_and_a_note_of_the_facts_stated_before_it(
+    tmp_path: Path,
+) -> None:
+    from foldline.server.simulated import planted_facts
+
+    facts = planted_facts(7, output_facts=True)
+    rewriter = econ.NoteOnly(facts=facts)
+    _, provider = _session(tmp_path, econ.Limit(), rewriter, turns=5)
+    first = facts[0]  # stated in turn 2 (index 1)
+    for call in provider.calls:
+        messages = call.body["messages"]
+        typed = econ.turn_starts(messages)
+        assert typed == [0], "one typed prompt, the first message"
+        notes = [b["text"] for b in call.body["system"] if b["text"].startswith("Notes from earlier")]
+        if first.statement in dumps(messages).decode():
+            assert notes == [], "no note while the statement itself is in view"
+    later = [c for c in provider.calls if first.statement not in dumps(c.body["messages"]).decode()]
+    stated_at = next(i for i, c in enumerate(provider.calls) if first.statement in dumps(c.body).decode())
+    after = [c for c in later if provider.calls.index(c) > stated_at]
+    assert after, "requests after the statement's turn"
+    for call in after:
+        system = dumps(call.body["system"]).decode()
+        assert first.line[0].upper() + first.line[1:] in system
 
 
 @pytest.mark.parametrize(

@@ -99,6 +99,23 @@ class MeteredRequest:
         return self.input + self.cache_read + self.cache_write or self.refused_tokens
 
 
+def _requests_usage(requests: Sequence[MeteredRequest]) -> UsageTotals:
+    """Usage summed over the answered ones of `requests`."""
+    totals = UsageTotals()
+    for r in requests:
+        if r.status is None:
+            split = {"ephemeral_1h_input_tokens": r.cache_write_1h} if r.cache_write_1h else None
+            usage = Usage(
+                input_tokens=r.input,
+                cache_read_input_tokens=r.cache_read,
+                cache_creation_input_tokens=r.cache_write,
+                cache_creation=split,
+                output_tokens=r.output,
+            )
+            totals.add(usage, r.model)
+    return totals
+
+
 class _Meter:
     """A provider that passes every request through and keeps what each one was billed."""
 
@@ -224,23 +241,22 @@ class SimulationReport:
     """(subject, value, retained) per question asked."""
     receipts: dict[str, int] = field(default_factory=dict)
     """How often each level acted, from the transcript's receipts and control records."""
+    turn_ends: list[int] = field(default_factory=list)
+    """`len(requests)` after each completed turn: turn i's requests are `requests[ends[i-1]:ends[i]]`
+    (a background fork a turn started is counted in the turn it finished in)."""
+
+    def turn_costs(self) -> list[float]:
+        """Each completed turn's cost in dollars at list prices, its forks included."""
+        costs, start = [], 0
+        for end in self.turn_ends:
+            costs.append(_requests_usage(self.requests[start:end]).cost())
+            start = end
+        return costs
 
     @property
     def usage(self) -> UsageTotals:
         """Usage summed over every answered request, forks included."""
-        totals = UsageTotals()
-        for r in self.requests:
-            if r.status is None:
-                split = {"ephemeral_1h_input_tokens": r.cache_write_1h} if r.cache_write_1h else None
-                usage = Usage(
-                    input_tokens=r.input,
-                    cache_read_input_tokens=r.cache_read,
-                    cache_creation_input_tokens=r.cache_write,
-                    cache_creation=split,
-                    output_tokens=r.output,
-                )
-                totals.add(usage, r.model)
-        return totals
+        return _requests_usage(self.requests)
 
     @property
     def api_calls(self) -> int:
@@ -504,6 +520,7 @@ async def simulate(
             records = list(session.engine.timeline)[before:]
             report.rounds_per_turn.append(_measure(report, records, turn))
             report.answers.append((prompt, result.text))
+            report.turn_ends.append(len(meter.requests))
             if on_turn is not None:
                 on_turn(turn, report)
     # Closing drained the background tail (its forks are metered); read the records after it.
