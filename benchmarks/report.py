@@ -36,7 +36,7 @@ from economics import (
     feasible,
     table_lines,
 )  # beside this file: on the path when run as a script
-from peers import CLIENTS, UNAVAILABLE
+from peers import CLIENTS, UNAVAILABLE, client_of
 
 ROOT = Path(__file__).resolve().parents[1]
 """The list prices of the model the benchmarks run (the configured default)."""
@@ -136,6 +136,13 @@ def peers(args: argparse.Namespace, profiles: Sequence[str]) -> list[dict[str, A
         for profile in profiles:
             command = [sys.executable, str(HERE / "peers.py"), "--json", "--client", client]
             command += ["--profile", profile, "--turns", str(args.turns), "--seeds", args.seeds]
+            if client == "claude-code" and args.auto_compact_window:
+                command += ["--auto-compact-window", args.auto_compact_window, "--defaults-too"]
+            if client == "opencode":
+                for spec in args.opencode_compaction:
+                    command += ["--opencode-compaction", spec]
+                if args.opencode_compaction:
+                    command.append("--defaults-too")
             print(f"== peers {client} {profile}", file=sys.stderr, flush=True)
             # progress and a skip's reason go to stderr, which is left to the terminal
             done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=False)
@@ -241,7 +248,7 @@ def _completes(cell: dict[str, Any]) -> bool:
     prompt-too-long, answered by its own reactive compaction as its authors ship it, so they are
     counted in the table but not held against it as a peer."""
     finished = cell["turns_completed"].low >= cell["turns_planned"].high
-    return feasible(cell) or (cell["strategy"] in CLIENTS and finished)
+    return feasible(cell) or (client_of(cell["strategy"]) is not None and finished)
 
 
 def _why(fold: dict[str, Any], other: dict[str, Any]) -> str:
@@ -399,10 +406,10 @@ def _coverage(rows: Sequence[dict[str, Any]], clients: Sequence[str]) -> str:
     for client in clients:
         played: dict[str, list[int]] = {}
         for r in rows:
-            if r["strategy"] == client:
+            if client_of(r["strategy"]) == client:
                 played.setdefault(r["profile"], []).append(r["seed"])
         missing = [p for p in profiles if p not in played]
-        text = "; ".join(f"{p} (seeds {', '.join(map(str, sorted(s)))})" for p, s in played.items())
+        text = "; ".join(f"{p} (seeds {', '.join(map(str, sorted(set(s))))})" for p, s in played.items())
         parts.append(f"`{client}` played {text}" + (f", not {', '.join(missing)}" if missing else ""))
     return "Peer coverage: " + ". ".join(parts) + "."
 
@@ -422,7 +429,7 @@ def build_page(
         *table_lines(cells),
         "",
     ]
-    clients = [name for name in CLIENTS if any(r["strategy"] == name for r in rows)]
+    clients = [name for name in CLIENTS if any(client_of(r["strategy"]) == name for r in rows)]
     if clients:
         lines += [PEERS_TEXT.format(rows=", ".join(f"`{c}` ({CLIENTS[c][1]})" for c in clients)), ""]
         lines += [_coverage(rows, clients), ""]
@@ -493,6 +500,17 @@ def main() -> None:
         default="",
         help="real clients to add as rows, comma-separated (claude-code,opencode: benchmarks/peers.py, "
         "the same turns and seeds; about 5 s a turn for Claude Code, 20 s for opencode)",
+    )
+    parser.add_argument(
+        "--auto-compact-window",
+        default="",
+        help="Claude Code also at these CLAUDE_CODE_AUTO_COMPACT_WINDOW values, comma-separated (peers.py)",
+    )
+    parser.add_argument(
+        "--opencode-compaction",
+        action="append",
+        default=[],
+        help="opencode also at these compaction settings, KEY=VALUE[,...], repeatable (peers.py)",
     )
     parser.add_argument("--peers-json", help="read the peers' rows from this JSON-lines file instead")
     parser.add_argument("--peers-rows", default=str(PEERS_ROWS), help="where the peers' rows are kept")
