@@ -916,7 +916,7 @@ def pair_row(profile: str, name: str, seed: int, args: argparse.Namespace, root:
     return row
 
 
-T95 = (
+STUDENT_T = (
     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
     2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
     2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
@@ -932,7 +932,7 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
     mean = statistics.fmean(values)
     if len(values) < 2:
         return mean, float("-inf"), float("inf")
-    half = T95[min(len(values) - 1, len(T95)) - 1] * statistics.stdev(values) / len(values) ** 0.5
+    half = STUDENT_T[min(len(values) - 1, len(STUDENT_T)) - 1] * statistics.stdev(values) / len(values) ** 0.5
     return mean, mean - half, mean + half
 
 
