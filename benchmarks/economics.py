@@ -55,8 +55,12 @@ is reported apart (`output_facts_*`). `aggregate` gives each column's mean and r
 `--json` prints one object per run on stdout (progress goes to stderr). `--jobs N` runs N at once
 (each is an engine and a server process).
 
+`--verbosity-scale X` runs the simulated model with its replies' quoted lines times X
+(`SimulatedConfig.verbosity_scale`); every row records the scale it ran at.
+
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/economics.py [--turns 300]
-[--profiles feature,debug,swe] [--strategies truncate,...] [--seeds 7,8,9] [--json]`
+[--profiles feature,debug,swe] [--strategies truncate,...] [--seeds 7,8,9] [--verbosity-scale 1.0]
+[--json]`
 """
 
 from __future__ import annotations
@@ -757,10 +761,12 @@ def report_row(
     http_400_server: int = 0,
     *,
     fixed_tokens: int | None = None,
+    verbosity_scale: float = 1.0,
 ) -> dict[str, Any]:
     """The table's row of one session (`Outcome.row`; benchmarks/peers.py builds a real client's
     `SimulationReport` from the server's request log and prints this same row). `fixed_tokens`: the
-    system prompt and tools of the session's first request, where known."""
+    system prompt and tools of the session's first request, where known; `verbosity_scale`: the
+    simulated model's reply-length setting the session ran at."""
     usage = report.usage
     cost = usage.cost()
     last: dict[int, int] = {}
@@ -797,6 +803,7 @@ def report_row(
         "wall_s": round(report.wall_s, 1),
         "context_per_turn": [last[t] for t in sorted(last)],
         "fixed_tokens": fixed_tokens,
+        "verbosity_scale": verbosity_scale,
     }
 
 
@@ -860,7 +867,7 @@ def run_pair(profile: str, strategy: Strategy, seed: int, args: argparse.Namespa
             )
 
     server_window = UNLIMITED if strategy.name == "none" else args.window
-    with serve(seed, profile, server_window) as server:
+    with serve(seed, profile, server_window, getattr(args, "verbosity_scale", 1.0)) as server:
         provider = FirstBody(
             AnthropicProvider(base_url=server.url, api_key="benchmark", capabilities=strategy.capabilities())
         )
@@ -905,7 +912,7 @@ def pair_row(profile: str, name: str, seed: int, args: argparse.Namespace, root:
     """One (profile, strategy, seed) row (pairs may run in other processes)."""
     strategy = STRATEGIES[name]()
     print(f"== {profile} / {strategy.label}, seed {seed}, {args.turns} turns", file=sys.stderr, flush=True)
-    row = run_pair(profile, strategy, seed, args, root).row()
+    row = {**run_pair(profile, strategy, seed, args, root).row(), "verbosity_scale": args.verbosity_scale}
     print(
         f"   {profile}/{name}/{seed}: ${row['cost_usd']:.2f}, read {row['cache_read_share']:.1%}, "
         f"peak {row['peak_context_tokens']:,}, 400s {row['http_400']}, facts "
@@ -979,16 +986,23 @@ COLUMNS = (
 )
 
 
+def scale_of(row: dict[str, Any]) -> float:
+    """The simulated model's reply-length scale a row ran at (rows from before the knob: 1.0)."""
+    return float(row.get("verbosity_scale", 1.0))
+
+
 def aggregate(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (profile, strategy): each column's `Spread` over the seeds that ran, in row order;
+    """One row per (profile, strategy, reply-length scale): each column's `Spread` over the seeds that
+    ran, in row order;
     `cost_by_seed` (each seed's cost, for ratios paired by seed: a seed is the same simulated user in
     every row) and `fixed_tokens` (the system prompt and tools, where the rows know them)."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["profile"], r["strategy"]), []).append(r)
+        groups.setdefault((r["profile"], r["strategy"], scale_of(r)), []).append(r)
     out = []
-    for (profile, strategy), group in groups.items():
+    for (profile, strategy, scale), group in groups.items():
         cells: dict[str, Any] = {"profile": profile, "strategy": strategy, "label": group[0]["label"]}
+        cells["verbosity_scale"] = scale
         cells["seeds"] = sorted(r["seed"] for r in group)
         for column in COLUMNS:
             cells[column] = Spread.of([float(r[column]) for r in group])
@@ -1044,7 +1058,15 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=WINDOW, help="the managed strategies' window")
     parser.add_argument("--json", action="store_true", help="one JSON object per (profile, strategy, seed)")
     parser.add_argument("--jobs", type=int, default=1, help="pairs run at once, each in its own process")
+    parser.add_argument(
+        "--verbosity-scale",
+        type=float,
+        default=1.0,
+        help="the simulated model's reply length, times its calibration (foldline serve --verbosity-scale)",
+    )
     args = parser.parse_args()
+    if not args.verbosity_scale >= 0:
+        parser.error(f"--verbosity-scale must be 0 or more, not {args.verbosity_scale}")
     profiles = [p for p in args.profiles.split(",") if p]
     names = [s for s in args.strategies.split(",") if s]
     seeds = [int(s) for s in args.seeds.split(",") if s]

@@ -48,7 +48,8 @@ is not used: it returns before the turn is done (see `interop.OpenCode`).
 `benchmarks/report.py` aggregates them beside the strategies; without it, the table.
 
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/peers.py --client claude-code --profile feature
-[--turns 20] [--seeds 7,8,9] [--auto-compact-window 100000,60000] [--defaults-too] [--json]`
+[--turns 20] [--seeds 7,8,9] [--auto-compact-window 100000,60000] [--defaults-too]
+[--verbosity-scale 1.0] [--json]`
 """
 
 from __future__ import annotations
@@ -252,7 +253,7 @@ def run(
         profile=profile, seed=seed, turns_planned=turns, blocking_limit=Config().blocking_limit
     )
     started = time.perf_counter()
-    window = ("--context-window", str(args.window))
+    window = ("--context-window", str(args.window), "--verbosity-scale", str(args.verbosity_scale))
     with interop.serve(root, "--seed", str(seed), "--profile", profile, *window) as server:
         driver = Driver(setting, binary, root, server.url, args.turn_timeout)
         seen = 0
@@ -290,7 +291,7 @@ def run(
     report.wall_s = time.perf_counter() - started
     report.main_requests = sum(1 for e in answered if is_main(e, interop.MODEL))
     score_facts(report, output_facts=True)
-    row = report_row(profile, setting.name, setting.label, report)
+    row = report_row(profile, setting.name, setting.label, report, verbosity_scale=args.verbosity_scale)
     row["client"] = client
     return row
 
@@ -322,8 +323,16 @@ def main() -> None:
     parser.add_argument(
         "--defaults-too", action="store_true", help="with a sweep option, also run the client at its defaults"
     )
+    parser.add_argument(
+        "--verbosity-scale",
+        type=float,
+        default=1.0,
+        help="the simulated model's reply length, times its calibration (foldline serve --verbosity-scale)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per seed on stdout")
     args = parser.parse_args()
+    if not args.verbosity_scale >= 0:
+        parser.error(f"--verbosity-scale must be 0 or more, not {args.verbosity_scale}")
     if args.auto_compact_window and args.client != "claude-code":
         parser.error("--auto-compact-window is Claude Code's setting: use it with --client claude-code")
     if args.opencode_compaction and args.client != "opencode":

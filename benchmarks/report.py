@@ -17,8 +17,14 @@ With `--peers claude-code,opencode`, the real clients play the same profiles, tu
 (`peers.py`) and their rows join the table; a client that cannot be installed (no npm, the registry
 unreachable) is skipped with its reason printed.
 
+With `--verbosity-scale 0.5,1,2` economics and peers run once per reply-length setting of the
+simulated model (`foldline serve --verbosity-scale`); rows carry their `verbosity_scale` and are
+aggregated by (profile, strategy, scale). The rows at 1.0 make the main tables; the page adds a
+reply-length sweep: the headline's ratio to each scale's peer, with its interval and verdict.
+
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/report.py [--turns 300] [--economics-json FILE]
-[--skip prefix_cache,...] [--peers claude-code,opencode] [--peers-json FILE]`
+[--skip prefix_cache,...] [--peers claude-code,opencode] [--peers-json FILE]
+[--auto-compact-window 100000,60000] [--opencode-compaction prune=true] [--verbosity-scale 0.5,1,2]`
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from economics import (
     aggregate,
     feasible,
     mean_ci,
+    scale_of,
     table_lines,
 )  # beside this file: on the path when run as a script
 from peers import CLIENTS, UNAVAILABLE, client_of
@@ -112,11 +119,13 @@ def economics(args: argparse.Namespace) -> list[dict[str, Any]]:
         lines = Path(args.economics_json).read_text().splitlines()
     else:
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-        command = [sys.executable, str(HERE / "economics.py"), "--json", "--turns", str(args.turns)]
-        command += ["--jobs", str(args.jobs), "--seeds", args.seeds]
-        lines = subprocess.run(
-            command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=True
-        ).stdout.splitlines()
+        lines = []
+        for scale in scales(args):  # one run per reply-length setting of the simulated model
+            command = [sys.executable, str(HERE / "economics.py"), "--json", "--turns", str(args.turns)]
+            command += ["--jobs", str(args.jobs), "--seeds", args.seeds, "--verbosity-scale", str(scale)]
+            lines += subprocess.run(
+                command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=True
+            ).stdout.splitlines()
         # kept beside the page, so its tables can be rebuilt without the hour-long run
         Path(args.rows).write_text("".join(f"{line}\n" for line in lines if line.startswith("{")))
     rows = [{"seed": 7, **json.loads(line)} for line in lines if line.startswith("{")]  # older rows: seed 7
@@ -130,6 +139,13 @@ def economics(args: argparse.Namespace) -> list[dict[str, Any]]:
 PEERS_ROWS = HERE / "peers_last.jsonl"
 
 
+def scales(args: argparse.Namespace) -> list[float]:
+    """The simulated model's reply-length settings to run (`--verbosity-scale`), 1.0 first: the main
+    table's."""
+    found = [float(x) for x in str(args.verbosity_scale).split(",") if x.strip()]
+    return sorted(set(found) | {1.0}, key=lambda x: (x != 1.0, x))
+
+
 def peers(args: argparse.Namespace, profiles: Sequence[str]) -> list[dict[str, Any]]:
     """Rows of the real clients (`benchmarks/peers.py`), one per (client, profile, seed); a client
     that cannot be installed here is skipped with its reason printed."""
@@ -138,26 +154,31 @@ def peers(args: argparse.Namespace, profiles: Sequence[str]) -> list[dict[str, A
         return [json.loads(line) for line in lines if line.startswith("{")]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     rows: list[dict[str, Any]] = []
-    for client in (c for c in args.peers.split(",") if c):
-        for profile in profiles:
-            command = [sys.executable, str(HERE / "peers.py"), "--json", "--client", client]
-            command += ["--profile", profile, "--turns", str(args.turns), "--seeds", args.seeds]
-            if client == "claude-code" and args.auto_compact_window:
-                command += ["--auto-compact-window", args.auto_compact_window, "--defaults-too"]
-            if client == "opencode":
-                for spec in args.opencode_compaction:
-                    command += ["--opencode-compaction", spec]
-                if args.opencode_compaction:
-                    command.append("--defaults-too")
-            print(f"== peers {client} {profile}", file=sys.stderr, flush=True)
-            # progress and a skip's reason go to stderr, which is left to the terminal
-            done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=False)
-            if done.returncode == UNAVAILABLE:
-                print(f"peers: {client} skipped (the reason is printed above)", file=sys.stderr)
-                break
-            if done.returncode != 0:
-                raise RuntimeError(f"peers.py --client {client} --profile {profile} exited {done.returncode}")
-            rows += [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    runs = [(c, p, x) for c in args.peers.split(",") if c for p in profiles for x in scales(args)]
+    skipped: set[str] = set()
+    for client, profile, scale in runs:
+        if client in skipped:
+            continue
+        command = [sys.executable, str(HERE / "peers.py"), "--json", "--client", client]
+        command += ["--profile", profile, "--turns", str(args.turns), "--seeds", args.seeds]
+        command += ["--verbosity-scale", str(scale)]
+        if client == "claude-code" and args.auto_compact_window:
+            command += ["--auto-compact-window", args.auto_compact_window, "--defaults-too"]
+        if client == "opencode":
+            for spec in args.opencode_compaction:
+                command += ["--opencode-compaction", spec]
+            if args.opencode_compaction:
+                command.append("--defaults-too")
+        print(f"== peers {client} {profile} (reply length x{scale})", file=sys.stderr, flush=True)
+        # progress and a skip's reason go to stderr, which is left to the terminal
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=False)
+        if done.returncode == UNAVAILABLE:
+            print(f"peers: {client} skipped (the reason is printed above)", file=sys.stderr)
+            skipped.add(client)
+            continue
+        if done.returncode != 0:
+            raise RuntimeError(f"peers.py --client {client} --profile {profile} exited {done.returncode}")
+        rows += [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     Path(args.peers_rows).write_text("".join(f"{json.dumps(r)}\n" for r in rows))
     return rows
 
@@ -356,6 +377,27 @@ def interval_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
     return [*out, "", f"The peer (the cheapest real client at {HEADLINE}'s retention or better): {peers}."]
 
 
+def sweep_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
+    """Per profile and reply-length scale where both ran: the headline's ratio to that scale's peer."""
+    out = [
+        f"| profile | reply length x | peer | `{HEADLINE}` x peer [95%] | {PEER_TARGET}x target |",
+        "|---|--:|---|--:|---|",
+    ]
+    profiles = list(dict.fromkeys(c["profile"] for c in cells))
+    keys = sorted({(c["profile"], c["verbosity_scale"]) for c in cells})
+    keys.sort(key=lambda k: profiles.index(k[0]))  # stable: each profile's scales stay in order
+    for profile, scale in keys:
+        mine = [c for c in cells if c["profile"] == profile and c["verbosity_scale"] == scale]
+        fold = next((c for c in mine if c["strategy"] == HEADLINE), None)
+        peer = real_peer(mine, fold) if fold is not None else None
+        ratio = paired_ratio(fold, peer) if fold is not None and peer is not None else None
+        if ratio is None:
+            continue
+        judged = verdict(ratio, PEER_TARGET)
+        out.append(f"| {profile} | {scale:g} | `{peer['strategy']}` | {ratio.show()} | {judged} |")
+    return out
+
+
 def _completes(cell: dict[str, Any]) -> bool:
     """Feasible; or a real client that finished every turn of every seed: its 400s are the window's
     prompt-too-long, answered by its own reactive compaction as its authors ship it, so they are
@@ -511,6 +553,15 @@ INTERVALS_TEXT = (
     "not keep them)."
 )
 
+SWEEP_TEXT = (
+    "The same sessions with the simulated model's replies quoting more or fewer lines of the tool "
+    "results (`foldline serve --verbosity-scale X`: both numbers of `SimulatedConfig.verbosity` times "
+    f"X; 1.0 is the calibration the tables above ran at). At each scale, `{HEADLINE}`'s cost over that "
+    "scale's peer (the cheapest real client at its retention), paired by seed, and the verdict on the "
+    f"{PEER_TARGET}x target by the same rule. A verdict that changes with the scale is decided by the "
+    "simulator, not by the agents."
+)
+
 LIMIT_TEXT = (
     f"`{LIMIT}`: the physical-limit row, no agent: each request carries only the system prompt, the "
     "tools, a note of what the remaining work needs and the current turn, every new token written "
@@ -551,6 +602,8 @@ def build_page(
     links: list[str],
     make: str = "make bench",
 ) -> str:
+    everything = rows
+    rows = [r for r in everything if scale_of(r) == 1.0]  # the calibrated simulator: the main tables
     cells = aggregate(rows)
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in rows})) or "-"
     lines = [
@@ -575,6 +628,8 @@ def build_page(
         "",
         *verdicts(cells),
     ]
+    if any(scale_of(r) != 1.0 for r in everything):
+        lines += ["### Reply-length sweep", "", SWEEP_TEXT, "", *sweep_lines(aggregate(everything)), ""]
     lines += ["### Plots", "", *links, ""]
     wall = sum(r["wall_s"] for r in rows)
     lines += [f"The economics runs took {wall / 60:.0f} minutes of session wall time in all.", ""]
@@ -626,6 +681,12 @@ def main() -> None:
     parser.add_argument("--economics-json", help="read economics rows from this JSON-lines file instead")
     parser.add_argument("--jobs", type=int, default=2, help="economics pairs run at once")
     parser.add_argument("--seeds", default="7,8,9", help="economics seeds, comma-separated")
+    parser.add_argument(
+        "--verbosity-scale",
+        default="1.0",
+        help="the simulated model's reply-length settings, comma-separated (economics.py and peers.py run "
+        "once per value; 1.0, always run, makes the main tables; the others the reply-length sweep)",
+    )
     parser.add_argument("--rows", default=str(LAST_ROWS), help="where the economics rows are kept")
     parser.add_argument("--skip", default="", help="comma-separated scripts not to run")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per script")
@@ -665,7 +726,8 @@ def main() -> None:
     out = Path(args.out)
     profile = "debug" if any(r["profile"] == "debug" for r in rows) else (rows[0]["profile"] if rows else "")
     prefix = out.stem.replace("benchmarks", "bench")  # benchmarks.md: bench_*.png, as it always was
-    links = plots(rows, out.parent / "img", profile, prefix) if rows else []
+    main_rows = [r for r in rows if scale_of(r) == 1.0]  # the plots show the calibrated simulator
+    links = plots(main_rows, out.parent / "img", profile, prefix) if main_rows else []
     make = "make bench" if prefix == "bench" else f"make {prefix}"
     out.write_text(build_page(rows, others, turns, links, make))
     print(f"wrote {out}", file=sys.stderr)

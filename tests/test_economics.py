@@ -466,6 +466,35 @@ def test_every_row_is_shown_over_the_limit_row_and_the_headline_judged_at_2x() -
     assert "### Intervals and ratios, paired by seed" in page
 
 
+def test_rows_at_other_reply_lengths_make_the_sweep_not_the_main_table() -> None:
+    report = _load_report()
+    main = [*_five("foldline-no-edits", (3.0,) * 5), *_five("claude-code@100k", (6.0,) * 5)]
+    short = [
+        {
+            **r,
+            "verbosity_scale": 0.5,
+            "cost_usd": r["cost_usd"] * (1.5 if r["strategy"] == "foldline-no-edits" else 1),
+        }
+        for r in main
+    ]
+    cells = report.aggregate([*main, *short])
+    assert sorted((c["strategy"], c["verbosity_scale"]) for c in cells) == [
+        ("claude-code@100k", 0.5),
+        ("claude-code@100k", 1.0),
+        ("foldline-no-edits", 0.5),
+        ("foldline-no-edits", 1.0),
+    ]
+    page = report.build_page([*main, *short], [], "feature 4", [])
+    assert (
+        page.count("| feature | foldline-no-edits | 5 |") == 2
+    )  # the main table and the intervals: 1.0 only
+    assert "| feature | foldline-no-edits | 5 | $3.00 |" in page
+    assert "### Reply-length sweep" in page
+    assert "| feature | 0.5 | `claude-code@100k` | 0.75x [0.75, 0.75] | not decided at 5 seeds |" in page
+    assert "| feature | 1 | `claude-code@100k` | 0.50x [0.50, 0.50] | met |" in page
+    assert "### Reply-length sweep" not in report.build_page(main, [], "feature 4", [])
+
+
 def test_the_report_judges_the_cold_builds_with_and_without_a_saved_head() -> None:
     report = _load_report()
     table = (
