@@ -493,9 +493,10 @@ def test_rows_at_other_reply_lengths_make_the_sweep_not_the_main_table() -> None
     assert "| feature | 0.5 | `claude-code@100k` | 0.75x [0.75, 0.75] | not decided at 5 seeds |" in page
     assert "| feature | 1 | `claude-code@100k` | 0.50x [0.50, 0.50] | met |" in page
     assert "### Reply-length sweep" not in report.build_page(main, [], "feature 4", [])
-    # a client played another length, foldline did not: the sweep says there is nothing to compare
+    # the client played only another length, foldline only 1.0: the sweep says nothing compares
+    fold_only = [r for r in main if r["strategy"] == "foldline-no-edits"]
     client_only = [r for r in short if r["strategy"] != "foldline-no-edits"]
-    page = report.build_page([*main, *client_only], [], "4", [])
+    page = report.build_page([*fold_only, *client_only], [], "4", [])
     assert "No reply length has both `foldline-no-edits` and a real client that kept as many facts." in page
 
 
