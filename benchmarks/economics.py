@@ -62,8 +62,12 @@ is reported apart (`output_facts_*`). `aggregate` gives each column's mean and r
 `--json` prints one object per run on stdout (progress goes to stderr). `--jobs N` runs N at once
 (each is an engine and a server process).
 
+`--verbosity-scale X` runs the simulated model with its replies' quoted lines times X
+(`SimulatedConfig.verbosity_scale`); every row records the scale it ran at.
+
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/economics.py [--turns 300]
-[--profiles feature,debug,swe] [--strategies truncate,...] [--seeds 7,8,9] [--json]`
+[--profiles feature,debug,swe] [--strategies truncate,...] [--seeds 7,8,9] [--verbosity-scale 1.0]
+[--json]`
 """
 
 from __future__ import annotations
@@ -86,7 +90,7 @@ from foldline._json import dumps
 from foldline.config import AutoCompactConfig, CollapseConfig, Config, SessionMemoryConfig, TranscriptConfig
 from foldline.pricing import LONG_CONTEXT_THRESHOLD
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
-from foldline.providers.base import Capabilities, Provider
+from foldline.providers.base import Capabilities, Provider, count_tokens
 from foldline.server.caching import flatten, total_tokens
 from foldline.server.simulated.profiles import Fact, planted_facts
 from foldline.server.tokenizer import count_block
@@ -775,6 +779,32 @@ DEFAULT_STRATEGIES = tuple(n for n in STRATEGIES if n not in _OPT_IN)
 # --- running ------------------------------------------------------------------------------------
 
 
+class FirstBody:
+    """A provider that notes the system prompt and tools of the first request it sends (`fixed`,
+    by `TokenCounter.fixed`): what every request of the session carries besides its messages."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self.fixed: int | None = None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.inner.capabilities
+
+    def stream(self, body: dict[str, Any], *, betas: Sequence[str] = ()) -> AsyncIterator[StreamEvent]:
+        if self.fixed is None:
+            self.fixed = TokenCounter().fixed(body)
+        return self.inner.stream(body, betas=betas)
+
+    async def count_tokens(self, body: dict[str, Any], *, betas: Sequence[str] = ()) -> int | None:
+        return await count_tokens(self.inner, body, betas)
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
+
+
 @dataclass
 class Outcome:
     """One (profile, strategy) run."""
@@ -784,18 +814,33 @@ class Outcome:
     report: SimulationReport
     http_400_server: int
     summary_requests: int
+    fixed_tokens: int | None = None
 
     def row(self) -> dict[str, Any]:
         return report_row(
-            self.profile, self.strategy.name, self.strategy.label, self.report, self.http_400_server
+            self.profile,
+            self.strategy.name,
+            self.strategy.label,
+            self.report,
+            self.http_400_server,
+            fixed_tokens=self.fixed_tokens,
         )
 
 
 def report_row(
-    profile: str, name: str, label: str, report: SimulationReport, http_400_server: int = 0
+    profile: str,
+    name: str,
+    label: str,
+    report: SimulationReport,
+    http_400_server: int = 0,
+    *,
+    fixed_tokens: int | None = None,
+    verbosity_scale: float = 1.0,
 ) -> dict[str, Any]:
     """The table's row of one session (`Outcome.row`; benchmarks/peers.py builds a real client's
-    `SimulationReport` from the server's request log and prints this same row)."""
+    `SimulationReport` from the server's request log and prints this same row). `fixed_tokens`: the
+    system prompt and tools of the session's first request, where known; `verbosity_scale`: the
+    simulated model's reply-length setting the session ran at."""
     usage = report.usage
     cost = usage.cost()
     last: dict[int, int] = {}
@@ -832,6 +877,8 @@ def report_row(
         "wall_s": round(report.wall_s, 1),
         "context_per_turn": [last[t] for t in sorted(last)],
         "cost_per_turn": [round(c, 5) for c in report.turn_costs()],
+        "fixed_tokens": fixed_tokens,
+        "verbosity_scale": verbosity_scale,
     }
 
 
@@ -903,9 +950,9 @@ def run_pair(profile: str, strategy: Strategy, seed: int, args: argparse.Namespa
             )
 
     server_window = UNLIMITED if strategy.name == "none" else args.window
-    with serve(seed, profile, server_window) as server:
-        provider = AnthropicProvider(
-            base_url=server.url, api_key="benchmark", capabilities=strategy.capabilities()
+    with serve(seed, profile, server_window, getattr(args, "verbosity_scale", 1.0)) as server:
+        provider = FirstBody(
+            AnthropicProvider(base_url=server.url, api_key="benchmark", capabilities=strategy.capabilities())
         )
         rewriter = strategy.rewriter(args.window)
         if isinstance(rewriter, NoteOnly):  # the oracle knows the session's facts
@@ -937,7 +984,7 @@ def run_pair(profile: str, strategy: Strategy, seed: int, args: argparse.Namespa
             report.errors.append(f"timed out after {args.pair_timeout} s")
         statuses = server.statuses()
     summaries = sum(len(s.requests) for s in summarizers(rewriter))
-    return Outcome(profile, strategy, report, statuses.get(400, 0), summaries)
+    return Outcome(profile, strategy, report, statuses.get(400, 0), summaries, provider.fixed)
 
 
 def user_facts(row: dict[str, Any]) -> tuple[int, int]:
@@ -951,7 +998,7 @@ def pair_row(profile: str, name: str, seed: int, args: argparse.Namespace, root:
     """One (profile, strategy, seed) row (pairs may run in other processes)."""
     strategy = STRATEGIES[name]()
     print(f"== {profile} / {strategy.label}, seed {seed}, {args.turns} turns", file=sys.stderr, flush=True)
-    row = run_pair(profile, strategy, seed, args, root).row()
+    row = {**run_pair(profile, strategy, seed, args, root).row(), "verbosity_scale": args.verbosity_scale}
     print(
         f"   {profile}/{name}/{seed}: ${row['cost_usd']:.2f}, read {row['cache_read_share']:.1%}, "
         f"peak {row['peak_context_tokens']:,}, 400s {row['http_400']}, facts "
@@ -962,22 +1009,51 @@ def pair_row(profile: str, name: str, seed: int, args: argparse.Namespace, root:
     return row
 
 
+STUDENT_T = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+"""Student's t, two-sided 95% (the 0.975 quantile), for 1..30 degrees of freedom (a printed table:
+no statistics package is a dependency). Past 30 the value for 30 is used, which only widens an
+interval (the true quantile falls towards 1.960)."""
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, low, high): the mean and its 95% Student-t confidence interval. One value has no
+    interval: (-inf, inf), which decides no verdict."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, float("-inf"), float("inf")
+    half = STUDENT_T[min(len(values) - 1, len(STUDENT_T)) - 1] * statistics.stdev(values) / len(values) ** 0.5
+    return mean, mean - half, mean + half
+
+
 @dataclass(frozen=True)
 class Spread:
-    """Mean and range of one column over seeds."""
+    """Mean, range and the mean's 95% confidence interval of one column over seeds."""
 
     mean: float
     low: float
     high: float
+    ci_low: float = float("-inf")
+    ci_high: float = float("inf")
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Spread:
-        return cls(statistics.fmean(values), min(values), max(values))
+        mean, ci_low, ci_high = mean_ci(values)
+        return cls(mean, min(values), max(values), ci_low, ci_high)
 
     def show(self, fmt: str) -> str:
         if self.low == self.high:
             return format(self.mean, fmt)
         return f"{format(self.mean, fmt)} ({format(self.low, fmt)}–{format(self.high, fmt)})"
+
+    def show_ci(self, fmt: str) -> str:
+        """The 95% interval of the mean, `[low, high]`, or `-` where one seed gives none."""
+        if self.ci_low == float("-inf"):
+            return "-"
+        return f"[{format(self.ci_low, fmt)}, {format(self.ci_high, fmt)}]"
 
 
 COLUMNS = (
@@ -996,20 +1072,32 @@ COLUMNS = (
 )
 
 
+def scale_of(row: dict[str, Any]) -> float:
+    """The simulated model's reply-length scale a row ran at (rows from before the knob: 1.0)."""
+    return float(row.get("verbosity_scale", 1.0))
+
+
 def aggregate(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (profile, strategy): each column's `Spread` over the seeds that ran, in row order."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    """One row per (profile, strategy, reply-length scale): each column's `Spread` over the seeds that
+    ran, in row order;
+    `cost_by_seed` (each seed's cost, for ratios paired by seed: a seed is the same simulated user in
+    every row) and `fixed_tokens` (the system prompt and tools, where the rows know them)."""
+    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["profile"], r["strategy"]), []).append(r)
+        groups.setdefault((r["profile"], r["strategy"], scale_of(r)), []).append(r)
     out = []
-    for (profile, strategy), group in groups.items():
+    for (profile, strategy, scale), group in groups.items():
         cells: dict[str, Any] = {"profile": profile, "strategy": strategy, "label": group[0]["label"]}
+        cells["verbosity_scale"] = scale
         cells["seeds"] = sorted(r["seed"] for r in group)
         for column in COLUMNS:
             cells[column] = Spread.of([float(r[column]) for r in group])
         user = [user_facts(r) for r in group]
         cells["user_facts_retained"] = Spread.of([float(k) for k, _ in user])
         cells["user_facts_asked"] = Spread.of([float(a) for _, a in user])
+        cells["cost_by_seed"] = {r["seed"]: float(r["cost_usd"]) for r in group}  # seeds pair across rows
+        fixed = [float(r["fixed_tokens"]) for r in group if r.get("fixed_tokens") is not None]
+        cells["fixed_tokens"] = Spread.of(fixed) if fixed else None
         contexts = [r["context_per_turn"] for r in group if r.get("context_per_turn")]
         if contexts:  # what each request carried, on average: cache reads make most of a long bill
             cells["mean_context_tokens"] = Spread.of([sum(c) / len(c) for c in contexts])
@@ -1061,7 +1149,15 @@ def main() -> None:
         action="store_true",
         help="ask for the planted facts in the last turns (the first one stated in the very last)",
     )
+    parser.add_argument(
+        "--verbosity-scale",
+        type=float,
+        default=1.0,
+        help="the simulated model's reply length, times its calibration (foldline serve --verbosity-scale)",
+    )
     args = parser.parse_args()
+    if not args.verbosity_scale >= 0:
+        parser.error(f"--verbosity-scale must be 0 or more, not {args.verbosity_scale}")
     profiles = [p for p in args.profiles.split(",") if p]
     names = [s for s in args.strategies.split(",") if s]
     seeds = [int(s) for s in args.seeds.split(",") if s]

@@ -24,11 +24,32 @@ stops the run and is kept in `errors`, as `simulate` stops on an API error; a tu
 although the client reported an error (opencode exits 1 after compacting on the window's 400) is
 noted in `errors` and the session goes on, the refusal counted in `http_400`.
 
-`--json` prints one object per (client, seed) with the keys of economics' rows (`report_row`), so
+Each client also runs at its best settings, each setting its own row, named after it so that
+`benchmarks/report.py` sees each as a peer of its own:
+
+- Claude Code: `--auto-compact-window 100000,60000` sets `CLAUDE_CODE_AUTO_COMPACT_WINDOW` (the
+  window its auto-compact manages to) in its environment; rows `claude-code@100k`, `claude-code@60k`.
+- opencode: `--opencode-compaction prune=true` (repeatable) writes the workspace's `opencode.json`
+  `compaction` section; rows `opencode@prune=true`. opencode 1.18's keys are `auto` (compact when the
+  context is full, default true), `prune` (clear old tool outputs, **default false**), `tail_turns`
+  and `preserve_recent_tokens` (what a compaction keeps verbatim) and `reserved` (the buffer below
+  the window). Its threshold is the model's usable input: `limit.input - reserved` where the model
+  declares an input limit, otherwise `limit.context` less the model's output room, so `reserved` does
+  not move the threshold for a model without `limit.input` (Sonnet's entry has none); the one knob
+  that moves it there is the model's `limit` in the provider config, which is not a compaction
+  setting and is not swept here. `prune=true` is the setting that changes what opencode sends.
+
+`--defaults-too` adds the client's defaults (row `claude-code`, `opencode`) to a sweep. Each
+`opencode run` boots opencode afresh (4.6 s a turn in a 3-turn `feature` run on this 2-core machine,
+more as the context grows); `opencode run --attach` to a long-lived `opencode serve` was tried and
+is not used: it returns before the turn is done (see `interop.OpenCode`).
+
+`--json` prints one object per (client setting, seed) with the keys of economics' rows (`report_row`), so
 `benchmarks/report.py` aggregates them beside the strategies; without it, the table.
 
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/peers.py --client claude-code --profile feature
-[--turns 20] [--seeds 7,8,9] [--json]`
+[--turns 20] [--seeds 7,8,9] [--auto-compact-window 100000,60000] [--defaults-too]
+[--verbosity-scale 1.0] [--json]`
 """
 
 from __future__ import annotations
@@ -39,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +76,16 @@ CLIENTS = {
     "claude-code": (interop.CLAUDE_CODE, "Claude Code 2.1.328, real client, its own compaction"),
     "opencode": (interop.OPENCODE, "opencode 1.18.33, real client, its own prune and compaction"),
 }
+AUTO_COMPACT_WINDOW = "CLAUDE_CODE_AUTO_COMPACT_WINDOW"
+"""Claude Code's setting of the window its auto-compact manages to (tokens), read from its environment."""
+OPENCODE_COMPACTION: dict[str, type] = {
+    "auto": bool,
+    "prune": bool,
+    "tail_turns": int,
+    "preserve_recent_tokens": int,
+    "reserved": int,
+}
+"""The keys of opencode 1.18's `compaction` section (its config schema) and their kinds."""
 UNAVAILABLE = 3
 """The exit status when the client cannot be installed here (no npm, the registry unreachable)."""
 _TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens")
@@ -84,16 +116,96 @@ def is_main(entry: dict[str, Any], model: str) -> bool:
     return int(entry.get("tools", 0)) > 0 and str(entry.get("model", "")) == model
 
 
+@dataclass(frozen=True)
+class Setting:
+    """One setting a client is run at: its row's name (`claude-code@100k`), what the label adds, and
+    what it changes (Claude Code's environment, opencode's `compaction` section)."""
+
+    client: str
+    env: dict[str, str] = field(default_factory=dict)
+    compaction: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        if self.env.get(AUTO_COMPACT_WINDOW):
+            return f"{self.client}@{int(self.env[AUTO_COMPACT_WINDOW]) // 1000}k"
+        if self.compaction:
+            return f"{self.client}@" + ",".join(f"{k}={_show(v)}" for k, v in self.compaction.items())
+        return self.client
+
+    @property
+    def label(self) -> str:
+        base = CLIENTS[self.client][1]
+        if self.env.get(AUTO_COMPACT_WINDOW):
+            return f"{base}, {AUTO_COMPACT_WINDOW}={self.env[AUTO_COMPACT_WINDOW]}"
+        if self.compaction:
+            return f"{base}, opencode.json compaction {dumps(self.compaction).decode()}"
+        return f"{base}, its defaults"
+
+
+def _show(value: Any) -> str:
+    return "true" if value is True else "false" if value is False else str(value)
+
+
+def client_of(strategy: str) -> str | None:
+    """The real client a row's strategy names (`claude-code`, `claude-code@100k`), or None."""
+    name = strategy.split("@", 1)[0]
+    return name if name in CLIENTS else None
+
+
+def parse_compaction(spec: str) -> dict[str, Any]:
+    """`prune=true,reserved=40000` as opencode.json's `compaction` section.
+
+    Raises:
+        ValueError: a key opencode 1.18 does not have, or a value that is not a boolean or a count.
+    """
+    out: dict[str, Any] = {}
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        key, sep, raw = part.partition("=")
+        if not sep or key not in OPENCODE_COMPACTION:
+            raise ValueError(
+                f"--opencode-compaction {part!r}: expected KEY=VALUE with KEY one of "
+                f"{', '.join(OPENCODE_COMPACTION)}"
+            )
+        kind = OPENCODE_COMPACTION[key]
+        if kind is bool:
+            if raw not in ("true", "false"):
+                raise ValueError(f"--opencode-compaction {part!r}: {key} is true or false")
+            out[key] = raw == "true"
+        else:
+            if not raw.isdigit():
+                raise ValueError(f"--opencode-compaction {part!r}: {key} is a whole number (tokens or turns)")
+            out[key] = int(raw)
+    return out
+
+
+def settings(args: argparse.Namespace) -> list[Setting]:
+    """The settings `args` asks `--client` to be run at: its defaults unless a sweep option is given
+    (`--defaults-too` adds them to a sweep)."""
+    if args.client == "claude-code":
+        windows = [int(w) for spec in args.auto_compact_window for w in spec.split(",") if w.strip()]
+        swept = [Setting("claude-code", env={AUTO_COMPACT_WINDOW: str(w)}) for w in windows]
+    else:
+        swept = [Setting("opencode", compaction=parse_compaction(c)) for c in args.opencode_compaction]
+    if swept and not args.defaults_too:
+        return swept
+    return [Setting(args.client), *swept]
+
+
 class Driver:
     """One client's session: `turn` types a prompt and returns the answer's text."""
 
-    def __init__(self, name: str, binary: Path, root: Path, url: str, turn_timeout: float) -> None:
-        self.name = name
-        if name == "claude-code":
-            self.claude = interop.ClaudeCode(binary, root, url, turn_timeout=turn_timeout)
+    def __init__(self, setting: Setting, binary: Path, root: Path, url: str, turn_timeout: float) -> None:
+        self.name = setting.client
+        if self.name == "claude-code":
+            self.claude = interop.ClaudeCode(
+                binary, root, url, turn_timeout=turn_timeout, extra_env=dict(setting.env)
+            )
             self.claude.prepare()
         else:
-            self.opencode = interop.OpenCode(binary, root, url, turn_timeout=turn_timeout)
+            self.opencode = interop.OpenCode(
+                binary, root, url, turn_timeout=turn_timeout, compaction=dict(setting.compaction)
+            )
             self.opencode.prepare()
 
     def turn(self, prompt: str) -> tuple[str, str | None]:
@@ -125,14 +237,15 @@ class Driver:
 
 
 def run(
-    client: str, profile: str, seed: int, turns: int, root: Path, args: argparse.Namespace
+    setting: Setting, profile: str, seed: int, turns: int, root: Path, args: argparse.Namespace
 ) -> dict[str, Any]:
-    """One session of `client` on `profile`/`seed`: the economics row.
+    """One session of the client at `setting` on `profile`/`seed`: the economics row.
 
     Raises:
         ClientUnavailableError: the client cannot be installed here.
     """
-    package, label = CLIENTS[client]
+    client = setting.client
+    package, _ = CLIENTS[client]
     binary = interop.installed(package)
     root.mkdir(parents=True, exist_ok=True)
     generate_workspace(root / "ws", seed)
@@ -140,9 +253,9 @@ def run(
         profile=profile, seed=seed, turns_planned=turns, blocking_limit=Config().blocking_limit
     )
     started = time.perf_counter()
-    window = ("--context-window", str(args.window))
+    window = ("--context-window", str(args.window), "--verbosity-scale", str(args.verbosity_scale))
     with interop.serve(root, "--seed", str(seed), "--profile", profile, *window) as server:
-        driver = Driver(client, binary, root, server.url, args.turn_timeout)
+        driver = Driver(setting, binary, root, server.url, args.turn_timeout)
         seen = 0
         for turn, prompt in enumerate(user_prompts(profile, turns, seed, output_facts=True)):
             try:
@@ -168,7 +281,7 @@ def run(
             report.answers.append((prompt, text))
             if (turn + 1) % max(1, turns // 5) == 0:
                 print(
-                    f"    {profile}/{client}/{seed} turn {turn + 1:4}: "
+                    f"    {profile}/{setting.name}/{seed} turn {turn + 1:4}: "
                     f"{report.request_tokens[-1] if report.request_tokens else 0:>9,} tokens, "
                     f"{time.perf_counter() - started:6.1f} s",
                     file=sys.stderr,
@@ -178,7 +291,9 @@ def run(
     report.wall_s = time.perf_counter() - started
     report.main_requests = sum(1 for e in answered if is_main(e, interop.MODEL))
     score_facts(report, output_facts=True)
-    return report_row(profile, client, label, report)
+    row = report_row(profile, setting.name, setting.label, report, verbosity_scale=args.verbosity_scale)
+    row["client"] = client
+    return row
 
 
 def main() -> None:
@@ -189,32 +304,69 @@ def main() -> None:
     parser.add_argument("--seeds", default="7,8,9", help="comma-separated seeds; each is one session")
     parser.add_argument("--window", type=int, default=WINDOW, help="the server's context window")
     parser.add_argument("--turn-timeout", type=float, default=600.0, help="seconds one client turn may take")
+    parser.add_argument(
+        "--auto-compact-window",
+        action="append",
+        default=[],
+        metavar="N[,N...]",
+        help=f"claude-code: run at {AUTO_COMPACT_WINDOW}=N (tokens), one row `claude-code@<N/1000>k` "
+        "per value; repeatable",
+    )
+    parser.add_argument(
+        "--opencode-compaction",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE[,KEY=VALUE...]",
+        help="opencode: run with these opencode.json compaction settings "
+        f"({', '.join(OPENCODE_COMPACTION)}), one row `opencode@KEY=VALUE,...` per occurrence; repeatable",
+    )
+    parser.add_argument(
+        "--defaults-too", action="store_true", help="with a sweep option, also run the client at its defaults"
+    )
+    parser.add_argument(
+        "--verbosity-scale",
+        type=float,
+        default=1.0,
+        help="the simulated model's reply length, times its calibration (foldline serve --verbosity-scale)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per seed on stdout")
     args = parser.parse_args()
+    if not args.verbosity_scale >= 0:
+        parser.error(f"--verbosity-scale must be 0 or more, not {args.verbosity_scale}")
+    if args.auto_compact_window and args.client != "claude-code":
+        parser.error("--auto-compact-window is Claude Code's setting: use it with --client claude-code")
+    if args.opencode_compaction and args.client != "opencode":
+        parser.error("--opencode-compaction is opencode's setting: use it with --client opencode")
+    try:
+        runs = settings(args)
+    except ValueError as e:
+        parser.error(str(e))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for seed in (int(s) for s in args.seeds.split(",") if s):
-            print(
-                f"== {args.profile} / {args.client}, seed {seed}, {args.turns} turns",
-                file=sys.stderr,
-                flush=True,
-            )
-            try:
-                row = run(args.client, args.profile, seed, args.turns, Path(tmp) / str(seed), args)
-            except ClientUnavailableError as e:
-                print(f"peers: skipped {args.client}: {e}", file=sys.stderr)
-                sys.exit(UNAVAILABLE)
-            rows.append(row)
-            print(
-                f"   {args.profile}/{args.client}/{seed}: ${row['cost_usd']:.2f}, read "
-                f"{row['cache_read_share']:.1%}, 400s {row['http_400']}, facts "
-                f"{row['facts_retained']}/{row['facts_asked']}, turns {row['turns_completed']}, "
-                f"{row['wall_s']} s",
-                file=sys.stderr,
-                flush=True,
-            )
-            if args.json:
-                print(dumps(row).decode(), flush=True)
+        for setting in runs:
+            for seed in (int(s) for s in args.seeds.split(",") if s):
+                print(
+                    f"== {args.profile} / {setting.name}, seed {seed}, {args.turns} turns",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                try:
+                    folder = Path(tmp) / setting.name / str(seed)
+                    row = run(setting, args.profile, seed, args.turns, folder, args)
+                except ClientUnavailableError as e:
+                    print(f"peers: skipped {args.client}: {e}", file=sys.stderr)
+                    sys.exit(UNAVAILABLE)
+                rows.append(row)
+                print(
+                    f"   {args.profile}/{setting.name}/{seed}: ${row['cost_usd']:.2f}, read "
+                    f"{row['cache_read_share']:.1%}, 400s {row['http_400']}, facts "
+                    f"{row['facts_retained']}/{row['facts_asked']}, turns {row['turns_completed']}, "
+                    f"{row['wall_s']} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                if args.json:
+                    print(dumps(row).decode(), flush=True)
     if not args.json:
         print_table(rows)
 

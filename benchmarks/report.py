@@ -7,13 +7,24 @@ targets are checked from their numbers. Plots (matplotlib) go to docs/img/bench_
 strategy per profile, cache-read share, and the request size over turns per strategy for one profile.
 
 Where foldline misses a target the page says so, by how much, and what the run shows about why.
+Seeds pair across rows (the same seed is the same simulated user): each cost has its 95% Student-t
+interval over seeds, and each ratio (to the peer, the cheapest real-client row at the headline's
+retention; to the `limit` row where one ran) is the mean of per-seed ratios with its interval. A cost
+target is judged `met` or `MISSED` only when that interval clears it, otherwise "not decided at N
+seeds".
 
 With `--peers claude-code,opencode`, the real clients play the same profiles, turns and seeds
 (`peers.py`) and their rows join the table; a client that cannot be installed (no npm, the registry
 unreachable) is skipped with its reason printed.
 
+With `--verbosity-scale 0.5,1,2` economics and peers run once per reply-length setting of the
+simulated model (`foldline serve --verbosity-scale`); rows carry their `verbosity_scale` and are
+aggregated by (profile, strategy, scale). The rows at 1.0 make the main tables; the page adds a
+reply-length sweep: the headline's ratio to each scale's peer, with its interval and verdict.
+
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/report.py [--turns 300] [--economics-json FILE]
-[--skip prefix_cache,...] [--peers claude-code,opencode] [--peers-json FILE]`
+[--skip prefix_cache,...] [--peers claude-code,opencode] [--peers-json FILE]
+[--auto-compact-window 100000,60000] [--opencode-compaction prune=true] [--verbosity-scale 0.5,1,2]`
 """
 
 from __future__ import annotations
@@ -27,16 +38,18 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from economics import (
     DEFAULT_PROFILES,
     STRATEGIES,
     aggregate,
     feasible,
+    mean_ci,
+    scale_of,
     table_lines,
 )  # beside this file: on the path when run as a script
-from peers import CLIENTS, UNAVAILABLE
+from peers import CLIENTS, UNAVAILABLE, client_of
 
 ROOT = Path(__file__).resolve().parents[1]
 """The list prices of the model the benchmarks run (the configured default)."""
@@ -106,11 +119,13 @@ def economics(args: argparse.Namespace) -> list[dict[str, Any]]:
         lines = Path(args.economics_json).read_text().splitlines()
     else:
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-        command = [sys.executable, str(HERE / "economics.py"), "--json", "--turns", str(args.turns)]
-        command += ["--jobs", str(args.jobs), "--seeds", args.seeds]
-        lines = subprocess.run(
-            command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=True
-        ).stdout.splitlines()
+        lines = []
+        for scale in scales(args):  # one run per reply-length setting of the simulated model
+            command = [sys.executable, str(HERE / "economics.py"), "--json", "--turns", str(args.turns)]
+            command += ["--jobs", str(args.jobs), "--seeds", args.seeds, "--verbosity-scale", str(scale)]
+            lines += subprocess.run(
+                command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=True
+            ).stdout.splitlines()
         # kept beside the page, so its tables can be rebuilt without the hour-long run
         Path(args.rows).write_text("".join(f"{line}\n" for line in lines if line.startswith("{")))
     rows = [{"seed": 7, **json.loads(line)} for line in lines if line.startswith("{")]  # older rows: seed 7
@@ -124,6 +139,13 @@ def economics(args: argparse.Namespace) -> list[dict[str, Any]]:
 PEERS_ROWS = HERE / "peers_last.jsonl"
 
 
+def scales(args: argparse.Namespace) -> list[float]:
+    """The simulated model's reply-length settings to run (`--verbosity-scale`), 1.0 first: the main
+    table's."""
+    found = [float(x) for x in str(args.verbosity_scale).split(",") if x.strip()]
+    return sorted(set(found) | {1.0}, key=lambda x: (x != 1.0, x))
+
+
 def peers(args: argparse.Namespace, profiles: Sequence[str]) -> list[dict[str, Any]]:
     """Rows of the real clients (`benchmarks/peers.py`), one per (client, profile, seed); a client
     that cannot be installed here is skipped with its reason printed."""
@@ -132,19 +154,31 @@ def peers(args: argparse.Namespace, profiles: Sequence[str]) -> list[dict[str, A
         return [json.loads(line) for line in lines if line.startswith("{")]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     rows: list[dict[str, Any]] = []
-    for client in (c for c in args.peers.split(",") if c):
-        for profile in profiles:
-            command = [sys.executable, str(HERE / "peers.py"), "--json", "--client", client]
-            command += ["--profile", profile, "--turns", str(args.turns), "--seeds", args.seeds]
-            print(f"== peers {client} {profile}", file=sys.stderr, flush=True)
-            # progress and a skip's reason go to stderr, which is left to the terminal
-            done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=False)
-            if done.returncode == UNAVAILABLE:
-                print(f"peers: {client} skipped (the reason is printed above)", file=sys.stderr)
-                break
-            if done.returncode != 0:
-                raise RuntimeError(f"peers.py --client {client} --profile {profile} exited {done.returncode}")
-            rows += [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    runs = [(c, p, x) for c in args.peers.split(",") if c for p in profiles for x in scales(args)]
+    skipped: set[str] = set()
+    for client, profile, scale in runs:
+        if client in skipped:
+            continue
+        command = [sys.executable, str(HERE / "peers.py"), "--json", "--client", client]
+        command += ["--profile", profile, "--turns", str(args.turns), "--seeds", args.seeds]
+        command += ["--verbosity-scale", str(scale)]
+        if client == "claude-code" and args.auto_compact_window:
+            command += ["--auto-compact-window", args.auto_compact_window, "--defaults-too"]
+        if client == "opencode":
+            for spec in args.opencode_compaction:
+                command += ["--opencode-compaction", spec]
+            if args.opencode_compaction:
+                command.append("--defaults-too")
+        print(f"== peers {client} {profile} (reply length x{scale})", file=sys.stderr, flush=True)
+        # progress and a skip's reason go to stderr, which is left to the terminal
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=False)
+        if done.returncode == UNAVAILABLE:
+            print(f"peers: {client} skipped (the reason is printed above)", file=sys.stderr)
+            skipped.add(client)
+            continue
+        if done.returncode != 0:
+            raise RuntimeError(f"peers.py --client {client} --profile {profile} exited {done.returncode}")
+        rows += [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     Path(args.peers_rows).write_text("".join(f"{json.dumps(r)}\n" for r in rows))
     return rows
 
@@ -164,9 +198,61 @@ JUDGED = (HEADLINE, "foldline-no-edits-100k")
 100K working window (`Config(context_window=100_000)`), each on the public API."""
 
 
+LIMIT = "limit"
+"""The physical-limit row (system prompt, tools, a note of what the remaining work needs and the
+current turn): no agent, so never a peer and never the cheapest strategy; every row's ratio to it."""
+PEER_TARGET = 0.75
+"""The headline's target: at most this many times the cost of the cheapest real peer."""
+LIMIT_TARGET = 2.0
+"""The headline's target: at most this many times the cost of the limit row."""
+
+
 def retained(cell: dict[str, Any]) -> float:
     """Mean planted facts retained, the user's and the tool outputs' together."""
     return float(cell["facts_retained"].mean)
+
+
+class Ratio(NamedTuple):
+    """One row's cost over another's, paired by seed (a seed is the same simulated user in both): the
+    mean of the per-seed ratios and its 95% Student-t interval."""
+
+    mean: float
+    low: float
+    high: float
+    seeds: int
+
+    def show(self) -> str:
+        if self.seeds < 2:
+            return f"{self.mean:.2f}x (1 seed, no interval)"
+        return f"{self.mean:.2f}x [{self.low:.2f}, {self.high:.2f}]"
+
+
+def paired_ratio(cell: dict[str, Any], base: dict[str, Any]) -> Ratio | None:
+    """`cell`'s cost over `base`'s on the seeds both ran; None when they share no seed."""
+    mine, theirs = cell["cost_by_seed"], base["cost_by_seed"]
+    ratios = [mine[s] / theirs[s] for s in sorted(set(mine) & set(theirs)) if theirs[s] > 0]
+    if not ratios:
+        return None
+    mean, low, high = mean_ci(ratios)
+    return Ratio(mean, low, high, len(ratios))
+
+
+def verdict(ratio: Ratio, target: float) -> str:
+    """`met` only when the whole interval is below `target`, `missed` only when it is all above; in
+    between the seeds cannot tell, and the page says so rather than read the mean."""
+    if ratio.high < target:
+        return "met"
+    if ratio.low > target:
+        return "**MISSED**"
+    return f"not decided at {ratio.seeds} seeds"
+
+
+def real_peer(cells: Sequence[dict[str, Any]], fold: dict[str, Any]) -> dict[str, Any] | None:
+    """The peer of `fold`: the cheapest real-client row (any client, any setting) that completed every
+    seed, at `fold`'s retention or better; None when no client row qualifies."""
+    clients = [c for c in cells if client_of(c["strategy"]) is not None and _completes(c)]
+    kept = [c for c in clients if retained(c) >= retained(fold)]
+    return min(kept, key=_cost) if kept else None
 
 
 def verdicts(cells: Sequence[dict[str, Any]]) -> list[str]:
@@ -176,7 +262,7 @@ def verdicts(cells: Sequence[dict[str, Any]]) -> list[str]:
         mine = {c["strategy"]: c for c in cells if c["profile"] == profile}
         fold = mine.get(HEADLINE)
         out.append(f"**{profile}**:")
-        done = [c for c in mine.values() if _completes(c) and c["strategy"] != "none"]
+        done = [c for c in mine.values() if _completes(c) and c["strategy"] not in ("none", LIMIT)]
         if fold is None or not done:
             out += ["- no headline row or no strategy completed every seed.", ""]
             continue
@@ -192,32 +278,43 @@ def verdicts(cells: Sequence[dict[str, Any]]) -> list[str]:
         if best is not fold and best["strategy"] in FOLDLINE:
             # Another of foldline's own configurations: no judged row's peer line explains it.
             out.append(f"- why `{best['strategy']}` and not {HEADLINE}: {_why(fold, best)}")
-        others = [c for c in done if c["strategy"] not in FOLDLINE]
+        clients = [c for c in done if client_of(c["strategy"]) is not None]
+        # The target is judged against real clients where any played the profile; without them,
+        # against the strategies other agents use, and the line says which.
+        others = clients or [c for c in done if c["strategy"] not in FOLDLINE]
+        kind = "real client" if clients else "strategy (no real client played this profile)"
         for name in JUDGED:
             if name in mine:
-                out += _judge(mine[name], others)
+                out += _judge(mine[name], others, kind, mine.get(LIMIT))
         out.append("")
     return out
 
 
-def _judge(fold: dict[str, Any], others: Sequence[dict[str, Any]]) -> list[str]:
-    """One foldline row against the target: the cheapest peer at its retention, cache share, 400s."""
+def _judge(
+    fold: dict[str, Any], others: Sequence[dict[str, Any]], kind: str, limit: dict[str, Any] | None
+) -> list[str]:
+    """One foldline row against the targets, each ratio paired by seed with its 95% interval: the
+    cheapest peer at its retention, the limit row, cache share, 400s."""
     name = fold["strategy"]
     prefix = "" if name == HEADLINE else f"`{name}`: "
     out: list[str] = []
     peers = [c for c in others if retained(c) >= retained(fold)]
     peer = min(peers, key=_cost) if peers else None
-    checks: list[tuple[str, bool, str]] = []
+    checks: list[tuple[str, str, str]] = []
+    target = f"cost <= {PEER_TARGET}x the cheapest {kind} at equal or better retention"
     if peer is not None:
-        ratio = fold["cost_usd"].mean / peer["cost_usd"].mean if peer["cost_usd"].mean else float("inf")
-        checks.append(
-            (
-                "cost <= 0.75x the cheapest feasible peer at equal or better retention",
-                ratio <= 0.75,
-                f"{ratio:.2f}x of `{peer['strategy']}` (${peer['cost_usd'].mean:,.2f}), keeping "
-                f"{retained(fold):.1f} facts",
+        ratio = paired_ratio(fold, peer)
+        if ratio is None:
+            out.append(f"- {prefix}{target}: no seed was run by both it and `{peer['strategy']}`.")
+        else:
+            checks.append(
+                (
+                    target,
+                    verdict(ratio, PEER_TARGET),
+                    f"{ratio.show()} of `{peer['strategy']}` (${peer['cost_usd'].mean:,.2f}) over "
+                    f"{ratio.seeds} paired seeds, keeping {retained(fold):.1f} facts",
+                )
             )
-        )
     elif others:
         # Nothing to be cheaper than: every peer that completed kept fewer facts. Not a win on
         # cost either, so the line names the cheapest peer and what it gave up.
@@ -227,12 +324,79 @@ def _judge(fold: dict[str, Any], others: Sequence[dict[str, Any]]) -> list[str]:
             f"(${rival['cost_usd'].mean:,.2f}), kept {retained(rival):.1f} against "
             f"{retained(fold):.1f}; the cost target has no peer to be judged against."
         )
+    if limit is not None:
+        ratio = paired_ratio(fold, limit)
+        if ratio is not None:
+            checks.append(
+                (
+                    f"cost <= {LIMIT_TARGET:g}x the limit row",
+                    verdict(ratio, LIMIT_TARGET),
+                    f"{ratio.show()} of `{LIMIT}` (${limit['cost_usd'].mean:,.2f}) over "
+                    f"{ratio.seeds} paired seeds",
+                )
+            )
     share = fold["cache_read_share"].mean
-    checks.append(("cache-read share >= 0.95", share >= 0.95, f"{share:.1%}"))
-    checks.append(("zero HTTP 400s", fold["http_400"].high == 0, fold["http_400"].show(".0f")))
-    out += [f"- {prefix}{'met' if ok else '**MISSED**'}: {what} ({value})" for what, ok, value in checks]
+    checks.append(("cache-read share >= 0.95", _met(share >= 0.95), f"{share:.1%}"))
+    checks.append(("zero HTTP 400s", _met(fold["http_400"].high == 0), fold["http_400"].show(".0f")))
+    out += [f"- {prefix}{judged}: {what} ({value})" for what, judged, value in checks]
     if peer is not None:
         out.append(f"- {prefix}why: {_why(fold, peer)}")
+    return out
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "**MISSED**"
+
+
+def interval_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
+    """Per row: its cost's 95% interval, its system prompt and tools (tokens, where the rows know
+    them), and its cost over the profile's peer and over the limit row, paired by seed."""
+    out = [
+        "| profile | strategy | seeds | cost | 95% interval | system + tools (tokens) "
+        f"| x peer [95%] | x `{LIMIT}` [95%] |",
+        "|---|---|--:|--:|--:|--:|--:|--:|",
+    ]
+    named: list[str] = []
+    for profile in dict.fromkeys(c["profile"] for c in cells):
+        mine = [c for c in cells if c["profile"] == profile]
+        fold = next((c for c in mine if c["strategy"] == HEADLINE), None)
+        peer = real_peer(mine, fold) if fold is not None else None
+        if peer is not None:
+            named.append(f"{profile}: `{peer['strategy']}`")
+        limit = next((c for c in mine if c["strategy"] == LIMIT), None)
+        for c in mine:
+            fixed = c.get("fixed_tokens")
+            to_peer = paired_ratio(c, peer) if peer is not None and c is not peer else None
+            to_limit = paired_ratio(c, limit) if limit is not None and c is not limit else None
+            out.append(
+                f"| {profile} | {c['strategy']} | {len(c['seeds'])} | ${c['cost_usd'].mean:,.2f} "
+                f"| {c['cost_usd'].show_ci(',.2f')} | {fixed.show(',.0f') if fixed is not None else ''} "
+                f"| {to_peer.show() if to_peer else ''} | {to_limit.show() if to_limit else ''} |"
+            )
+    peers = "; ".join(named) if named else "none (no real client completed a profile at its retention)"
+    return [*out, "", f"The peer (the cheapest real client at {HEADLINE}'s retention or better): {peers}."]
+
+
+def sweep_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
+    """Per profile and reply-length scale where both ran: the headline's ratio to that scale's peer."""
+    out = [
+        f"| profile | reply length x | peer | `{HEADLINE}` x peer [95%] | {PEER_TARGET}x target |",
+        "|---|--:|---|--:|---|",
+    ]
+    profiles = list(dict.fromkeys(c["profile"] for c in cells))
+    keys = sorted({(c["profile"], c["verbosity_scale"]) for c in cells})
+    keys.sort(key=lambda k: profiles.index(k[0]))  # stable: each profile's scales stay in order
+    for profile, scale in keys:
+        mine = [c for c in cells if c["profile"] == profile and c["verbosity_scale"] == scale]
+        fold = next((c for c in mine if c["strategy"] == HEADLINE), None)
+        peer = real_peer(mine, fold) if fold is not None else None
+        ratio = paired_ratio(fold, peer) if fold is not None and peer is not None else None
+        if ratio is None:
+            continue
+        judged = verdict(ratio, PEER_TARGET)
+        out.append(f"| {profile} | {scale:g} | `{peer['strategy']}` | {ratio.show()} | {judged} |")
+    if len(out) == 2:
+        return [f"No reply length has both `{HEADLINE}` and a real client that kept as many facts."]
     return out
 
 
@@ -241,7 +405,7 @@ def _completes(cell: dict[str, Any]) -> bool:
     prompt-too-long, answered by its own reactive compaction as its authors ship it, so they are
     counted in the table but not held against it as a peer."""
     finished = cell["turns_completed"].low >= cell["turns_planned"].high
-    return feasible(cell) or (cell["strategy"] in CLIENTS and finished)
+    return feasible(cell) or (client_of(cell["strategy"]) is not None and finished)
 
 
 def _why(fold: dict[str, Any], other: dict[str, Any]) -> str:
@@ -337,8 +501,9 @@ ECONOMICS_TEXT = """## Economics: foldline against the strategies other agents u
 `benchmarks/economics.py` plays each simulator profile's user ({turns} turns, seeds {seeds}) through
 the real engine and tools, `AnthropicProvider` (the SDK) and HTTP to `foldline serve --backend
 simulated` in a subprocess, whose prompt cache bills every request. Every cell is the mean over the
-seeds, with the range in brackets where the seeds differ. Strategies (each a small class in
-`benchmarks/economics.py` over the same engine), each in the form its authors ship:
+seeds, with the range in brackets where the seeds differ (the 95% intervals are in the next table).
+Strategies (each a small class in `benchmarks/economics.py` over the same engine), each in the form
+its authors ship:
 
 - `truncate`: the oldest whole turns dropped from each request until it fits under the 200K window's
   AutoCompact threshold; a cut falls on a typed prompt, so no tool pair is split.
@@ -381,6 +546,31 @@ table counts them).
 """
 
 
+INTERVALS_TEXT = (
+    "Seeds are paired: a seed is the same simulated user, with the same prompts, in every row. Each "
+    "cost's interval is the 95% Student-t interval of its mean over the seeds; a ratio (`x peer`, "
+    f"`x {LIMIT}`) is the mean of the per-seed ratios over the seeds both rows ran, with its 95% "
+    "interval. One seed gives no interval. System + tools: the tokens of the first request's system "
+    "prompt and tool definitions (foldline's rows; blank for the real clients, whose request log does "
+    "not keep them)."
+)
+
+SWEEP_TEXT = (
+    "The same sessions with the simulated model's replies quoting more or fewer lines of the tool "
+    "results (`foldline serve --verbosity-scale X`: both numbers of `SimulatedConfig.verbosity` times "
+    f"X; 1.0 is the calibration the tables above ran at). At each scale, `{HEADLINE}`'s cost over that "
+    "scale's peer (the cheapest real client at its retention), paired by seed, and the verdict on the "
+    f"{PEER_TARGET}x target by the same rule. A verdict that changes with the scale is decided by the "
+    "simulator, not by the agents."
+)
+
+LIMIT_TEXT = (
+    f"`{LIMIT}`: the physical-limit row, no agent: each request carries only the system prompt, the "
+    "tools, a note of what the remaining work needs and the current turn, every new token written "
+    "once. It is neither a peer nor a candidate for the cheapest strategy; every row's cost is shown "
+    "over it."
+)
+
 PEERS_TEXT = (
     "Real clients: {rows}. `benchmarks/peers.py` types the same simulated user's prompts into the "
     "client's own command line against the same server, profile and seed; the client manages its "
@@ -399,10 +589,10 @@ def _coverage(rows: Sequence[dict[str, Any]], clients: Sequence[str]) -> str:
     for client in clients:
         played: dict[str, list[int]] = {}
         for r in rows:
-            if r["strategy"] == client:
+            if client_of(r["strategy"]) == client:
                 played.setdefault(r["profile"], []).append(r["seed"])
         missing = [p for p in profiles if p not in played]
-        text = "; ".join(f"{p} (seeds {', '.join(map(str, sorted(s)))})" for p, s in played.items())
+        text = "; ".join(f"{p} (seeds {', '.join(map(str, sorted(set(s))))})" for p, s in played.items())
         parts.append(f"`{client}` played {text}" + (f", not {', '.join(missing)}" if missing else ""))
     return "Peer coverage: " + ". ".join(parts) + "."
 
@@ -414,6 +604,8 @@ def build_page(
     links: list[str],
     make: str = "make bench",
 ) -> str:
+    everything = rows
+    rows = [r for r in everything if scale_of(r) == 1.0]  # the calibrated simulator: the main tables
     cells = aggregate(rows)
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in rows})) or "-"
     lines = [
@@ -422,17 +614,24 @@ def build_page(
         *table_lines(cells),
         "",
     ]
-    clients = [name for name in CLIENTS if any(r["strategy"] == name for r in rows)]
+    clients = [name for name in CLIENTS if any(client_of(r["strategy"]) == name for r in rows)]
     if clients:
         lines += [PEERS_TEXT.format(rows=", ".join(f"`{c}` ({CLIENTS[c][1]})" for c in clients)), ""]
         lines += [_coverage(rows, clients), ""]
+    if any(r["strategy"] == LIMIT for r in rows):
+        lines += [LIMIT_TEXT, ""]
+    lines += ["### Intervals and ratios, paired by seed", "", INTERVALS_TEXT, "", *interval_lines(cells), ""]
     lines += ["### Who wins, and foldline against its target", ""]
     lines += [
-        f"Target: `{HEADLINE}` at least 25% cheaper than the cheapest feasible peer at equal or better "
-        "retention, cache-read share >= 0.95 and zero HTTP 400s, on the mean over seeds.",
+        f"Target: `{HEADLINE}` at most {PEER_TARGET}x the cheapest real client (any setting) at equal or "
+        f"better retention, at most {LIMIT_TARGET:g}x the `{LIMIT}` row, cache-read share >= 0.95 and "
+        "zero HTTP 400s. A cost target is `met` only when the 95% interval of the paired ratio lies "
+        "wholly below it, `MISSED` only when wholly above, and otherwise not decided at that many seeds.",
         "",
         *verdicts(cells),
     ]
+    if any(scale_of(r) != 1.0 for r in everything):
+        lines += ["### Reply-length sweep", "", SWEEP_TEXT, "", *sweep_lines(aggregate(everything)), ""]
     lines += ["### Plots", "", *links, ""]
     wall = sum(r["wall_s"] for r in rows)
     lines += [f"The economics runs took {wall / 60:.0f} minutes of session wall time in all.", ""]
@@ -484,6 +683,12 @@ def main() -> None:
     parser.add_argument("--economics-json", help="read economics rows from this JSON-lines file instead")
     parser.add_argument("--jobs", type=int, default=2, help="economics pairs run at once")
     parser.add_argument("--seeds", default="7,8,9", help="economics seeds, comma-separated")
+    parser.add_argument(
+        "--verbosity-scale",
+        default="1.0",
+        help="the simulated model's reply-length settings, comma-separated (economics.py and peers.py run "
+        "once per value; 1.0, always run, makes the main tables; the others the reply-length sweep)",
+    )
     parser.add_argument("--rows", default=str(LAST_ROWS), help="where the economics rows are kept")
     parser.add_argument("--skip", default="", help="comma-separated scripts not to run")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per script")
@@ -493,6 +698,17 @@ def main() -> None:
         default="",
         help="real clients to add as rows, comma-separated (claude-code,opencode: benchmarks/peers.py, "
         "the same turns and seeds; about 5 s a turn for Claude Code, 20 s for opencode)",
+    )
+    parser.add_argument(
+        "--auto-compact-window",
+        default="",
+        help="Claude Code also at these CLAUDE_CODE_AUTO_COMPACT_WINDOW values, comma-separated (peers.py)",
+    )
+    parser.add_argument(
+        "--opencode-compaction",
+        action="append",
+        default=[],
+        help="opencode also at these compaction settings, KEY=VALUE[,...], repeatable (peers.py)",
     )
     parser.add_argument("--peers-json", help="read the peers' rows from this JSON-lines file instead")
     parser.add_argument("--peers-rows", default=str(PEERS_ROWS), help="where the peers' rows are kept")
@@ -512,7 +728,8 @@ def main() -> None:
     out = Path(args.out)
     profile = "debug" if any(r["profile"] == "debug" for r in rows) else (rows[0]["profile"] if rows else "")
     prefix = out.stem.replace("benchmarks", "bench")  # benchmarks.md: bench_*.png, as it always was
-    links = plots(rows, out.parent / "img", profile, prefix) if rows else []
+    main_rows = [r for r in rows if scale_of(r) == 1.0]  # the plots show the calibrated simulator
+    links = plots(main_rows, out.parent / "img", profile, prefix) if main_rows else []
     make = "make bench" if prefix == "bench" else f"make {prefix}"
     out.write_text(build_page(rows, others, turns, links, make))
     print(f"wrote {out}", file=sys.stderr)

@@ -77,8 +77,9 @@ class Server:
 
 
 @contextmanager
-def serve(seed: int, profile: str, window: int) -> Iterator[Server]:
-    """`foldline serve --backend simulated` on a free loopback port; yields it."""
+def serve(seed: int, profile: str, window: int, verbosity_scale: float = 1.0) -> Iterator[Server]:
+    """`foldline serve --backend simulated` on a free loopback port (its replies' length scaled by
+    `verbosity_scale`); yields it."""
     command = [
         sys.executable,
         "-c",
@@ -94,6 +95,8 @@ def serve(seed: int, profile: str, window: int) -> Iterator[Server]:
         "0",
         "--context-window",
         str(window),
+        "--verbosity-scale",
+        str(verbosity_scale),
     ]
     # Both streams to a file: uvicorn logs its banner to stderr and every request's status to stdout,
     # and an unread pipe would block the server.

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -113,6 +114,77 @@ def test_the_page_names_the_real_clients_rows() -> None:
     assert "Real clients" not in report.build_page([{**row, "strategy": "truncate"}], [], "feature 3", [])
 
 
+def _args(*argv: str) -> Any:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--client")
+    parser.add_argument("--auto-compact-window", action="append", default=[])
+    parser.add_argument("--opencode-compaction", action="append", default=[])
+    parser.add_argument("--defaults-too", action="store_true")
+    return parser.parse_args(list(argv))
+
+
+def test_claude_code_s_window_setting_reaches_its_environment_over_the_defaults(tmp_path: Path) -> None:
+    client = interop.ClaudeCode(
+        Path("/bin/true"), tmp_path, "http://127.0.0.1:1", extra_env={peers.AUTO_COMPACT_WINDOW: "100000"}
+    )
+    env = client.env()
+    assert env[peers.AUTO_COMPACT_WINDOW] == "100000"
+    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:1"  # the defaults are still there
+    assert peers.AUTO_COMPACT_WINDOW not in interop.ClaudeCode(Path("/bin/true"), tmp_path, "u").env()
+    # a setting wins over a default of the same name (the caller asked for it)
+    moved = interop.ClaudeCode(Path("/bin/true"), tmp_path, "u", extra_env={"HOME": "/elsewhere"})
+    assert moved.env()["HOME"] == "/elsewhere"
+
+
+def test_opencode_s_compaction_setting_is_written_to_its_config(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    interop.OpenCode(Path("/bin/true"), tmp_path, "http://h", compaction={"prune": True}).prepare()
+    config = json.loads((tmp_path / "ws" / "opencode.json").read_text())
+    assert config["compaction"] == {"prune": True}
+    assert config["provider"]["anthropic"]["options"]["baseURL"] == "http://h/v1"
+    assert "compaction" not in interop.opencode_config("http://h")  # its defaults: no section at all
+
+
+def test_each_client_setting_is_its_own_row_named_after_the_setting() -> None:
+    runs = peers.settings(_args("--client", "claude-code", "--auto-compact-window", "100000,60000"))
+    assert [r.name for r in runs] == ["claude-code@100k", "claude-code@60k"]
+    assert runs[1].env == {peers.AUTO_COMPACT_WINDOW: "60000"}
+    assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW=60000" in runs[1].label
+    both = peers.settings(
+        _args("--client", "claude-code", "--auto-compact-window", "100000", "--defaults-too")
+    )
+    assert [r.name for r in both] == ["claude-code", "claude-code@100k"]
+    assert [r.name for r in peers.settings(_args("--client", "opencode"))] == ["opencode"]
+    swept = peers.settings(_args("--client", "opencode", "--opencode-compaction", "prune=true,tail_turns=2"))
+    assert [(r.name, r.compaction) for r in swept] == [
+        ("opencode@prune=true,tail_turns=2", {"prune": True, "tail_turns": 2})
+    ]
+    names = ("claude-code@100k", "opencode", "truncate", "opencode@prune=true")
+    assert [peers.client_of(n) for n in names] == [
+        "claude-code",
+        "opencode",
+        None,
+        "opencode",
+    ]
+    for bad in ("prune=yes", "threshold=100", "reserved=-1", "prune"):
+        with pytest.raises(ValueError, match="--opencode-compaction"):
+            peers.parse_compaction(bad)
+
+
+def test_a_client_at_a_setting_is_a_peer_of_its_own_on_the_page() -> None:
+    report = _load("report")
+    rows = [
+        {**econ.report_row("feature", name, name, SimulationReport("feature", 7, 3)), "seed": seed}
+        for name in ("claude-code", "claude-code@100k")
+        for seed in (7, 8)
+    ]
+    page = report.build_page(rows, [], "feature 3", [])
+    assert "| feature | claude-code@100k | 2 |" in page
+    assert "`claude-code` played feature (seeds 7, 8)." in page
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("client", ["claude-code", "opencode"])
 def test_three_turns_of_a_real_client_make_an_economics_row(client: str) -> None:
@@ -128,8 +200,8 @@ def test_three_turns_of_a_real_client_make_an_economics_row(client: str) -> None
     expected = econ.report_row(
         "feature", client, "", SimulationReport(profile="feature", seed=7, turns_planned=3)
     )
-    assert set(row) == set(expected)
-    assert (row["profile"], row["strategy"], row["seed"]) == ("feature", client, 7)
+    assert set(row) == {*expected, "client"}
+    assert (row["profile"], row["strategy"], row["seed"], row["client"]) == ("feature", client, 7, client)
     assert row["cost_usd"] > 0
     assert 0 < row["cache_read_share"] < 1
     assert row["api_calls"] >= 3

@@ -229,6 +229,9 @@ class ClaudeCode(_Client):
 
     results: list[dict[str, Any]] = field(default_factory=list)
     """Each turn's JSON result, as Claude Code printed it."""
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """Settings passed to the client through its environment, over the defaults `env` sets (e.g.
+    `CLAUDE_CODE_AUTO_COMPACT_WINDOW`, the window its auto-compact manages to)."""
 
     def prepare(self) -> None:
         settings = {"permissions": {"allow": ["Read", "Edit", "Write", "Glob", "Grep", "Bash"]}}
@@ -251,6 +254,7 @@ class ClaudeCode(_Client):
             "DISABLE_TELEMETRY": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
+            **self.extra_env,
         }
 
     def turn(self, prompt: str) -> dict[str, Any]:
@@ -293,6 +297,10 @@ class OpenCode(_Client):
     `anthropic` provider pointed at the server (the workspace's `opencode.json`).
 
     opencode takes its project folder from `$PWD`, so `env` sets it beside the working directory.
+    Each turn boots opencode afresh (`opencode run`). `opencode run --attach URL` to a long-lived
+    `opencode serve` is not used: in 1.18.33 it exits 0 after the reply's first step (a step that
+    finished with `tool-calls`, no `stop`) while the server goes on with the turn, so the answer read
+    is the reply's first line and the next prompt would race the turn still running.
     """
 
     turns: int = 0
@@ -300,9 +308,13 @@ class OpenCode(_Client):
     """The last turn's exit status: opencode exits 1 after a turn it finished when a request of the
     turn was refused (the window's 400 it then compacted on), so a non-zero status with a finished
     reply is kept here rather than raised."""
+    compaction: dict[str, Any] = field(default_factory=dict)
+    """The `compaction` section of its `opencode.json` (`auto`, `prune`, `tail_turns`,
+    `preserve_recent_tokens`, `reserved`); empty: opencode's defaults."""
 
     def prepare(self) -> None:
-        (self.workspace / "opencode.json").write_bytes(dumps(opencode_config(self.url, self.model)))
+        config = opencode_config(self.url, self.model, compaction=self.compaction)
+        (self.workspace / "opencode.json").write_bytes(dumps(config))
         self.home.mkdir(exist_ok=True)
 
     def env(self) -> dict[str, str]:
@@ -339,14 +351,20 @@ class OpenCode(_Client):
         return found
 
 
-def opencode_config(url: str, model: str = MODEL) -> dict[str, Any]:
-    """A workspace's `opencode.json`: the `anthropic` provider at `url`, edits and commands allowed."""
-    return {
+def opencode_config(
+    url: str, model: str = MODEL, *, compaction: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A workspace's `opencode.json`: the `anthropic` provider at `url`, edits and commands allowed,
+    and `compaction` settings when given (none: opencode's defaults)."""
+    config: dict[str, Any] = {
         "$schema": "https://opencode.ai/config.json",
         "provider": {"anthropic": {"options": {"baseURL": f"{url}/v1", "apiKey": "foldline-interop"}}},
         "model": f"anthropic/{model}",
         "permission": {"edit": "allow", "bash": "allow"},
     }
+    if compaction:
+        config["compaction"] = dict(compaction)
+    return config
 
 
 def events(output: str) -> list[dict[str, Any]]:

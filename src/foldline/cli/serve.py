@@ -3,12 +3,13 @@
 A thin shell over `foldline.server.app.create_app`. starlette and uvicorn are the optional `server`
 extra, imported only when the command runs, so the rest of the CLI works without them. Binds to
 loopback unless told otherwise. `--backend simulated --seed N --profile NAME` serves the simulated
-coding model (`foldline.server.simulated`). `--backend transformers --model DIR` serves a local Hugging Face
-model instead of scripted replies; torch and transformers (the `model` extra) load only then. The
-port is bound before anything is printed, so a busy port is one clear error line rather than a
-"serving on" banner followed by uvicorn's shutdown noise. Requests must name a loopback host and
-carry no browser origin unless `--allow-host` / `--allow-origin` say otherwise (`server.guard`); a
-non-loopback `--host` address is itself an allowed host name.
+coding model (`foldline.server.simulated`); `--verbosity-scale X` scales how many result lines its
+replies quote (`SimulatedConfig.verbosity_scale`). `--backend transformers --model DIR` serves a
+local Hugging Face model instead of scripted replies; torch and transformers (the `model` extra)
+load only then. The port is bound before anything is printed, so a busy port is one clear error line
+rather than a "serving on" banner followed by uvicorn's shutdown noise. Requests must name a
+loopback host and carry no browser origin unless `--allow-host` / `--allow-origin` say otherwise
+(`server.guard`); a non-loopback `--host` address is itself an allowed host name.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ __all__ = ["serve"]
     show_default=True,
     type=PROFILE_CHOICE,
     help="Profile of --backend simulated (the workspace and user `foldline simulate` plays).",
+)
+@click.option(
+    "--verbosity-scale",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="--backend simulated: multiply the lines its replies quote from tool results (1.0: calibrated).",
 )
 @click.option("--scenario", type=click.Path(dir_okay=False), help="Scenario file of scripted replies.")
 @click.option(
@@ -92,6 +100,7 @@ def serve(
     faults_spec: str,
     seed: int,
     profile: str,
+    verbosity_scale: float,
     context_window: int | None,
     api_key: str | None,
     allow_hosts: tuple[str, ...],
@@ -113,7 +122,9 @@ def serve(
 
     try:
         if backend_name == "simulated":
-            backend = _simulated(scenario, model_path, seed, profile)
+            backend = _simulated(scenario, model_path, seed, profile, verbosity_scale)
+        elif verbosity_scale != 1.0:
+            raise UserError("--verbosity-scale is a setting of --backend simulated")
         else:
             backend = _backend(backend_name, scenario, model_path)
         faults = parse_faults(faults_spec)
@@ -174,13 +185,17 @@ def _bound_name(host: str) -> tuple[str, ...]:
     return () if host in ("", "0.0.0.0", "::") or is_loopback_host(host) else (host,)
 
 
-def _simulated(scenario: str | None, model_path: str | None, seed: int, profile: str) -> Backend:
-    """The simulated model (`--backend simulated --seed N --profile NAME`)."""
+def _simulated(
+    scenario: str | None, model_path: str | None, seed: int, profile: str, verbosity_scale: float = 1.0
+) -> Backend:
+    """The simulated model (`--backend simulated --seed N --profile NAME [--verbosity-scale X]`)."""
+    from foldline.server.config import SimulatedConfig
     from foldline.server.simulated import SimulatedBackend
 
     if scenario or model_path:
         raise UserError("--backend simulated takes --seed and --profile, not --scenario or --model")
-    return SimulatedBackend(seed=seed, profile=profile)
+    config = SimulatedConfig(verbosity_scale=verbosity_scale)
+    return SimulatedBackend(seed=seed, profile=profile, config=config)
 
 
 def _backend(name: str, scenario: str | None, model_path: str | None) -> Backend:

@@ -147,6 +147,10 @@ class SimulatedConfig:
     """Per profile: lines of the previous round's results the model notes before its next calls, and
     lines of the turn's results its final answer quotes. The default makes tool results about 55% of
     a session's tokens, as in real Claude Code sessions; `swe` about 80%, as on SWE-agent trajectories."""
+    verbosity_scale: float = 1.0
+    """Multiplies both `verbosity` numbers (rounded, at least one line each while it is above 0): the
+    reply-length knob a benchmark sweeps to show that its verdict does not hang on one setting. 1.0
+    is the calibration above, and leaves every reply as it is."""
     read_window_lines: int = 300
     """Lines a windowed read of a log or data file asks for."""
     big_grep_lines: int = 2_000
@@ -169,3 +173,20 @@ class SimulatedConfig:
     measurement (the 14 pauses in the sample transcripts are too few to fit): a quarter of the pauses
     outlast the 5-minute cache TTL and one in twenty the 60-minute time-based Microcompact, so both
     matter in a simulated session as they do in real use. See docs/server.md."""
+
+    def __post_init__(self) -> None:
+        if not self.verbosity_scale >= 0:  # also refuses NaN
+            raise ValueError(f"SimulatedConfig.verbosity_scale must be 0 or more, not {self.verbosity_scale}")
+
+    def reply_lines(self, profile: str) -> tuple[int, int]:
+        """`verbosity` of `profile` (the default's where it has none), scaled by `verbosity_scale`:
+        (lines noted between rounds, lines the final answer quotes)."""
+        lines, answer = self.verbosity.get(profile, self.verbosity["default"])
+        return self._scaled(lines), self._scaled(answer)
+
+    def _scaled(self, lines: int) -> int:
+        if self.verbosity_scale == 1.0 or lines <= 0:
+            return lines
+        if self.verbosity_scale == 0:
+            return 0
+        return max(1, round(lines * self.verbosity_scale))

@@ -585,7 +585,7 @@ class SimulatedBackend:
     def _observations(self, turn: _Turn, *, final: bool = False) -> str:
         """What the results showed (the previous round's, or the whole turn's for the final answer),
         as a model notes it: lines copied from the results, as many as the profile's verbosity."""
-        lines, answer_lines = self.config.verbosity.get(self.profile, self.config.verbosity["default"])
+        lines, answer_lines = self.config.reply_lines(self.profile)
         limit = answer_lines if final else lines
         if limit <= 0 or turn.rounds == 0:
             return ""
