@@ -279,6 +279,7 @@ def run(
                 break
             report.rounds_per_turn.append(sum(1 for e in entries if is_main(e, interop.MODEL)))
             report.answers.append((prompt, text))
+            report.turn_ends.append(len(report.requests))
             if (turn + 1) % max(1, turns // 5) == 0:
                 print(
                     f"    {profile}/{setting.name}/{seed} turn {turn + 1:4}: "
@@ -293,6 +294,10 @@ def run(
     score_facts(report, output_facts=True)
     row = report_row(profile, setting.name, setting.label, report, verbosity_scale=args.verbosity_scale)
     row["client"] = client
+    # The log keeps no request's parts; the smallest main-loop request is the client's system
+    # prompt and tools plus its first typed prompt (an upper bound on system + tools, by the prompt).
+    mains = [metered(e).prompt for e in answered if is_main(e, interop.MODEL)]
+    row["fixed_tokens"] = min(mains) if mains else None
     return row
 
 

@@ -84,10 +84,14 @@ FOLDLINE = (
     "claude-code-design",
     "foldline-no-edits-memory",
     "foldline-no-edits-no-snip",
+    "foldline-no-edits-span10k",
+    "foldline-no-edits-at-90",
     "foldline-no-edits-100k",
 )
 """foldline's own engine in its configurations (Claude Code's design included): not peers of each other."""
 LAST_ROWS = HERE / "economics_last.jsonl"
+RAW = HERE / "results"
+"""Where each other benchmark's printed output is kept as it ran (`<name>.txt`)."""
 
 
 def run_script(name: str, extra: Sequence[str], timeout: float) -> tuple[str, float, int]:
@@ -193,9 +197,10 @@ def _strategy_rank(name: str) -> int:
 HEADLINE = "foldline-no-edits"
 """foldline on the public API: the row the targets are judged on (`foldline` needs cache_edits, which
 has no public pricing; this server's billing of it is its own model)."""
-JUDGED = (HEADLINE, "foldline-no-edits-100k")
-"""The configurations judged against the target: the defaults, and the same defaults managing to a
-100K working window (`Config(context_window=100_000)`), each on the public API."""
+JUDGED = (HEADLINE, "foldline-no-edits-at-90", "foldline-no-edits-100k")
+"""The configurations judged against the target: the defaults, the defaults before design.md R3.3.7
+(folds committed only at 90% of the window), and the defaults managing to a 100K working window
+(`Config(context_window=100_000)`), each on the public API."""
 
 
 LIMIT = "limit"
@@ -502,33 +507,47 @@ ECONOMICS_TEXT = """## Economics: foldline against the strategies other agents u
 the real engine and tools, `AnthropicProvider` (the SDK) and HTTP to `foldline serve --backend
 simulated` in a subprocess, whose prompt cache bills every request. Every cell is the mean over the
 seeds, with the range in brackets where the seeds differ (the 95% intervals are in the next table).
-Strategies (each a small class in `benchmarks/economics.py` over the same engine), each in the form
-its authors ship:
+foldline's rows send the system prompt foldline ships. Strategies (each a small class in
+`benchmarks/economics.py` over the same engine), each in the form its authors ship:
 
-- `truncate`: the oldest whole turns dropped from each request until it fits under the 200K window's
-  AutoCompact threshold; a cut falls on a typed prompt, so no tool pair is split.
-- `mask10`: observation masking, every tool result but the last 10 replaced on every request (the
-  naive form: the masked set moves with every request, so the cached prefix breaks each time).
-- `mask-batched`: the same masking in batches of 30, so the masked prefix stays put between batches.
-- `summary-opencode`: opencode's prune of old tool output (the newest 40K tokens protected, a prune
-  only when it frees 20K) and, on overflow (the window less 32K of output room), one summary request
-  with opencode's template (Goal / Instructions / Discoveries / Accomplished / Relevant files).
-- `summary-openhands`: OpenHands' LLM summarizing condenser: past 120 events (or the threshold), the
-  older half summarized into its state summary (USER_CONTEXT / COMPLETED / PENDING / ...), the events
-  sent as text in one user message with the previous summary.
-- `anthropic-clear`: Anthropic's `clear_tool_uses_20250919` through `foldline serve`'s real
-  `context_management` (trigger 100K input tokens, keep 3 tool uses, `clear_at_least` 30K).
-- `claude-code-design`: foldline's engine as Claude Code is designed: AutoCompact with a
-  cache-sharing summary fork, no Context Collapse, the public API (no cache_edits).
-- `foldline-no-edits`: every level, the public API: **the headline row** (foldline's defaults).
-- `foldline-no-edits-100k`: the same defaults managing to a 100K working window on the 200K model
-  (`Config(context_window=100_000)`): every level fires at half the context. Judged beside the
-  headline: it is a setting a user chooses, not the default.
-- `foldline`: every level with `cache_edits`. That feature has no public pricing; its billing here is
-  this server's own model, so this row is shown but not judged.
+{strategies}
 
-No strategy is judged against "no management": no model takes an unbounded window. The managed
-strategies run on a 200K window (the server answers a larger prompt with a 400). Cost is at the
+"""
+STRATEGY_TEXT = {
+    "truncate": "the oldest whole turns dropped from each request until it fits under the 200K "
+    "window's AutoCompact threshold; a cut falls on a typed prompt, so no tool pair is split.",
+    "mask10": "observation masking, every tool result but the last 10 replaced on every request (the "
+    "naive form: the masked set moves with every request, so the cached prefix breaks each time).",
+    "mask-batched": "observation masking in batches of 30, so the masked prefix stays put between batches.",
+    "summary-opencode": "opencode's prune of old tool output (the newest 40K tokens protected, a prune "
+    "only when it frees 20K) and, on overflow (the window less 32K of output room), one summary request "
+    "with opencode's template (Goal / Instructions / Discoveries / Accomplished / Relevant files).",
+    "summary-openhands": "OpenHands' LLM summarizing condenser: past 120 events (or the threshold), the "
+    "older half summarized into its state summary (USER_CONTEXT / COMPLETED / PENDING / ...), the events "
+    "sent as text in one user message with the previous summary.",
+    "anthropic-clear": "Anthropic's `clear_tool_uses_20250919` through `foldline serve`'s real "
+    "`context_management` (trigger 100K input tokens, keep 3 tool uses, `clear_at_least` 30K).",
+    "limit": "**the physical limit**, an oracle no agent can be: each request is the system prompt, the "
+    "tools, a note of the planted facts stated so far and the current turn; everything else is dropped "
+    "for free, and every new token is written once. Every row's cost is also given as a multiple of it.",
+    "claude-code-design": "foldline's engine as Claude Code is designed: AutoCompact with a "
+    "cache-sharing summary fork, no Context Collapse, the public API (no cache_edits).",
+    "foldline-no-edits": "every level, the public API: **the headline row** (foldline's defaults: Context "
+    "Collapse commits a staged fold as soon as the reads it saves pay for its cache rewrite, design.md "
+    "R3.3.7).",
+    "foldline-no-edits-at-90": "the headline row with folds committed only at 90% of the window, the "
+    "default before R3.3.7: a design choice, side by side.",
+    "foldline-no-edits-100k": "the headline row managing to a 100K working window on the 200K model "
+    "(`Config(context_window=100_000)`): a setting a user chooses, not the default.",
+    "foldline-no-edits-span10k": "the headline row with Collapse summaries of 10K-token spans (20K).",
+    "foldline": "every level with `cache_edits`. That feature has no public pricing; its billing here is "
+    "this server's own model, so this row is shown but not judged.",
+}
+"""What each strategy row is, for the page (only the rows that ran are described)."""
+
+
+ECONOMICS_TAIL = """No strategy is judged against "no management": no model takes an unbounded window. The
+managed strategies run on a 200K window (the server answers a larger prompt with a 400). Cost is at the
 model's list prices from `foldline.pricing` (Sonnet: $3 input, $3.75 5-minute write, $6 1-hour write,
 $0.30 read, $15 output per million) over the main loop and every other request (forks, summaries),
 with the long-context rates (2x input, 1.5x output) on any request whose prompt passes 200K tokens.
@@ -551,8 +570,8 @@ INTERVALS_TEXT = (
     "cost's interval is the 95% Student-t interval of its mean over the seeds; a ratio (`x peer`, "
     f"`x {LIMIT}`) is the mean of the per-seed ratios over the seeds both rows ran, with its 95% "
     "interval. One seed gives no interval. System + tools: the tokens of the first request's system "
-    "prompt and tool definitions (foldline's rows; blank for the real clients, whose request log does "
-    "not keep them)."
+    "prompt and tool definitions (foldline's rows); for a real client, whose request log keeps no parts "
+    "of a request, its smallest main-loop request: system prompt, tools and the first typed prompt."
 )
 
 SWEEP_TEXT = (
@@ -579,6 +598,12 @@ PEERS_TEXT = (
     "compaction that keeps the main loop's tools counts as main; facts are judged from the answers "
     "as foldline's are."
 )
+
+
+def _strategy_list(rows: Sequence[dict[str, Any]]) -> str:
+    """The page's description of the strategy rows that ran, in table order."""
+    names = [n for n in dict.fromkeys(r["strategy"] for r in rows) if n in STRATEGY_TEXT]
+    return "\n".join(f"- `{n}`: {STRATEGY_TEXT[n]}" for n in names)
 
 
 def _coverage(rows: Sequence[dict[str, Any]], clients: Sequence[str]) -> str:
@@ -610,7 +635,7 @@ def build_page(
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in rows})) or "-"
     lines = [
         PREAMBLE.format(make=make),
-        ECONOMICS_TEXT.format(turns=turns, seeds=seeds),
+        ECONOMICS_TEXT.format(turns=turns, seeds=seeds, strategies=_strategy_list(rows)) + ECONOMICS_TAIL,
         *table_lines(cells),
         "",
     ]
@@ -725,6 +750,11 @@ def main() -> None:
         if name not in skip:
             text, seconds, code = run_script(name, extra, args.timeout)
             others.append((name, text, about, seconds, code))
+            # the raw output, kept beside the rows: the page quotes it, this is what it quoted
+            RAW.mkdir(exist_ok=True)
+            (RAW / f"{name}.txt").write_text(
+                f"$ {name}.py {' '.join(extra)}\nexit {code}, {seconds:.0f} s\n{text}\n"
+            )
     out = Path(args.out)
     profile = "debug" if any(r["profile"] == "debug" for r in rows) else (rows[0]["profile"] if rows else "")
     prefix = out.stem.replace("benchmarks", "bench")  # benchmarks.md: bench_*.png, as it always was
