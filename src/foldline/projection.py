@@ -39,6 +39,7 @@ __all__ = [
     "collapse_summary_text",
     "context_count_of",
     "context_tokens_of",
+    "is_fold_summary",
     "is_summary",
     "pins_in_view",
     "project_view",
@@ -156,6 +157,14 @@ def is_summary(entry: Entry) -> bool:
     return entry.is_compact_summary or (
         isinstance(content, str) and content.startswith("<collapsed-context id=")
     )
+
+
+def is_fold_summary(entry: Entry) -> bool:
+    """A committed Collapse fold's stand-in (not a compaction's summary)."""
+    if not isinstance(entry, UserEntry):
+        return False
+    content = entry.message.content
+    return isinstance(content, str) and content.startswith("<collapsed-context id=")
 
 
 def _apply_collapses(entries: list[Entry], collapses: Sequence[CollapseCommit]) -> list[Entry]:

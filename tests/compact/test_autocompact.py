@@ -9,6 +9,7 @@ from foldline.compact.api_rounds import PTL_MARKER, api_rounds
 from foldline.compact.autocompact import AutoCompactStage
 from foldline.compact.pipeline import CompactionContext
 from foldline.compact.prompts import SUMMARY_SECTIONS, summary_prompt
+from foldline.compact.snip import short_id
 from foldline.config import AutoCompactConfig, Config
 from foldline.events import EventBus, NoticeEvent
 from foldline.projection import project_view
@@ -18,6 +19,7 @@ from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
     AssistantMessage,
+    CollapseCommit,
     CompactBoundary,
     SystemEntry,
     UserEntry,
@@ -202,6 +204,42 @@ async def test_collapse_on_leaves_only_prompt_too_long_and_manual_compaction() -
     result = await stage.on_prompt_too_long(ctx_for(conversation(2), Config(), 199_000), 5_000)
     assert isinstance(result.records[0], CompactBoundary)
     assert result.records[0].trigger == "reactive"
+
+
+def folded(records: list[AnyRecord], summary_words: int) -> list[AnyRecord]:
+    """`records` with each of its first 8 rounds folded by Collapse into a `summary_words` summary."""
+    out = list(records)
+    for r in range(8):
+        first, last = records[1 + 3 * r], records[2 + 3 * r]
+        uuid = f"10000000-0000-4000-8000-{r:012d}"
+        out.append(
+            CollapseCommit(
+                uuid=uuid,
+                timestamp="2026-01-01T00:00:00Z",
+                collapse_id=short_id(uuid),
+                first_uuid=first.uuid,  # type: ignore[union-attr]
+                last_uuid=last.uuid,  # type: ignore[union-attr]
+                summary=f"fold {r}: " + "word " * summary_words,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize(("summary_words", "compacts"), [(200, False), (1_600, True)])
+async def test_collapse_on_compacts_once_the_fold_summaries_pass_their_budget(
+    summary_words: int, compacts: bool
+) -> None:
+    # R3.3.8: 8 summaries of ~250 tokens stay; of ~2,000 (16K, past the 10K budget) are compacted,
+    # far below the 167K threshold, although Collapse is on.
+    provider = ScriptedProvider([{"text": summary_text()}])
+    stage = stage_for(provider, collapse_enabled=True)
+    records = folded(conversation(12, words=50), summary_words)
+    result = await stage.run(ctx_for(records, Config(), 30_000))
+    assert bool(result.records) is compacts
+    assert len(provider.calls) == int(compacts)
+    if compacts:
+        assert isinstance(result.records[0], CompactBoundary)
+        assert result.records[0].trigger == "auto"
 
 
 async def test_breaker_stops_automatic_attempts_but_not_manual_ones() -> None:

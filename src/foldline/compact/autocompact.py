@@ -47,7 +47,7 @@ from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
 from foldline.config import Config
 from foldline.errors import ModelAPIError, OutputRoomError, PromptTooLongAPIError
 from foldline.events import CompactionEvent, EventBus, NoticeEvent
-from foldline.projection import context_count_of, project_view
+from foldline.projection import context_count_of, is_fold_summary, project_view
 from foldline.providers.base import Provider
 from foldline.session_log import SessionLog
 from foldline.timeline import (
@@ -183,7 +183,9 @@ class AutoCompactStage:
                     "warning",
                 )
             )
-        if self.collapse_enabled or ctx.tokens < ctx.config.autocompact_threshold or self.stopped:
+        threshold = ctx.config.autocompact_threshold
+        due = self._folds_due(ctx) if self.collapse_enabled else ctx.tokens >= threshold
+        if not due or self.stopped:
             return StageResult()
         cfg = ctx.config.autocompact
         if self._rounds_since is not None and self._rounds_since <= cfg.thrash_turns:
@@ -200,6 +202,19 @@ class AutoCompactStage:
         else:
             self._refills = 0
         return await self._compact(ctx, "auto")
+
+    @staticmethod
+    def _folds_due(ctx: CompactionContext) -> bool:
+        """R3.3.8: with Collapse on, compact once the folds' summaries in view pass their budget.
+
+        Collapse cannot fold its own summaries, so over a long session they would grow without end;
+        this level replaces them, with the rest, by one summary, and they start again from none.
+        """
+        budget = ctx.config.scaled(ctx.config.collapse.summaries_budget_tokens)
+        if ctx.tokens < budget:
+            return False
+        view = api_filter(project_view(ctx.records))
+        return sum(estimate_entry(e) for e in view if is_fold_summary(e)) >= budget
 
     async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
         """Reactive compaction (R5.4): the same compaction, unless the breaker stopped automatic ones."""
