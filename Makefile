@@ -49,13 +49,15 @@ test: lint typecheck
 coverage: $(DEV_STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(TEST_JOBS) --dist loadgroup --cov=foldline --cov-report=term:skip-covered
 
-# 3 profiles x 9 strategies x 3 seeds x BENCH_TURNS turns over HTTP, BENCH_JOBS pairs at a time, then
-# every other benchmark, into docs/benchmarks.md. The rows are kept in benchmarks/economics_last.jsonl;
-# BENCH_ARGS="--economics-json benchmarks/economics_last.jsonl" rebuilds the page from them.
+# 3 profiles x 9 strategies x 5 seeds x BENCH_TURNS turns over HTTP, BENCH_JOBS pairs at a time, then
+# every other benchmark, into docs/benchmarks.md (about 1.5 hours on 2 cores, economics only). The rows
+# are kept in benchmarks/economics_last.jsonl; BENCH_ARGS="--economics-json
+# benchmarks/economics_last.jsonl" rebuilds the page from them. The real clients are BENCH_ARGS too:
+# --peers claude-code --auto-compact-window 100000 (about 3 minutes a session for Claude Code).
 # `make bench-quick` shows the same columns on short sessions (economics only, its own page).
-BENCH_TURNS ?= 300
+BENCH_TURNS ?= 100
 BENCH_JOBS ?= 2
-BENCH_SEEDS ?= 7,8,9
+BENCH_SEEDS ?= 7,8,9,10,11
 BENCH_ARGS ?=
 bench: $(DEV_STAMP)
 	PYTHONPATH="$(CURDIR)/src" $(BIN)/python benchmarks/report.py --turns $(BENCH_TURNS) --jobs $(BENCH_JOBS) \
