@@ -77,7 +77,10 @@ CLIENTS = {
     "opencode": (interop.OPENCODE, "opencode 1.18.33, real client, its own prune and compaction"),
 }
 AUTO_COMPACT_WINDOW = "CLAUDE_CODE_AUTO_COMPACT_WINDOW"
-"""Claude Code's setting of the window its auto-compact manages to (tokens), read from its environment."""
+"""Claude Code's setting of the window its auto-compact manages to (tokens), read from its environment;
+values under 100,000 are raised to 100,000."""
+AUTOCOMPACT_PCT = "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE"
+"""Claude Code's setting of the share of that window (percent) at which it compacts, lower than its own."""
 OPENCODE_COMPACTION: dict[str, type] = {
     "auto": bool,
     "prune": bool,
@@ -128,7 +131,8 @@ class Setting:
     @property
     def name(self) -> str:
         if self.env.get(AUTO_COMPACT_WINDOW):
-            return f"{self.client}@{int(self.env[AUTO_COMPACT_WINDOW]) // 1000}k"
+            pct = f"-{self.env[AUTOCOMPACT_PCT]}pct" if self.env.get(AUTOCOMPACT_PCT) else ""
+            return f"{self.client}@{int(self.env[AUTO_COMPACT_WINDOW]) // 1000}k{pct}"
         if self.compaction:
             return f"{self.client}@" + ",".join(f"{k}={_show(v)}" for k, v in self.compaction.items())
         return self.client
@@ -137,7 +141,7 @@ class Setting:
     def label(self) -> str:
         base = CLIENTS[self.client][1]
         if self.env.get(AUTO_COMPACT_WINDOW):
-            return f"{base}, {AUTO_COMPACT_WINDOW}={self.env[AUTO_COMPACT_WINDOW]}"
+            return f"{base}, " + ", ".join(f"{k}={v}" for k, v in self.env.items())
         if self.compaction:
             return f"{base}, opencode.json compaction {dumps(self.compaction).decode()}"
         return f"{base}, its defaults"
@@ -184,7 +188,12 @@ def settings(args: argparse.Namespace) -> list[Setting]:
     (`--defaults-too` adds them to a sweep)."""
     if args.client == "claude-code":
         windows = [int(w) for spec in args.auto_compact_window for w in spec.split(",") if w.strip()]
-        swept = [Setting("claude-code", env={AUTO_COMPACT_WINDOW: str(w)}) for w in windows]
+        pcts = [str(int(p)) for spec in args.autocompact_pct for p in spec.split(",") if p.strip()]
+        swept = [
+            Setting("claude-code", env={AUTO_COMPACT_WINDOW: str(w), **({AUTOCOMPACT_PCT: p} if p else {})})
+            for w in windows
+            for p in (pcts or [""])
+        ]
     else:
         swept = [Setting("opencode", compaction=parse_compaction(c)) for c in args.opencode_compaction]
     if swept and not args.defaults_too:
@@ -324,6 +333,14 @@ def main() -> None:
         metavar="KEY=VALUE[,KEY=VALUE...]",
         help="opencode: run with these opencode.json compaction settings "
         f"({', '.join(OPENCODE_COMPACTION)}), one row `opencode@KEY=VALUE,...` per occurrence; repeatable",
+    )
+    parser.add_argument(
+        "--autocompact-pct",
+        action="append",
+        default=[],
+        metavar="P[,P...]",
+        help="with --auto-compact-window, also set CLAUDE_AUTOCOMPACT_PCT_OVERRIDE (the share of the window "
+        "at which Claude Code compacts) to each P; every (window, P) pair is its own row",
     )
     parser.add_argument(
         "--defaults-too", action="store_true", help="with a sweep option, also run the client at its defaults"

@@ -156,6 +156,11 @@ def test_each_client_setting_is_its_own_row_named_after_the_setting() -> None:
         _args("--client", "claude-code", "--auto-compact-window", "100000", "--defaults-too")
     )
     assert [r.name for r in both] == ["claude-code", "claude-code@100k"]
+    pct = peers.settings(
+        _args("--client", "claude-code", "--auto-compact-window", "100000", "--autocompact-pct", "50,30")
+    )
+    assert [r.name for r in pct] == ["claude-code@100k-50pct", "claude-code@100k-30pct"]
+    assert pct[0].env == {peers.AUTO_COMPACT_WINDOW: "100000", peers.AUTOCOMPACT_PCT: "50"}
     assert [r.name for r in peers.settings(_args("--client", "opencode"))] == ["opencode"]
     swept = peers.settings(_args("--client", "opencode", "--opencode-compaction", "prune=true,tail_turns=2"))
     assert [(r.name, r.compaction) for r in swept] == [
