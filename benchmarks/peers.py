@@ -310,7 +310,8 @@ def run(
     return row
 
 
-def main() -> None:
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line of `main` (the tests parse settings with it)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--client", choices=sorted(CLIENTS), required=True)
     parser.add_argument("--profile", default="feature")
@@ -352,6 +353,11 @@ def main() -> None:
         help="the simulated model's reply length, times its calibration (foldline serve --verbosity-scale)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per seed on stdout")
+    return parser
+
+
+def main() -> None:
+    parser = argument_parser()
     args = parser.parse_args()
     if not args.verbosity_scale >= 0:
         parser.error(f"--verbosity-scale must be 0 or more, not {args.verbosity_scale}")

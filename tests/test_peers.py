@@ -115,14 +115,7 @@ def test_the_page_names_the_real_clients_rows() -> None:
 
 
 def _args(*argv: str) -> Any:
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--client")
-    parser.add_argument("--auto-compact-window", action="append", default=[])
-    parser.add_argument("--opencode-compaction", action="append", default=[])
-    parser.add_argument("--defaults-too", action="store_true")
-    return parser.parse_args(list(argv))
+    return peers.argument_parser().parse_args(list(argv))
 
 
 def test_claude_code_s_window_setting_reaches_its_environment_over_the_defaults(tmp_path: Path) -> None:
