@@ -383,10 +383,12 @@ def interval_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def sweep_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
-    """Per profile and reply-length scale where both ran: the headline's ratio to that scale's peer."""
+    """Per profile and reply-length scale: the headline's ratio to that scale's peer and to that
+    scale's limit row, where they ran, each with its verdict."""
     out = [
-        f"| profile | reply length x | peer | `{HEADLINE}` x peer [95%] | {PEER_TARGET}x target |",
-        "|---|--:|---|--:|---|",
+        f"| profile | reply length x | `{HEADLINE}` | peer | x peer [95%] | {PEER_TARGET}x target "
+        f"| x `{LIMIT}` [95%] | {LIMIT_TARGET:g}x target |",
+        "|---|--:|--:|---|--:|---|--:|---|",
     ]
     profiles = list(dict.fromkeys(c["profile"] for c in cells))
     keys = sorted({(c["profile"], c["verbosity_scale"]) for c in cells})
@@ -394,15 +396,55 @@ def sweep_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
     for profile, scale in keys:
         mine = [c for c in cells if c["profile"] == profile and c["verbosity_scale"] == scale]
         fold = next((c for c in mine if c["strategy"] == HEADLINE), None)
-        peer = real_peer(mine, fold) if fold is not None else None
-        ratio = paired_ratio(fold, peer) if fold is not None and peer is not None else None
-        if ratio is None:
+        if fold is None:
             continue
-        judged = verdict(ratio, PEER_TARGET)
-        out.append(f"| {profile} | {scale:g} | `{peer['strategy']}` | {ratio.show()} | {judged} |")
+        peer = real_peer(mine, fold)
+        limit = next((c for c in mine if c["strategy"] == LIMIT), None)
+        to_peer = paired_ratio(fold, peer) if peer is not None else None
+        to_limit = paired_ratio(fold, limit) if limit is not None else None
+        if to_peer is None and to_limit is None:
+            continue
+        shown = f"`{peer['strategy']}`" if peer is not None and to_peer else "not run"
+        peer_cells = f"{to_peer.show()} | {verdict(to_peer, PEER_TARGET)}" if to_peer else " | "
+        limit_cells = f"{to_limit.show()} | {verdict(to_limit, LIMIT_TARGET)}" if to_limit else " | "
+        out.append(
+            f"| {profile} | {scale:g} | ${fold['cost_usd'].mean:,.2f} | {shown} "
+            f"| {peer_cells} | {limit_cells} |"
+        )
     if len(out) == 2:
-        return [f"No reply length has both `{HEADLINE}` and a real client that kept as many facts."]
+        return [f"No reply length has `{HEADLINE}` beside a real client or the `{LIMIT}` row."]
     return out
+
+
+LONG_TEXT = (
+    "One seed per profile, 1,000 turns, the headline row (`economics.py --turns 1000 --strategies "
+    f"{HEADLINE} --seeds 7 --facts-at-end`): the planted facts are asked in the last turns, the one "
+    "stated in turn 2 in the very last. Targets: the mean cost of turns 900-1,000 within 1.25x of turns "
+    "100-200, no HTTP 400, every fact still answered. Rows kept in `benchmarks/long_sessions.jsonl`."
+)
+
+
+def long_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The long sessions' table: per-turn cost early and late, their ratio and the verdicts."""
+    out = [
+        "| profile | turns | cost | per turn, 100-200 | per turn, 900-1,000 | ratio | HTTP 400 | facts "
+        "| compactions | peak context |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in rows:
+        costs = r.get("cost_per_turn") or []
+        if len(costs) < 1_000:
+            continue
+        early, late = sum(costs[100:200]) / 100, sum(costs[900:1000]) / 100
+        ratio = late / early if early else float("inf")
+        flat = "met" if ratio <= 1.25 else "**MISSED**"
+        out.append(
+            f"| {r['profile']} | {r['turns_completed']}/{r['turns_planned']} | ${r['cost_usd']:,.2f} "
+            f"| ${early:.4f} | ${late:.4f} | {ratio:.2f}x ({flat}) | {r['http_400']} "
+            f"| {r['facts_retained']}/{r['facts_asked']} | {r['receipts'].get('compact_boundary', 0)} "
+            f"| {r['peak_context_tokens']:,} |"
+        )
+    return out if len(out) > 2 else ["No session of 1,000 turns or more was given."]
 
 
 def _completes(cell: dict[str, Any]) -> bool:
@@ -628,6 +670,7 @@ def build_page(
     turns: str,
     links: list[str],
     make: str = "make bench",
+    long_rows: Sequence[dict[str, Any]] = (),
 ) -> str:
     everything = rows
     rows = [r for r in everything if scale_of(r) == 1.0]  # the calibrated simulator: the main tables
@@ -657,6 +700,8 @@ def build_page(
     ]
     if any(scale_of(r) != 1.0 for r in everything):
         lines += ["### Reply-length sweep", "", SWEEP_TEXT, "", *sweep_lines(aggregate(everything)), ""]
+    if long_rows:
+        lines += ["### Long sessions", "", LONG_TEXT, "", *long_lines(long_rows), ""]
     lines += ["### Plots", "", *links, ""]
     wall = sum(r["wall_s"] for r in rows)
     lines += [f"The economics runs took {wall / 60:.0f} minutes of session wall time in all.", ""]
@@ -736,6 +781,11 @@ def main() -> None:
         help="opencode also at these compaction settings, KEY=VALUE[,...], repeatable (peers.py)",
     )
     parser.add_argument("--peers-json", help="read the peers' rows from this JSON-lines file instead")
+    parser.add_argument(
+        "--long-json",
+        default=str(HERE / "long_sessions.jsonl") if (HERE / "long_sessions.jsonl").exists() else "",
+        help="economics rows of 1,000-turn sessions to show as the long-session table",
+    )
     parser.add_argument("--peers-rows", default=str(PEERS_ROWS), help="where the peers' rows are kept")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
@@ -761,7 +811,10 @@ def main() -> None:
     main_rows = [r for r in rows if scale_of(r) == 1.0]  # the plots show the calibrated simulator
     links = plots(main_rows, out.parent / "img", profile, prefix) if main_rows else []
     make = "make bench" if prefix == "bench" else f"make {prefix}"
-    out.write_text(build_page(rows, others, turns, links, make))
+    long_rows = (
+        [json.loads(x) for x in Path(args.long_json).read_text().splitlines()] if args.long_json else []
+    )
+    out.write_text(build_page(rows, others, turns, links, make, long_rows))
     print(f"wrote {out}", file=sys.stderr)
 
 

@@ -518,14 +518,34 @@ def test_rows_at_other_reply_lengths_make_the_sweep_not_the_main_table() -> None
     )  # the main table and the intervals: 1.0 only
     assert "| feature | foldline-no-edits | 5 | $3.00 |" in page
     assert "### Reply-length sweep" in page
-    assert "| feature | 0.5 | `claude-code@100k` | 0.75x [0.75, 0.75] | not decided at 5 seeds |" in page
-    assert "| feature | 1 | `claude-code@100k` | 0.50x [0.50, 0.50] | met |" in page
+    assert (
+        "| feature | 0.5 | $4.50 | `claude-code@100k` | 0.75x [0.75, 0.75] | not decided at 5 seeds |  |  |"
+        in page
+    )
+    assert "| feature | 1 | $3.00 | `claude-code@100k` | 0.50x [0.50, 0.50] | met |  |  |" in page
     assert "### Reply-length sweep" not in report.build_page(main, [], "feature 4", [])
     # the client played only another length, foldline only 1.0: the sweep says nothing compares
     fold_only = [r for r in main if r["strategy"] == "foldline-no-edits"]
     client_only = [r for r in short if r["strategy"] != "foldline-no-edits"]
     page = report.build_page([*fold_only, *client_only], [], "4", [])
-    assert "No reply length has both `foldline-no-edits` and a real client that kept as many facts." in page
+    assert "No reply length has `foldline-no-edits` beside a real client or the `limit` row." in page
+    # a limit row at the other length: that scale's ratio to it, judged against 2x
+    limit = [{**r, "verbosity_scale": 0.5} for r in _five("limit", (2.0,) * 5)]
+    page = report.build_page([*main, *short, *limit], [], "feature 4", [])
+    assert "| 2.25x [2.25, 2.25] | **MISSED** |" in page
+
+
+def test_the_long_sessions_table_judges_late_turns_against_early_ones() -> None:
+    report = _load_report()
+    flat = {**_row("foldline-no-edits", 80.0, seed=7), "turns_completed": 1_000, "turns_planned": 1_000}
+    flat["cost_per_turn"] = [0.08] * 900 + [0.09] * 100
+    grows = {**flat, "profile": "debug", "cost_per_turn": [0.08] * 900 + [0.11] * 100}
+    lines = "\n".join(report.long_lines([flat, grows]))
+    assert "| feature | 1000/1000 | $80.00 | $0.0800 | $0.0900 | 1.12x (met) |" in lines
+    assert "| debug | 1000/1000 | $80.00 | $0.0800 | $0.1100 | 1.37x (**MISSED**) |" in lines
+    assert report.long_lines([_row("foldline-no-edits", 1.0, seed=7)]) == [
+        "No session of 1,000 turns or more was given."
+    ]
 
 
 def test_the_report_judges_the_cold_builds_with_and_without_a_saved_head() -> None:
