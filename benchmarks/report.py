@@ -671,6 +671,7 @@ def build_page(
     links: list[str],
     make: str = "make bench",
     long_rows: Sequence[dict[str, Any]] = (),
+    note: str = "",
 ) -> str:
     everything = rows
     rows = [r for r in everything if scale_of(r) == 1.0]  # the calibrated simulator: the main tables
@@ -678,6 +679,7 @@ def build_page(
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in rows})) or "-"
     lines = [
         PREAMBLE.format(make=make),
+        *([note.strip(), ""] if note else []),
         ECONOMICS_TEXT.format(turns=turns, seeds=seeds, strategies=_strategy_list(rows)) + ECONOMICS_TAIL,
         *table_lines(cells),
         "",
@@ -782,6 +784,9 @@ def main() -> None:
     )
     parser.add_argument("--peers-json", help="read the peers' rows from this JSON-lines file instead")
     parser.add_argument(
+        "--note", help="a markdown file said under the page's first paragraph: how and where its rows ran"
+    )
+    parser.add_argument(
         "--long-json",
         default=str(HERE / "long_sessions.jsonl") if (HERE / "long_sessions.jsonl").exists() else "",
         help="economics rows of 1,000-turn sessions to show as the long-session table",
@@ -814,7 +819,8 @@ def main() -> None:
     long_rows = (
         [json.loads(x) for x in Path(args.long_json).read_text().splitlines()] if args.long_json else []
     )
-    out.write_text(build_page(rows, others, turns, links, make, long_rows))
+    note = Path(args.note).read_text() if args.note else ""
+    out.write_text(build_page(rows, others, turns, links, make, long_rows, note))
     print(f"wrote {out}", file=sys.stderr)
 
 
