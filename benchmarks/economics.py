@@ -710,6 +710,11 @@ class Foldline:
         return None
 
 
+def _no_edits(suffix: str, label: str, **change: Any) -> Callable[[], Strategy]:
+    """A variant of the headline row (`foldline-no-edits-SUFFIX`) with one design choice changed."""
+    return lambda: Foldline(name=f"foldline-no-edits-{suffix}", label=label, cache_edits=False, **change)
+
+
 STRATEGIES: dict[str, Callable[[], Strategy]] = {
     "none": NoManagement,
     "truncate": Truncation,
@@ -729,34 +734,27 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         name="foldline-no-edits", label="foldline, every level, public API (headline)", cache_edits=False
     ),
     "foldline": Foldline,
-    "foldline-no-edits-memory": lambda: Foldline(
-        name="foldline-no-edits-memory",
-        label="foldline-no-edits with session memory refreshed beside Collapse (the old default)",
-        cache_edits=False,
+    "foldline-no-edits-memory": _no_edits(
+        "memory",
+        "foldline-no-edits with session memory refreshed beside Collapse (the old default)",
         memory_with_collapse=True,
     ),
-    "foldline-no-edits-no-snip": lambda: Foldline(
-        name="foldline-no-edits-no-snip",
-        label="foldline-no-edits with Snip off (no nudge, no id tags)",
-        cache_edits=False,
-        snip=False,
+    "foldline-no-edits-no-snip": _no_edits(
+        "no-snip", "foldline-no-edits with Snip off (no nudge, no id tags)", snip=False
     ),
-    "foldline-no-edits-at-90": lambda: Foldline(
-        name="foldline-no-edits-at-90",
-        label="foldline-no-edits committing folds only at 90% of the window (the default before R3.3.7)",
-        cache_edits=False,
+    "foldline-no-edits-at-90": _no_edits(
+        "at-90",
+        "foldline-no-edits committing folds only at 90% of the window (the default before R3.3.7)",
         commit_when_it_pays=False,
     ),
-    "foldline-no-edits-span10k": lambda: Foldline(
-        name="foldline-no-edits-span10k",
-        label="foldline-no-edits with Collapse summaries of 10K-token spans (20K by default)",
-        cache_edits=False,
+    "foldline-no-edits-span10k": _no_edits(
+        "span10k",
+        "foldline-no-edits with Collapse summaries of 10K-token spans (20K by default)",
         span_target_tokens=10_000,
     ),
-    "foldline-no-edits-100k": lambda: Foldline(
-        name="foldline-no-edits-100k",
-        label="foldline-no-edits managing to a 100K working window on the 200K model",
-        cache_edits=False,
+    "foldline-no-edits-100k": _no_edits(
+        "100k",
+        "foldline-no-edits managing to a 100K working window on the 200K model",
         working_window=100_000,
     ),
 }
