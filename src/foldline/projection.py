@@ -151,12 +151,7 @@ def collapse_summary_text(commit: CollapseCommit) -> str:
 
 def is_summary(entry: Entry) -> bool:
     """A compaction's summary or a fold's stand-in: what carries the conversation's older facts."""
-    if not isinstance(entry, UserEntry):
-        return False
-    content = entry.message.content
-    return entry.is_compact_summary or (
-        isinstance(content, str) and content.startswith("<collapsed-context id=")
-    )
+    return isinstance(entry, UserEntry) and (entry.is_compact_summary or is_fold_summary(entry))
 
 
 def is_fold_summary(entry: Entry) -> bool:

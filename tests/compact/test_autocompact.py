@@ -206,10 +206,10 @@ async def test_collapse_on_leaves_only_prompt_too_long_and_manual_compaction() -
     assert result.records[0].trigger == "reactive"
 
 
-def folded(records: list[AnyRecord], summary_words: int) -> list[AnyRecord]:
-    """`records` with each of its first 8 rounds folded by Collapse into a `summary_words` summary."""
+def folded(records: list[AnyRecord], summary_words: int, rounds: range = range(8)) -> list[AnyRecord]:
+    """`records` with each of `rounds` folded by Collapse into a `summary_words` summary."""
     out = list(records)
-    for r in range(8):
+    for r in rounds:
         first, last = records[1 + 3 * r], records[2 + 3 * r]
         uuid = f"10000000-0000-4000-8000-{r:012d}"
         out.append(
@@ -240,6 +240,18 @@ async def test_collapse_on_compacts_once_the_fold_summaries_pass_their_budget(
     if compacts:
         assert isinstance(result.records[0], CompactBoundary)
         assert result.records[0].trigger == "auto"
+
+
+async def test_the_fold_budget_is_counted_again_after_a_new_fold_not_only_once() -> None:
+    # The count is kept between rounds; folds committed later must still reach it.
+    provider = ScriptedProvider([{"text": summary_text()}])
+    stage = stage_for(provider, collapse_enabled=True)
+    conv = conversation(12, words=50)
+    small = folded(conv, 200, rounds=range(4))
+    assert (await stage.run(ctx_for(small, Config(), 30_000))).records == ()
+    grown = folded(small, 1_600, rounds=range(4, 12))
+    result = await stage.run(ctx_for(grown, Config(), 30_000))
+    assert isinstance(result.records[0], CompactBoundary)
 
 
 async def test_breaker_stops_automatic_attempts_but_not_manual_ones() -> None:
