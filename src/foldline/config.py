@@ -88,11 +88,12 @@ class CollapseConfig:
     the cache reads a fold saves over the session's expected remaining requests exceed the cost of
     writing again the cached tokens after it. The summaries are written in the background either
     way, so holding them until `commit_at` only keeps paying to read what they replace."""
-    summaries_budget_tokens: int = 10_000
+    summaries_budget_tokens: int = 5_000
     """Tokens of fold summaries in view at which AutoCompact replaces them, with the rest, by one
-    summary (design.md R3.3.8). Collapse never folds its own summaries, so without this they would
-    grow with the session; every request reads them, so a small budget pays for the compactions it
-    triggers (about one in 60 turns on the benchmark profiles, each one summary request)."""
+    summary, at the next turn's first request (design.md R3.3.8). Collapse never folds its own
+    summaries, so without this they would grow with the session; every request reads them, so a
+    small budget pays for the compactions it triggers (about one in 25 turns on the benchmark
+    profiles, each one summary request)."""
     expected_rest_min_requests: int = 20
     """The fewest requests a session is expected to have left: the estimate is the requests it has
     made so far (a session that has run n requests is, as likely as not, halfway), never below this."""

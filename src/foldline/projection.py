@@ -34,6 +34,7 @@ from foldline.timeline import (
 from foldline.tokens import ContextCount, context_count, estimate_entry, padded
 
 __all__ = [
+    "FOLD_SUMMARY_OPENING",
     "REPROJECTING",
     "ProjectionState",
     "collapse_summary_text",
@@ -144,9 +145,13 @@ def _apply_cleared(entries: list[Entry], cleared: Sequence[tuple[str, str]]) -> 
     return out
 
 
+FOLD_SUMMARY_OPENING = "<collapsed-context id="
+"""How the text that stands in for a folded span begins (`collapse_summary_text`)."""
+
+
 def collapse_summary_text(commit: CollapseCommit) -> str:
     """The text that stands in for a folded span in the API view."""
-    return f"<collapsed-context id={commit.collapse_id}>\n{commit.summary}\n</collapsed-context>"
+    return f"{FOLD_SUMMARY_OPENING}{commit.collapse_id}>\n{commit.summary}\n</collapsed-context>"
 
 
 def is_summary(entry: Entry) -> bool:
@@ -159,7 +164,7 @@ def is_fold_summary(entry: Entry) -> bool:
     if not isinstance(entry, UserEntry):
         return False
     content = entry.message.content
-    return isinstance(content, str) and content.startswith("<collapsed-context id=")
+    return isinstance(content, str) and content.startswith(FOLD_SUMMARY_OPENING)
 
 
 def _apply_collapses(entries: list[Entry], collapses: Sequence[CollapseCommit]) -> list[Entry]:

@@ -13,7 +13,7 @@ import pytest
 
 from foldline._json import dumps
 from foldline.compact.collapse import Collapse, CollapseStore
-from foldline.compact.ctx_agent import CtxAgent, FoldFailure, StagedFold, find_spans
+from foldline.compact.ctx_agent import CtxAgent, FoldFailure, StagedFold, find_spans, summary_tokens
 from foldline.compact.pipeline import CompactionContext, StageResult, recover_prompt_too_long
 from foldline.config import CollapseConfig, Config
 from foldline.projection import project_view
@@ -29,7 +29,9 @@ from foldline.timeline import (
     Usage,
     UserEntry,
     UserMessage,
+    api_filter,
 )
+from foldline.tokens import estimate_entry, padded
 
 pytestmark = pytest.mark.anyio
 
@@ -119,8 +121,15 @@ async def test_the_drain_commits_everything_staged_with_a_receipt_whatever_the_t
     assert result.tokens_freed == sum(c.tokens_before - c.tokens_after for c in commits)
     assert result.tokens_freed > 2_000
     assert receipt.content.startswith("prompt too long: committed 2 folds of turn 1, turn 2")
-    # Turns 1-6 were cached up to the last reply (6,000 tokens read): the fold at turn 1 rewrites it all.
-    assert "rewrites 6,000 cached tokens" in receipt.content
+    # Turns 1-6 were cached up to the last reply (6,000 tokens read). The folds drop turns 1-2: what is
+    # written again is their summaries and turns 3-6 up to that reply.
+    folded = {u for s in spans for u in s.uuids}
+    cached_view = api_filter(project_view(records))
+    last_reply = max(i for i, e in enumerate(cached_view) if isinstance(e, AssistantEntry))
+    later = sum(estimate_entry(e) for e in cached_view[:last_reply] if e.uuid not in folded)
+    rewrite = padded(later) + sum(summary_tokens(c.summary) for c in commits)
+    assert rewrite < 6_000
+    assert f"rewrites {rewrite:,} cached tokens" in receipt.content
     view = project_view([*records, *result.records])
     assert sum(1 for e in view if isinstance(e, UserEntry) and e.is_meta) == 2
 

@@ -35,12 +35,12 @@ from tests.engine.conftest import Harness
 from foldline._json import dumps
 from foldline.cli import cli
 from foldline.compact.collapse import Collapse
-from foldline.compact.ctx_agent import StagedFold, find_spans
+from foldline.compact.ctx_agent import StagedFold, find_spans, summary_tokens
 from foldline.compact.pipeline import CompactionContext, StageResult
 from foldline.config import Config
 from foldline.engine import QueryEngine
 from foldline.events import CompactionEvent, NoticeEvent, UIEvent
-from foldline.projection import context_tokens_of
+from foldline.projection import context_tokens_of, project_view
 from foldline.testing import FunctionProvider, http_error
 from foldline.timeline import (
     AssistantEntry,
@@ -48,10 +48,12 @@ from foldline.timeline import (
     CollapseCommit,
     SystemEntry,
     UserEntry,
+    api_filter,
     new_uuid,
     now_iso,
     ui_view,
 )
+from foldline.tokens import estimate_entry, padded
 from foldline.tools import default_tools
 from foldline.transcript import TranscriptWriter, load_transcript, open_session
 
@@ -533,7 +535,8 @@ async def test_the_ctx_agent_request_reads_the_main_cache_at_the_server(
     assert usage.cache_creation_input_tokens + usage.input_tokens < 1_000
     assert list(h.statuses()) == [200, 200, 200, 200]
 
-    # On to the commit: its receipt prices the cache rewrite from the first fold on.
+    # On to the commit: its receipt prices the cache rewrite: the summary and what follows the span,
+    # not the span itself, which is dropped rather than written again.
     n = 3
     while not any(isinstance(r, CollapseCommit) for r in engine.timeline):
         n += 1
@@ -546,7 +549,17 @@ async def test_the_ctx_agent_request_reads_the_main_cache_at_the_server(
     assert receipt.data is not None
     rewrite = receipt.data["cached_rewrite_tokens"]
     assert isinstance(rewrite, int)
-    assert rewrite > 20_000  # turns 1 onwards were cached, and the fold starts at turn 1
+    commits = [r for r in engine.timeline if isinstance(r, CollapseCommit)]
+    summaries = sum(summary_tokens(c.summary) for c in commits)
+    kept = sum(
+        estimate_entry(e)
+        for e in api_filter(project_view(list(engine.timeline)))
+        if not any(e.uuid == c.uuid for c in commits)
+    )
+    # turns 1-3 held over 20,000 cached tokens; the folds rewrite only their summaries and the turns
+    # after them
+    assert summaries < rewrite < 20_000
+    assert rewrite <= padded(kept) + summaries
     assert f"rewrites {rewrite:,} cached tokens" in receipt.content
     assert set(h.statuses()) == {200}
 

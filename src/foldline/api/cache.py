@@ -290,6 +290,7 @@ def add_cache_breakpoints(
     config: CacheConfig | None = None,
     memo: PreparedMessages | None = None,
     pause_share: float | None = None,
+    stable_end: BlockPosition | None = None,
 ) -> CacheMarked:
     """Place the request's `cache_control` breakpoints and cache_edits blocks (design.md §4.2).
 
@@ -312,6 +313,10 @@ def add_cache_breakpoints(
         memo: reuse messages prepared by earlier calls of the same session (see `PreparedMessages`).
         pause_share: the expected share of pauses before a prompt that outlast the 5-minute TTL
             (`pause_share` of the session's entries); None: `config.pause_share_prior`.
+        stable_end: the last block of what stands for folded history (the summaries Context
+            Collapse put in place of older turns). The next fold appends its summary after it and
+            rewrites from there, so when a breakpoint is left over it goes here too, keeping that
+            entry written and refreshed for the fold's request to read (design.md §4.2).
 
     Returns:
         Marked copies and the new pins to append to the timeline.
@@ -337,6 +342,11 @@ def add_cache_breakpoints(
     else:
         for point in points:
             _mark(out, point, message_ttl)
+    head = _last_cacheable(out, stable_end) if stable_end is not None and _valid(out, stable_end) else None
+    if head is not None and points and head < points[0] and len(points) < budget:
+        # 1h when allowed: folds come turns apart, often more than five minutes
+        _mark(out, head, "1h" if may_1h else message_ttl)
+        points = (head, *points)
     return CacheMarked(out, marked_system, marked_tools, new_pins, points)
 
 

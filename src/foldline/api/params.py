@@ -37,7 +37,7 @@ from foldline.api.normalize import FrozenHead, IncrementalNormalizer, MessagePar
 from foldline.api.validate import MIN_THINKING_BUDGET
 from foldline.config import CacheConfig, Config
 from foldline.errors import UserError
-from foldline.projection import REPROJECTING, pins_in_view, project_view, rebuild_state
+from foldline.projection import FOLD_SUMMARY_OPENING, REPROJECTING, pins_in_view, project_view, rebuild_state
 from foldline.providers.base import Capabilities
 from foldline.timeline import (
     ENTRY_TYPES,
@@ -350,6 +350,7 @@ class RequestAssembler:
             config=self.config.cache,
             memo=self._memo,
             pause_share=pause_share(self._entries, self.config.cache),
+            stable_end=fold_summaries_end(messages),
         )
         wanted = list(requested_betas)
         if self.config.long_context:
@@ -453,3 +454,15 @@ def _typed(entry: UserEntry) -> bool:
         return False
     content = entry.message.content
     return isinstance(content, str) or not any(b.get("type") == "tool_result" for b in content)
+
+
+def fold_summaries_end(messages: Sequence[MessageParam]) -> BlockPosition | None:
+    """The last block of the messages that stands for folded turns (a Collapse summary), or None."""
+    end: BlockPosition | None = None
+    for i, message in enumerate(messages):
+        if message["role"] != "user":
+            continue
+        for j, block in enumerate(message["content"]):
+            if block.get("type") == "text" and str(block.get("text", "")).startswith(FOLD_SUMMARY_OPENING):
+                end = (i, j)
+    return end

@@ -41,6 +41,7 @@ import msgspec
 from foldline._incremental import GrowthCursor
 from foldline._types import Block, JSONObject
 from foldline.compact.api_rounds import drop_oldest_rounds, recent_tail_start, shrink_oversized
+from foldline.compact.ctx_agent import opens_turn
 from foldline.compact.fork import ask_forked
 from foldline.compact.pipeline import CompactionContext, Stage, StageResult
 from foldline.compact.prompts import SUMMARY_SECTIONS, read_summary, summary_prompt
@@ -215,7 +216,7 @@ class AutoCompactStage:
         view is projected again only after one (projecting 20K messages every round took 22 ms).
         """
         budget = ctx.config.scaled(ctx.config.collapse.summaries_budget_tokens)
-        if ctx.tokens < budget:
+        if ctx.tokens < budget or not opens_turn(ctx.records):
             return False
         appended = self._folds_seen.advance(ctx.records)
         if appended is None or any(isinstance(r, REPROJECTING) for r in appended):

@@ -44,6 +44,7 @@ from foldline.compact.ctx_agent import (
     cached_rewrite_tokens,
     find_spans,
     fold_savings,
+    opens_turn,
     summary_tokens,
 )
 from foldline.compact.pipeline import CompactionContext, StageResult
@@ -295,7 +296,9 @@ class Collapse:
             return StageResult()
         window = ctx.config.effective_window
         commit_line, emergency_line = cfg.commit_at * window, cfg.emergency_at * window
-        if ctx.tokens < commit_line and not (cfg.commit_when_it_pays and self._pays(ctx)):
+        if ctx.tokens < commit_line and not (
+            cfg.commit_when_it_pays and opens_turn(ctx.records) and self._pays(ctx)
+        ):
             return StageResult()
         if ctx.tokens >= emergency_line:
             await self.wait()  # what the run in flight stages may be enough; waiting never cancels it
@@ -312,7 +315,7 @@ class Collapse:
         if not folds:
             return False
         saved = sum(fold_savings(fold) for fold in folds)
-        rewrite = cached_rewrite_tokens(ctx.records, folds[0].span.first_uuid)
+        rewrite = cached_rewrite_tokens(ctx.records, folds)
         made = sum(1 for r in ctx.records if isinstance(r, AssistantEntry))
         rest = max(made, ctx.config.collapse.expected_rest_min_requests)
         rates = prices_for(ctx.config.model).base
@@ -417,9 +420,7 @@ class Collapse:
                 )
             )
             freed += max(0, fold.span.tokens - after)
-        # Folds are oldest first and a fold rewrites everything after its first message, so the
-        # first fold's start is where the rewrite begins for all of them.
-        rewrite = cached_rewrite_tokens(cached_from or records, folds[0].span.first_uuid)
+        rewrite = cached_rewrite_tokens(cached_from or records, folds)
         label = {"commit": "committed", "emergency": "emergency", "drain": "prompt too long: committed"}[kind]
         spans = _spans_text([f.span for f in folds])
         noun = "fold" if len(folds) == 1 else f"{len(folds)} folds"

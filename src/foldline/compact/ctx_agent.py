@@ -54,6 +54,7 @@ __all__ = [
     "find_spans",
     "fold_savings",
     "is_typed_prompt",
+    "opens_turn",
     "summary_of",
     "summary_tokens",
 ]
@@ -108,6 +109,21 @@ def is_typed_prompt(entry: Entry) -> bool:
     if isinstance(content, str):
         return True
     return not any(b.get("type") == "tool_result" for b in content)
+
+
+def opens_turn(records: Sequence[AnyRecord]) -> bool:
+    """Whether the next request is a user turn's first: a typed prompt came after the last reply.
+
+    That request's cached prefix ends where the turn before it did, so a change made now rewrites
+    only what follows the change up to the new prompt; made later in the turn, it would also rewrite
+    every round of the turn so far (design.md R3.3.7).
+    """
+    for record in reversed(records):
+        if isinstance(record, AssistantEntry) and not record.is_api_error_message:
+            return False
+        if isinstance(record, UserEntry) and is_typed_prompt(record):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -227,23 +243,29 @@ def find_spans(
     return spans
 
 
-def cached_rewrite_tokens(records: Sequence[AnyRecord], first_uuid: str) -> int:
-    """Cached tokens a fold starting at `first_uuid` makes the next request write again.
+def cached_rewrite_tokens(records: Sequence[AnyRecord], folds: Sequence[StagedFold]) -> int:
+    """Cached tokens committing `folds` (oldest first) makes the next request write again.
 
-    The last reply's usage says how much of its request was cached (read or written); everything in
-    it from the fold's first message on changes bytes. Estimated from that message to the last
-    reply, capped by what was cached.
+    The last reply's usage says how much of its request was cached (read or written). From the first
+    fold's first message on, every byte changes: the folded spans are dropped (not written again),
+    their summaries are written in their place, and whatever follows them is written again. Estimated
+    from that message to the last reply, capped by what was cached.
     """
+    if not folds:
+        return 0
     view = api_filter(project_view(records))
-    first = next((i for i, e in enumerate(view) if e.uuid == first_uuid), None)
+    first = next((i for i, e in enumerate(view) if e.uuid == folds[0].span.first_uuid), None)
     if first is None:
         return 0
+    folded = frozenset(u for fold in folds for u in fold.span.uuids)
     for anchor in range(len(view) - 1, first, -1):
         reply = view[anchor]
         if isinstance(reply, AssistantEntry) and reply.message.usage is not None:
             usage = reply.message.usage
             cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
-            return min(cached, padded(sum(estimate_entry(e) for e in view[first:anchor])))
+            kept = sum(estimate_entry(e) for e in view[first:anchor] if e.uuid not in folded)
+            written = sum(summary_tokens(fold.summary) for fold in folds)
+            return min(cached, padded(kept) + written)
     return 0
 
 
