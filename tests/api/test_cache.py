@@ -351,3 +351,109 @@ def test_the_local_servers_cache_reads_every_previous_prefix(session: Any) -> No
         if turn:
             assert usage.cache_read_input_tokens >= previous_cached > 0, turn
         previous_cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+
+
+def _fold(n: int) -> Block:
+    summary = f"turn {n}: read the failing test, fixed the parser."
+    return _t(f"<collapsed-context id=f{n}>\n{summary}\n</collapsed-context>")
+
+
+def test_the_fold_summaries_keep_an_hour_entry_in_a_spare_breakpoint() -> None:
+    use = {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}
+    mid_turn = _msgs(
+        ("user", [_fold(1), _t("now the lexer")]),
+        ("assistant", [use]),
+        ("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+    )
+    marked = add_cache_breakpoints(mid_turn, system=[_t("s")], tools=TOOLS, stable_end=(0, 0))
+    assert marked.message_breakpoints == ((0, 0), (2, 0))
+    assert marked.messages[0]["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    # no spare breakpoint: a turn of more than 20 blocks needs both for the lookback
+    uses = [{"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {}} for i in range(12)]
+    results = [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "ok"} for i in range(12)]
+    busy = _msgs(("user", [_fold(1), _t("go")]), ("assistant", uses), ("user", results))
+    crowded = add_cache_breakpoints(busy, system=[_t("s")], tools=TOOLS, stable_end=(0, 0))
+    assert crowded.message_breakpoints == ((0, 1), (2, 11))
+    assert "cache_control" not in crowded.messages[0]["content"][0]
+    # nothing to add when the summaries end where the only breakpoint already is
+    opening = _msgs(("user", [_fold(1)]))
+    assert add_cache_breakpoints(opening, stable_end=(0, 0)).message_breakpoints == ((0, 0),)
+    body = {"model": "m", "max_tokens": 10, "messages": marked.messages, "system": marked.system}
+    assert find_errors(body | {"tools": marked.tools}) == []
+
+
+def test_the_next_fold_reads_the_earlier_summaries_from_the_cache() -> None:
+    """A fold rewrites from its summary on, not every message: the summaries before it stay cached."""
+    from foldline.server.caching import PromptCache, flatten
+
+    use = {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}
+    long_text = " ".join(["word"] * 3_000)
+    turn_2 = _msgs(
+        ("user", [_t(f"<collapsed-context id=f1>\n{long_text}\n</collapsed-context>"), _t("now the lexer")]),
+        ("assistant", [use]),
+        ("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+    )
+    # turn 3 opens after turn 2 was folded too: the second summary follows the first
+    turn_3 = _msgs(("user", [turn_2[0]["content"][0], _fold(2), _t("and the tests")]))
+
+    def read_by_turn_3(anchor: bool) -> int:
+        cache = PromptCache(clock=lambda: 0.0)
+        for messages, end in ((turn_2, (0, 0)), (turn_3, (0, 1))):
+            marked = add_cache_breakpoints(
+                messages, system=[_t("s")], tools=TOOLS, stable_end=end if anchor else None
+            )
+            body = {"model": "m", "messages": marked.messages, "system": marked.system, "tools": marked.tools}
+            usage = cache.apply(flatten(body), min_tokens=0)
+        return usage.cache_read_input_tokens
+
+    assert read_by_turn_3(anchor=True) > 3_000  # the first summary came from the cache
+    assert read_by_turn_3(anchor=False) < 1_000  # only tools and system did
+
+
+def test_a_request_marks_where_the_fold_summaries_end() -> None:
+    """The engine's requests give the cache marking the last fold summary: it carries a 1h breakpoint."""
+    from foldline.providers.base import Capabilities
+    from foldline.timeline import CollapseCommit
+
+    def entry(n: int, role: str, text: str) -> AnyRecord:
+        uuid, parent = f"00000000-0000-4000-8000-{n:012d}", f"00000000-0000-4000-8000-{n - 1:012d}"
+        if role == "user":
+            return UserEntry(
+                uuid=uuid,
+                parent_uuid=parent if n > 1 else None,
+                timestamp="t",
+                message=UserMessage(content=text),
+            )
+        return AssistantEntry(
+            uuid=uuid,
+            parent_uuid=parent,
+            timestamp="t",
+            message=AssistantMessage(id=f"m{n}", content=[_t(text)]),
+        )
+
+    records: list[AnyRecord] = [
+        entry(1, "user", "fix the parser"),
+        entry(2, "assistant", "fixed"),
+        entry(3, "user", "now the lexer"),
+        entry(4, "assistant", "done"),
+        entry(5, "user", "and the tests"),
+    ]
+    fold = CollapseCommit(
+        uuid="c1",
+        timestamp="t",
+        collapse_id="f1",
+        first_uuid=records[0].uuid,
+        last_uuid=records[1].uuid,
+        summary="turn 1: fixed the parser",
+    )
+    plan = build_request([*records, fold], Config(), SYSTEM, TOOLS, Capabilities(name="test"))
+    marks = dict(_controls(plan.body))
+    [(where, text)] = [
+        (f"messages.{i}.{j}", b["text"])
+        for i, m in enumerate(plan.body["messages"])
+        for j, b in enumerate(m["content"])
+        if b.get("type") == "text" and b["text"].startswith("<collapsed-context")
+    ]
+    assert "fixed the parser" in text
+    assert marks[where] == {"type": "ephemeral", "ttl": "1h"}
+    assert find_errors(plan.body) == []

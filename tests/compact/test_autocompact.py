@@ -229,7 +229,7 @@ def folded(records: list[AnyRecord], summary_words: int, rounds: range = range(8
 async def test_collapse_on_compacts_once_the_fold_summaries_pass_their_budget(
     summary_words: int, compacts: bool
 ) -> None:
-    # R3.3.8: 8 summaries of ~250 tokens stay; of ~2,000 (16K, past the 10K budget) are compacted,
+    # R3.3.8: 8 summaries of ~250 tokens (2K) stay; of ~2,000 (16K, past the 5K budget) are compacted,
     # far below the 167K threshold, although Collapse is on.
     provider = ScriptedProvider([{"text": summary_text()}])
     stage = stage_for(provider, collapse_enabled=True)
@@ -240,6 +240,40 @@ async def test_collapse_on_compacts_once_the_fold_summaries_pass_their_budget(
     if compacts:
         assert isinstance(result.records[0], CompactBoundary)
         assert result.records[0].trigger == "auto"
+
+
+async def test_the_fold_budget_compacts_at_a_turns_first_request_not_inside_a_turn() -> None:
+    # Inside a turn the cached prefix holds the turn's rounds so far, and a compaction would write
+    # them all again; at the next prompt only the prompt follows the summary.
+    provider = ScriptedProvider([{"text": summary_text()}])
+    stage = stage_for(provider, collapse_enabled=True)
+    over = folded(conversation(12, words=50), 1_600)
+    use = {"type": "tool_use", "id": "toolu_x", "name": "Bash", "input": {"command": "ls"}}
+    inside = [
+        *over,
+        AssistantEntry(
+            uuid="20000000-0000-4000-8000-000000000001",
+            timestamp="2026-01-01T00:00:00Z",
+            session_id="s",
+            message=AssistantMessage(id="msg_x", model="m", content=[use]),
+        ),
+        UserEntry(
+            uuid="20000000-0000-4000-8000-000000000002",
+            timestamp="2026-01-01T00:00:00Z",
+            session_id="s",
+            message=UserMessage(content=[{"type": "tool_result", "tool_use_id": "toolu_x", "content": "ok"}]),
+        ),
+    ]
+    assert (await stage.run(ctx_for(inside, Config(), 30_000))).records == ()
+    assert provider.calls == []
+    prompt = UserEntry(
+        uuid="20000000-0000-4000-8000-000000000003",
+        timestamp="2026-01-01T00:00:00Z",
+        session_id="s",
+        message=UserMessage(content="next: the parser"),
+    )
+    result = await stage.run(ctx_for([*inside, prompt], Config(), 30_000))
+    assert isinstance(result.records[0], CompactBoundary)
 
 
 async def test_the_fold_budget_is_counted_again_after_a_new_fold_not_only_once() -> None:

@@ -108,6 +108,42 @@ def _ctx(records: list[AnyRecord], tokens: int) -> CompactionContext:
     return CompactionContext(tuple(records), CONFIG, Capabilities(name="test"), tokens)
 
 
+async def test_a_fold_that_pays_commits_at_a_turns_first_request_not_inside_the_turn() -> None:
+    # R3.3.7: inside a turn the commit would also write again the turn's rounds so far; at the next
+    # prompt, only what follows the folds.
+    config = Config(collapse=CollapseConfig(span_target_tokens=1_000, expected_rest_min_requests=1_000))
+    records = conversation(6)
+    spans = find_spans(records, config)[:2]
+
+    def level() -> Collapse:
+        staged = Collapse(FunctionProvider(lambda body, betas: {"text": ""}), "sys", [], config)
+        staged.store.staged = [StagedFold(s, "## Task\nshort", Usage()) for s in spans]
+        return staged
+
+    use = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+    round_of_turn_7: list[AnyRecord] = [
+        UserEntry(uuid=_uuid(100), timestamp="t", message=UserMessage(content="Turn 7: the lexer")),
+        AssistantEntry(
+            uuid=_uuid(101), timestamp="t", message=AssistantMessage(id="m7", model="m", content=[use])
+        ),
+        UserEntry(
+            uuid=_uuid(102),
+            timestamp="t",
+            message=UserMessage(content=[{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]),
+        ),
+    ]
+    inside = await level().run(
+        CompactionContext((*records, *round_of_turn_7), config, Capabilities(name="t"), 100)
+    )
+    assert inside.records == ()
+    opening = await level().run(
+        CompactionContext((*records, round_of_turn_7[0]), config, Capabilities(name="t"), 100)
+    )
+    assert [(c.first_uuid, c.last_uuid) for c in opening.records if isinstance(c, CollapseCommit)] == [
+        (s.first_uuid, s.last_uuid) for s in spans
+    ]
+
+
 async def test_the_drain_commits_everything_staged_with_a_receipt_whatever_the_threshold() -> None:
     records = conversation(6)
     level = collapse()
