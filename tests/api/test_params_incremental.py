@@ -20,7 +20,7 @@ from foldline.api.normalize import IncrementalNormalizer, NormalizeOptions, norm
 from foldline.api.params import RequestAssembler, build_request
 from foldline.config import Config
 from foldline.errors import UserError
-from foldline.timeline import AnyRecord, CachePin, SnipBoundary, UserEntry
+from foldline.timeline import AnyRecord, CachePin, CollapseCommit, SnipBoundary, UserEntry
 
 _SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOOLS = [{"name": "Read", "description": "read", "input_schema": {"type": "object"}}]
@@ -177,3 +177,48 @@ def test_a_cold_build_runs_no_garbage_collection_and_leaves_collection_as_it_was
         assert not gc.isenabled()  # a caller's choice to keep it off is kept
     finally:
         gc.enable()
+
+
+def test_folds_committed_along_the_way_mark_the_same_summary_end_as_a_fresh_build() -> None:
+    """The assembler keeps where the fold summaries end between requests; each fold moves it."""
+    records: list[AnyRecord] = []
+    assembler = RequestAssembler(Config(), "sys", TOOLS, LOCAL)
+    marked: list[str] = []
+    for turn in range(8):
+        tid = f"toolu_{turn}"
+        records += [
+            user(f"turn {turn}: read the file"),
+            reply(f"m{turn}a", {"type": "tool_use", "id": tid, "name": "Read", "input": {}}),
+            user([{"type": "tool_result", "tool_use_id": tid, "content": "ok " * 50}]),
+            reply(f"m{turn}b", {"type": "text", "text": f"done {turn}"}),
+        ]
+        if turn in (3, 6):  # fold the turns not folded yet, save the last two
+            first = next(
+                r
+                for r in records
+                if isinstance(r, UserEntry) and r.message.content == f"turn {turn - 3}: read the file"
+            )
+            last = records[-5]
+            records.append(
+                CollapseCommit(
+                    uuid=f"c{turn}",
+                    timestamp="t",
+                    collapse_id=f"c{turn}",
+                    first_uuid=first.uuid,
+                    last_uuid=last.uuid,
+                    summary=f"turns up to {turn - 1}",
+                )
+            )
+        for extra in ("next", "and on"):
+            records.append(user(f"{extra} {turn}"))
+            plan = assembler.build(records)
+            fresh = build_request(records, Config(), "sys", TOOLS, LOCAL)
+            assert orjson.dumps(plan.body) == orjson.dumps(fresh.body)
+            marked += [
+                b["text"][:30]
+                for m in plan.body["messages"]
+                for b in m["content"]
+                if b.get("type") == "text" and b["text"].startswith("<collapsed") and "cache_control" in b
+            ]
+            records.append(reply(f"m{turn}{extra}", {"type": "text", "text": "ok"}))
+    assert {text.split(">")[0] for text in marked} == {"<collapsed-context id=c3", "<collapsed-context id=c6"}

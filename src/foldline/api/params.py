@@ -157,6 +157,27 @@ class _TurnBoundaries:
         return all(_opens_with_thinking(messages, b) for b in self._last)
 
 
+class _FoldSummaries:
+    """Where the fold summaries end (`fold_summaries_end`), kept per session: each call rescans only
+    the messages that are not the very objects the previous call saw."""
+
+    def __init__(self) -> None:
+        self._seen: list[MessageParam] = []
+        self._end: BlockPosition | None = None
+
+    def end(self, messages: Sequence[MessageParam]) -> BlockPosition | None:
+        kept = same_objects_prefix(messages, self._seen)
+        found = fold_summaries_end(messages[kept:])
+        if found is not None:
+            end: BlockPosition | None = (found[0] + kept, found[1])
+        elif self._end is not None and self._end[0] < kept:
+            end = self._end
+        else:
+            end = fold_summaries_end(messages[:kept])
+        self._seen, self._end = list(messages), end
+        return end
+
+
 def params_from_context(
     *,
     model: str,
@@ -251,6 +272,7 @@ class RequestAssembler:
         self._normalizer = IncrementalNormalizer(options)
         self._memo = PreparedMessages()
         self._turns = _TurnBoundaries()
+        self._folds = _FoldSummaries()
         self._static: tuple[object, object, StaticHashes] | None = None
         self._cursor: GrowthCursor[AnyRecord] = GrowthCursor()
         self._entries: list[Entry] = []
@@ -350,7 +372,7 @@ class RequestAssembler:
             config=self.config.cache,
             memo=self._memo,
             pause_share=pause_share(self._entries, self.config.cache),
-            stable_end=fold_summaries_end(messages),
+            stable_end=self._folds.end(messages),
         )
         wanted = list(requested_betas)
         if self.config.long_context:
