@@ -92,7 +92,7 @@ class CollapseConfig:
     """Tokens of fold summaries in view at which AutoCompact replaces them, with the rest, by one
     summary, at the next turn's first request (design.md R3.3.8). Collapse never folds its own
     summaries, so without this they would grow with the session; every request reads them, so a
-    small budget pays for the compactions it triggers (about one in 25 turns on the benchmark
+    small budget pays for the compactions it triggers (one to five in 100 turns on the benchmark
     profiles, each one summary request)."""
     expected_rest_min_requests: int = 20
     """The fewest requests a session is expected to have left: the estimate is the requests it has
