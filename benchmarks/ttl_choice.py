@@ -23,10 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from foldline.config import CacheConfig, Config
-from foldline.demo import DEMO_SETTINGS, DemoSettings, demo_config
-from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
-from foldline.simulation import SimulatedClock, SimulationReport, simulate
+from foldline.config import CacheConfig
+from foldline.demo import DEMO_SETTINGS, DemoSettings, run_session
+from foldline.simulation import SimulationReport
 
 SETTINGS: dict[str, CacheConfig] = {
     "chosen": CacheConfig(),
@@ -37,30 +36,7 @@ SETTINGS: dict[str, CacheConfig] = {
 
 async def play(settings: DemoSettings, cache: CacheConfig, root: Path) -> SimulationReport:
     """The demo's managed session with `cache` as its breakpoints' TTL setting."""
-    from foldline.server.app import create_app
-    from foldline.server.config import ServerConfig
-    from foldline.server.simulated import SimulatedBackend
-    from foldline.server.testing import run_server
-
-    clock = SimulatedClock()
-    app = create_app(
-        ServerConfig(context_window=settings.context_window),
-        backend=SimulatedBackend(seed=settings.seed, profile=settings.profile),
-        clock=clock,
-    )
-    config: Config = dataclasses.replace(demo_config(settings, root, managed=True), cache=cache)
-    with run_server(app) as url:
-        provider = AnthropicProvider(base_url=url, api_key="ttl", capabilities=FOLDLINE_SERVE_CAPABILITIES)
-        return await simulate(
-            provider,
-            profile=settings.profile,
-            turns=settings.turns,
-            seed=settings.seed,
-            workspace=root / "workspace",
-            sessions_dir=root / "sessions",
-            config=config,
-            clock=clock,
-        )
+    return await run_session(settings, root, managed=True, cache=cache)
 
 
 def main() -> None:

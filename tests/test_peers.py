@@ -7,39 +7,25 @@ interop cache, `foldline.interop`), skipping only where the client cannot be ins
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from tests._benchmarks import BENCHMARKS, load_benchmark
 
 from foldline import interop
 from foldline.server.simulated.profiles import planted_facts
 from foldline.simulation import SimulationReport, score_facts
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def _load(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # peers imports economics by name, as when run as a script
-    spec.loader.exec_module(module)
-    return module
-
-
-econ = _load("economics")
-peers = _load("peers")
+econ = load_benchmark("economics")
+peers = load_benchmark("peers")
 
 
 def test_a_logged_answer_is_metered_as_the_server_billed_it() -> None:
@@ -106,7 +92,7 @@ def test_a_client_s_answers_are_judged_as_foldline_s() -> None:
 
 
 def test_the_page_names_the_real_clients_rows() -> None:
-    report = _load("report")
+    report = load_benchmark("report")
     row = econ.report_row("feature", "opencode", "opencode, real", SimulationReport("feature", 7, 3))
     page = report.build_page([row], [], "feature 3", [])
     assert "| feature | opencode | 1 |" in page
@@ -172,7 +158,7 @@ def test_each_client_setting_is_its_own_row_named_after_the_setting() -> None:
 
 
 def test_a_client_at_a_setting_is_a_peer_of_its_own_on_the_page() -> None:
-    report = _load("report")
+    report = load_benchmark("report")
     rows = [
         {**econ.report_row("feature", name, name, SimulationReport("feature", 7, 3)), "seed": seed}
         for name in ("claude-code", "claude-code@100k")

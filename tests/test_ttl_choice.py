@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ttl_choice", BENCHMARKS / "ttl_choice.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests._benchmarks import load_benchmark
 
 
 def test_each_setting_writes_the_ttls_it_names(tmp_path: Path) -> None:
-    ttl = _module()
+    ttl = load_benchmark("ttl_choice")
     settings = dataclasses.replace(ttl.DEMO_SETTINGS, turns=3, context_window=200_000)
     hour: dict[str, int] = {}
     for name in ("chosen", "all-5m"):

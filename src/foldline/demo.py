@@ -18,6 +18,7 @@ fires in the default run; a level that did not fire is named in the output, neve
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import tempfile
 import time
@@ -30,7 +31,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from foldline.config import Config, MicrocompactConfig, TranscriptConfig
+from foldline.config import CacheConfig, Config, MicrocompactConfig, TranscriptConfig
 from foldline.events import CompactionEvent, RetryEvent, UIEvent
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.simulation import SimulatedClock, SimulationReport, simulate
@@ -44,6 +45,7 @@ __all__ = [
     "level_counts",
     "main",
     "run_demo",
+    "run_session",
 ]
 
 UNLIMITED = 100_000_000
@@ -122,9 +124,23 @@ def demo_config(settings: DemoSettings, root: Path, *, managed: bool) -> Config:
     )
 
 
-async def _run(
-    settings: DemoSettings, root: Path, *, managed: bool, on_event: Callable[[UIEvent], None] | None
+async def run_session(
+    settings: DemoSettings,
+    root: Path,
+    *,
+    managed: bool,
+    on_event: Callable[[UIEvent], None] | None = None,
+    cache: CacheConfig | None = None,
 ) -> SimulationReport:
+    """One of the demo's two sessions in `root`, the user's pauses on the server's clock too.
+
+    Args:
+        settings: Whose session, how long, on which window.
+        root: Where its workspace and transcript go.
+        managed: Every level on the settings' window; False: none, on an unlimited window.
+        on_event: The session's UI events (the demo prints compactions as they fire).
+        cache: The breakpoints' TTL setting instead of the default (`benchmarks/ttl_choice.py`).
+    """
     from foldline.server.app import create_app
     from foldline.server.config import ServerConfig
     from foldline.server.simulated import SimulatedBackend
@@ -139,6 +155,8 @@ async def _run(
     )
     sessions = root / "sessions"
     config = demo_config(settings, root, managed=managed)
+    if cache is not None:
+        config = dataclasses.replace(config, cache=cache)
     with run_server(app) as url:
         provider = AnthropicProvider(
             base_url=url, api_key="demo", capabilities=FOLDLINE_SERVE_CAPABILITIES if managed else None
@@ -165,10 +183,10 @@ async def run_demo(
     with _workdir(workdir) as root:
         if console is not None:
             console.print(f"[dim]{demo_header(settings)}[/dim]")
-        managed = await _run(settings, root / "managed", managed=True, on_event=_printer(console))
+        managed = await run_session(settings, root / "managed", managed=True, on_event=_printer(console))
         if console is not None:
             console.print("[dim]the same session with no management on an unlimited window[/dim]")
-        unmanaged = await _run(settings, root / "unmanaged", managed=False, on_event=None)
+        unmanaged = await run_session(settings, root / "unmanaged", managed=False, on_event=None)
         transcript = root / "managed" / "sessions" / f"simulated-{settings.profile}-{settings.seed}.jsonl"
         result = DemoResult(managed, unmanaged, transcript, time.monotonic() - started, settings)
         return result

@@ -3,27 +3,12 @@ the workspace or touches a protected path."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from tests._benchmarks import load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sandbox_prompts", BENCHMARKS / "sandbox_prompts.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sandbox_prompts"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_benchmark("sandbox_prompts")
 OUTSIDE = {"cat ~/.bashrc", "echo x > /etc/motd", "cp src/app.py ~/backup.py", "echo x >> .git/config",
            "rm -rf ../other-project"}  # fmt: skip
 
