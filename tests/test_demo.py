@@ -9,15 +9,15 @@ from click.testing import CliRunner
 
 from foldline._json import loads
 from foldline.cli import cli
-from foldline.demo import LEVELS, DemoSettings, level_counts, run_demo
+from foldline.demo import DEMO_SETTINGS, LEVELS, level_counts, run_demo
 
 
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_demo_session_goes_through_the_levels_and_costs_less_than_unmanaged(tmp_path: Path) -> None:
-    result = await run_demo(DemoSettings(turns=40), workdir=tmp_path)
+    result = await run_demo(DEMO_SETTINGS, workdir=tmp_path)  # the session `make demo` plays
     managed, unmanaged = result.managed, result.unmanaged
-    assert managed.turns_done == unmanaged.turns_done == 40
+    assert managed.turns_done == unmanaged.turns_done == DEMO_SETTINGS.turns
     assert managed.errors == []
     assert managed.stopped is None
     # Issue 14's finding on this window: forks and unanchored estimates went over the limit.
