@@ -34,13 +34,13 @@ from foldline.timeline import (
 from foldline.tokens import ContextCount, context_count, estimate_entry, padded
 
 __all__ = [
-    "FOLD_SUMMARY_OPENING",
     "REPROJECTING",
     "ProjectionState",
     "collapse_summary_text",
     "context_count_of",
     "context_tokens_of",
     "is_fold_summary",
+    "is_fold_summary_text",
     "is_summary",
     "pins_in_view",
     "project_view",
@@ -145,13 +145,13 @@ def _apply_cleared(entries: list[Entry], cleared: Sequence[tuple[str, str]]) -> 
     return out
 
 
-FOLD_SUMMARY_OPENING = "<collapsed-context id="
+_FOLD_SUMMARY_OPENING = "<collapsed-context id="
 """How the text that stands in for a folded span begins (`collapse_summary_text`)."""
 
 
 def collapse_summary_text(commit: CollapseCommit) -> str:
     """The text that stands in for a folded span in the API view."""
-    return f"{FOLD_SUMMARY_OPENING}{commit.collapse_id}>\n{commit.summary}\n</collapsed-context>"
+    return f"{_FOLD_SUMMARY_OPENING}{commit.collapse_id}>\n{commit.summary}\n</collapsed-context>"
 
 
 def is_summary(entry: Entry) -> bool:
@@ -164,7 +164,12 @@ def is_fold_summary(entry: Entry) -> bool:
     if not isinstance(entry, UserEntry):
         return False
     content = entry.message.content
-    return isinstance(content, str) and content.startswith(FOLD_SUMMARY_OPENING)
+    return isinstance(content, str) and is_fold_summary_text(content)
+
+
+def is_fold_summary_text(text: str) -> bool:
+    """Text that stands in for a folded span (`collapse_summary_text`), as an entry or a sent block."""
+    return text.startswith(_FOLD_SUMMARY_OPENING)
 
 
 def _apply_collapses(entries: list[Entry], collapses: Sequence[CollapseCommit]) -> list[Entry]:

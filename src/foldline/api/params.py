@@ -37,7 +37,7 @@ from foldline.api.normalize import FrozenHead, IncrementalNormalizer, MessagePar
 from foldline.api.validate import MIN_THINKING_BUDGET
 from foldline.config import CacheConfig, Config
 from foldline.errors import UserError
-from foldline.projection import FOLD_SUMMARY_OPENING, REPROJECTING, pins_in_view, project_view, rebuild_state
+from foldline.projection import REPROJECTING, is_fold_summary_text, pins_in_view, project_view, rebuild_state
 from foldline.providers.base import Capabilities
 from foldline.timeline import (
     ENTRY_TYPES,
@@ -485,6 +485,6 @@ def fold_summaries_end(messages: Sequence[MessageParam]) -> BlockPosition | None
         if message["role"] != "user":
             continue
         for j, block in enumerate(message["content"]):
-            if block.get("type") == "text" and str(block.get("text", "")).startswith(FOLD_SUMMARY_OPENING):
+            if block.get("type") == "text" and is_fold_summary_text(str(block.get("text", ""))):
                 end = (i, j)
     return end
