@@ -311,6 +311,9 @@ class CacheConfig:
     """Prior share of pauses before a prompt that outlast the 5-minute TTL, before the session has
     shown its own; an assumption (a person reads, thinks, leaves for a meeting; a script never
     pauses), updated with every pause the session records."""
+    long_pause_share_prior: float = 0.05
+    """Prior share of pauses that outlast the 1-hour TTL too (part of `pause_share_prior`): after one
+    a 1h entry is gone as well, and writing at the 1h rate bought nothing."""
     pause_prior_weight: float = 4.0
     """How many observed pauses the prior counts as."""
     write_5m_price: float = 1.25

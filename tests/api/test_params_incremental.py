@@ -7,8 +7,10 @@ against a fresh `build_request` per turn, on every prefix of the messy timelines
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,10 +19,10 @@ from tests.api.test_params import LOCAL, reply, user
 
 from foldline.api.cache import cache_reference_for
 from foldline.api.normalize import IncrementalNormalizer, NormalizeOptions, normalize_messages_for_api
-from foldline.api.params import RequestAssembler, build_request
-from foldline.config import Config
+from foldline.api.params import RequestAssembler, build_request, pause_shares
+from foldline.config import CacheConfig, Config
 from foldline.errors import UserError
-from foldline.timeline import AnyRecord, CachePin, CollapseCommit, SnipBoundary, UserEntry
+from foldline.timeline import AnyRecord, CachePin, CollapseCommit, ResultsCleared, SnipBoundary, UserEntry
 
 _SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOOLS = [{"name": "Read", "description": "read", "input_schema": {"type": "object"}}]
@@ -222,3 +224,48 @@ def test_folds_committed_along_the_way_mark_the_same_summary_end_as_a_fresh_buil
             ]
             records.append(reply(f"m{turn}{extra}", {"type": "text", "text": "ok"}))
     assert {text.split(">")[0] for text in marked} == {"<collapsed-context id=c3", "<collapsed-context id=c6"}
+
+
+def test_a_session_that_changes_sent_bytes_every_turn_stops_writing_one_hour_turn_entries() -> None:
+    """The turn TTL rule counts how often the session changed bytes it had sent (design.md R4.2.4):
+    cleared results every turn leave a 1h turn entry nothing to be read by, so none is written."""
+    config = Config(cache=CacheConfig(pause_share_prior=1.0, pause_prior_weight=1e9))  # every pause long
+
+    def one_hour_points(clear: bool) -> list[int]:
+        records: list[AnyRecord] = []
+        assembler = RequestAssembler(config, "sys", TOOLS, LOCAL)
+        counts = []
+        for turn in range(6):
+            tid = f"toolu_{turn}"
+            records.append(user(f"turn {turn}: read the file"))
+            plan = assembler.build(records)
+            fresh = build_request(records, config, "sys", TOOLS, LOCAL)
+            assert orjson.dumps(plan.body) == orjson.dumps(fresh.body)
+            counts.append(orjson.dumps(plan.body["messages"]).count(b'"ttl":"1h"'))
+            records += [
+                reply(f"m{turn}a", {"type": "tool_use", "id": tid, "name": "Read", "input": {}}),
+                user([{"type": "tool_result", "tool_use_id": tid, "content": "ok " * 400}]),
+                reply(f"m{turn}b", {"type": "text", "text": f"done {turn}"}),
+            ]
+            if clear:
+                records.append(
+                    ResultsCleared(uuid=f"c{turn}", timestamp="t", tool_use_ids=(tid,), placeholder="[old]")
+                )
+        return counts
+
+    assert one_hour_points(clear=False)[2:] == [2, 2, 2, 2]
+    assert one_hour_points(clear=True)[2:] == [0, 0, 0, 0]
+
+
+def test_pause_shares_count_the_session_s_pauses_past_each_ttl_over_the_priors() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    entries = []
+    for minutes in (0, 1, 11, 11 + 90, 11 + 90 + 2):  # pauses of 1 min, 10 min, 90 min, 2 min
+        entry = user(f"prompt at {minutes}")
+        entries.append(
+            msgspec.structs.replace(entry, timestamp=(start + timedelta(minutes=minutes)).isoformat())
+        )
+    cfg = CacheConfig(pause_share_prior=0.5, long_pause_share_prior=0.25, pause_prior_weight=4)
+    shares = pause_shares(entries, cfg)
+    assert shares.past_5m == pytest.approx((0.5 * 4 + 2) / 8)  # the 10- and 90-minute pauses
+    assert shares.past_1h == pytest.approx((0.25 * 4 + 1) / 8)  # the 90-minute one

@@ -93,3 +93,38 @@ def test_a_turn_bigger_than_what_it_would_save_stays_five_minutes() -> None:
     messages = [*_turn(0, 10), *_turn(1, 5000), _turn(2, 10)[0]]
     marked = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25)  # type: ignore[arg-type]
     assert len(marked.message_breakpoints) == 1
+
+
+def test_a_session_that_changes_its_prefix_every_turn_writes_no_one_hour_turn_entries() -> None:
+    # a fold or a snip before the next long pause leaves the 1h entry unread: it cannot pay
+    messages = [*_turn(0, 2000), *_turn(1, 2000), *_turn(2, 2000), _turn(3, 10)[0]]
+    steady = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, change_rate=0.0)  # type: ignore[arg-type]
+    changing = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, change_rate=1.0)  # type: ignore[arg-type]
+    assert len(steady.message_breakpoints) == 2
+    assert len(changing.message_breakpoints) == 1
+
+
+def test_fold_summaries_held_by_their_own_entry_do_not_count_toward_a_turn_entry() -> None:
+    # the big prefix is fold summaries, which their own 1h breakpoint holds; the turns after are small
+    summaries = {
+        "role": "user",
+        "content": _text("<collapsed-context>" + words(6000, "f") + "</collapsed-context>"),
+    }
+    noted = {"role": "assistant", "content": _text("noted")}
+    messages = [summaries, noted, *_turn(0, 30), *_turn(1, 30), _turn(2, 10)[0]]
+    unheld = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25)  # type: ignore[arg-type]
+    held = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, stable_end=(0, 0))  # type: ignore[arg-type]
+    assert len(unheld.message_breakpoints) == 2  # without the summaries' entry a 1h turn entry pays
+    assert held.message_breakpoints[0] == (0, 0)  # the summaries' entry, then the rolling one
+    assert held.messages[0]["content"][0]["cache_control"]["ttl"] == "1h"
+    assert len(held.message_breakpoints) == 2
+    assert held.messages[-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_where_pauses_outlast_the_hour_too_no_one_hour_turn_entries_are_written() -> None:
+    # a pause past the hour loses the 1h entry as well: writing at 2x bought nothing
+    messages = [*_turn(0, 2000), *_turn(1, 2000), *_turn(2, 2000), _turn(3, 10)[0]]
+    bridged = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, long_pause_share=0.0)  # type: ignore[arg-type]
+    beyond = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, long_pause_share=0.2)  # type: ignore[arg-type]
+    assert len(bridged.message_breakpoints) == 2
+    assert len(beyond.message_breakpoints) == 1

@@ -22,7 +22,7 @@ import hashlib
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 from foldline._json import dumps
 from foldline._types import Block, JSONObject
@@ -290,6 +290,8 @@ def add_cache_breakpoints(
     config: CacheConfig | None = None,
     memo: PreparedMessages | None = None,
     pause_share: float | None = None,
+    long_pause_share: float | None = None,
+    change_rate: float = 0.0,
     stable_end: BlockPosition | None = None,
 ) -> CacheMarked:
     """Place the request's `cache_control` breakpoints and cache_edits blocks (design.md §4.2).
@@ -312,7 +314,12 @@ def add_cache_breakpoints(
         config: TTLs and limits.
         memo: reuse messages prepared by earlier calls of the same session (see `PreparedMessages`).
         pause_share: the expected share of pauses before a prompt that outlast the 5-minute TTL
-            (`pause_share` of the session's entries); None: `config.pause_share_prior`.
+            (`pause_shares` of the session's entries); None: `config.pause_share_prior`.
+        long_pause_share: the share that outlast the 1-hour TTL too; None:
+            `config.long_pause_share_prior`.
+        change_rate: how often a turn changes bytes already sent (a fold, a snip, cleared results:
+            `prefix_change_rate` of the session's records); a 1h turn entry is read after a pause
+            only when nothing before it changed in between.
         stable_end: the last block of what stands for folded history (the summaries Context
             Collapse put in place of older turns). The next fold appends its summary after it and
             rewrites from there, so when a breakpoint is left over it goes here too, keeping that
@@ -332,9 +339,13 @@ def add_cache_breakpoints(
     previous = previous_turn_breakpoint(out) if previous_breakpoint == "auto" else previous_breakpoint
     points = _message_breakpoints(out, target, previous, budget, cfg)
     share = cfg.pause_share_prior if pause_share is None else pause_share
+    long_share = cfg.long_pause_share_prior if long_pause_share is None else long_pause_share
     # A44 again: 1h turn breakpoints only where no 5m static one precedes them
     may_1h = cfg.static_ttl == "1h" or not (marked_tools or marked_system)
-    turn = _turn_points(out, target, budget, cfg, share) if may_1h else ()
+    head = _last_cacheable(out, stable_end) if stable_end is not None and _valid(out, stable_end) else None
+    held_from = head[0] + 1 if head else 0
+    outlook = _Outlook(share, min(long_share, share), min(max(change_rate, 0.0), 1.0), held_from)
+    turn = _turn_points(out, target, budget, cfg, outlook) if may_1h else ()
     if turn:
         points = turn
         for point in points:
@@ -342,7 +353,6 @@ def add_cache_breakpoints(
     else:
         for point in points:
             _mark(out, point, message_ttl)
-    head = _last_cacheable(out, stable_end) if stable_end is not None and _valid(out, stable_end) else None
     if head is not None and points and head < points[0] and len(points) < budget:
         # 1h when allowed: folds come turns apart, often more than five minutes
         _mark(out, head, "1h" if may_1h else message_ttl)
@@ -357,19 +367,35 @@ def _opens_turn(messages: Sequence[MessageParam], i: int) -> bool:
     return i == 0 or not any(b.get("type") == "tool_use" for b in messages[i - 1]["content"])
 
 
+class _Outlook(NamedTuple):
+    """What the turn breakpoints' TTL rule expects of the session's next turns."""
+
+    pause_share: float
+    """Share of pauses before a prompt that outlast the 5-minute TTL."""
+    long_pause_share: float
+    """Share that outlast the 1-hour TTL too (part of `pause_share`)."""
+    change_rate: float
+    """Changes to bytes already sent per turn (folds, snips, cleared results), at most 1."""
+    held_from: int
+    """The first message no other 1h entry holds (the one after the fold summaries)."""
+
+
 def _turn_points(
-    messages: Sequence[MessageParam], target: int, budget: int, cfg: CacheConfig, share: float
+    messages: Sequence[MessageParam], target: int, budget: int, cfg: CacheConfig, outlook: _Outlook
 ) -> tuple[BlockPosition, ...]:
     """On a turn's first request, when a 1h entry pays: 1h breakpoints on the previous turn's
     prompt (where the last 1h entry is, so a pause past 5 minutes still finds it) and on this
     prompt (the entry the next turn will find). Empty when the rolling breakpoints stand.
 
-    The price rule (`CacheConfig.turn_ttl`), with `p` the share of pauses past 5 minutes: a 1h
-    entry saves rewriting the prefix up to the previous prompt at `write_5m` after such a pause
-    (`p x write_5m x prefix`). It costs `write_1h - write_5m` more on what is written at the 1h
-    rate: without a pause only the last reply and this prompt (the previous request's 5m entry
-    still holds the rest), after one the whole last turn: `(write_1h - write_5m) x ((1 - p) x tail
-    + p x new)`. Sizes are the messages' JSON lengths: only their ratio counts."""
+    The price rule (`CacheConfig.turn_ttl`), with `p` the share of pauses past 5 minutes, `q` the
+    share past an hour too and `c` the changes per turn. A pause between the two TTLs is what a 1h
+    entry bridges: it saves rewriting the messages up to the previous prompt that no other 1h entry
+    holds (the fold summaries have their own), and only when nothing before it changed in between:
+    `(p - q) x (1 - c) x write_5m x prefix`. It costs `write_1h - write_5m` more on what is written
+    at the 1h rate: without a pause only the last reply and this prompt (the previous request's 5m
+    entry still holds the rest), after a pause the whole last turn, and after one past the hour the
+    prefix too: `(write_1h - write_5m) x ((1 - p) x tail + p x new + q x prefix)`. Sizes are the
+    messages' JSON lengths: only their ratio counts."""
     if cfg.turn_ttl == "5m" or budget < 2 or not messages or target != len(messages) - 1:
         return ()
     if not _opens_turn(messages, target):
@@ -378,10 +404,12 @@ def _turn_points(
     if earlier is None:
         return ()
     if cfg.turn_ttl == "auto":
+        p, q = outlook.pause_share, outlook.long_pause_share
         sizes = [len(dumps(m)) for m in messages[: target + 1]]
-        prefix, new, tail = sum(sizes[: earlier + 1]), sum(sizes[earlier + 1 :]), sum(sizes[target - 1 :])
-        extra = (cfg.write_1h_price - cfg.write_5m_price) * ((1 - share) * tail + share * new)
-        if share * cfg.write_5m_price * prefix <= extra:
+        prefix = sum(sizes[outlook.held_from : earlier + 1])
+        new, tail = sum(sizes[earlier + 1 :]), sum(sizes[target - 1 :])
+        extra = (cfg.write_1h_price - cfg.write_5m_price) * ((1 - p) * tail + p * new + q * prefix)
+        if (p - q) * (1 - outlook.change_rate) * cfg.write_5m_price * prefix <= extra:
             return ()
     before = _last_cacheable(messages, (earlier, len(messages[earlier]["content"]) - 1))
     now = _last_cacheable(messages, (target, len(messages[target]["content"]) - 1))

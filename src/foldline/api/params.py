@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from foldline._incremental import GrowthCursor, collection_paused
 from foldline._types import Block, JSONObject
@@ -53,12 +53,13 @@ from foldline.timeline import (
 
 __all__ = [
     "MIN_THINKING_BUDGET",
+    "PauseShares",
     "RequestAssembler",
     "RequestPlan",
     "build_request",
     "latch_betas",
     "params_from_context",
-    "pause_share",
+    "pause_shares",
     "system_blocks",
 ]
 
@@ -281,6 +282,7 @@ class RequestAssembler:
         self._removed: frozenset[str] = frozenset()
         self._endpoints: frozenset[str] = frozenset()
         self._thaw: Thaw | None = None
+        self._changes, self._prompts = 0, 0
 
     def _reproject(self, records: Sequence[AnyRecord]) -> None:
         state = rebuild_state(records)
@@ -292,6 +294,8 @@ class RequestAssembler:
         self._endpoints = frozenset(u for c in state.collapses for u in (c.first_uuid, c.last_uuid))
         self._normalizer.reset()
         self._memo = PreparedMessages()
+        self._changes = sum(isinstance(r, REPROJECTING) for r in records)
+        self._prompts = sum(isinstance(r, UserEntry) and _typed(r) for r in records)
 
     @property
     def normalize_options(self) -> NormalizeOptions:
@@ -322,6 +326,7 @@ class RequestAssembler:
             for r in new:
                 if isinstance(r, ENTRY_TYPES) and r.uuid not in self._removed:
                     self._entries.append(r)
+                    self._prompts += isinstance(r, UserEntry) and _typed(r)
                 elif isinstance(r, CachePin):
                     self._pins.append(r)
                 elif isinstance(r, LatchedHeaders):
@@ -361,6 +366,7 @@ class RequestAssembler:
         if budget is not None and not self._turns.opens_with_thinking(messages):
             budget = None  # the open turn was recorded without thinking: this request goes without (A19)
         caps = self.provider_caps
+        pauses = pause_shares(self._entries, self.config.cache)
         marked = add_cache_breakpoints(
             messages,
             system=self._system,
@@ -371,7 +377,9 @@ class RequestAssembler:
             volatile_last=volatile_last,
             config=self.config.cache,
             memo=self._memo,
-            pause_share=pause_share(self._entries, self.config.cache),
+            pause_share=pauses.past_5m,
+            long_pause_share=pauses.past_1h,
+            change_rate=self._changes / max(self._prompts - 1, 1),  # changes per turn gone by
             stable_end=self._folds.end(messages),
         )
         wanted = list(requested_betas)
@@ -448,13 +456,20 @@ def build_request(
     )
 
 
-def pause_share(entries: Sequence[Entry], cfg: CacheConfig) -> float:
-    """The expected share of pauses before a typed prompt that outlast the 5-minute cache TTL:
-    the session's own pauses (a prompt's time minus the entry before it), with
-    `cfg.pause_share_prior` counted as `cfg.pause_prior_weight` pauses. Read from the records, so a
-    resumed session and `foldline request` choose as the engine did."""
-    limit = cfg.ttl_seconds["5m"]
-    seen, over = 0, 0
+class PauseShares(NamedTuple):
+    """The expected shares of pauses before a typed prompt that outlast each cache TTL."""
+
+    past_5m: float
+    past_1h: float
+
+
+def pause_shares(entries: Sequence[Entry], cfg: CacheConfig) -> PauseShares:
+    """The session's own pauses (a prompt's time minus the entry before it), with the priors
+    (`cfg.pause_share_prior`, `cfg.long_pause_share_prior`) counted as `cfg.pause_prior_weight`
+    pauses. Read from the records, so a resumed session and `foldline request` choose as the
+    engine did."""
+    short, long = cfg.ttl_seconds["5m"], cfg.ttl_seconds["1h"]
+    seen, over, over_long = 0, 0, 0
     previous: datetime | None = None
     for entry in entries:
         try:
@@ -464,10 +479,15 @@ def pause_share(entries: Sequence[Entry], cfg: CacheConfig) -> float:
             continue
         if isinstance(entry, UserEntry) and _typed(entry) and previous is not None:
             seen += 1
-            over += (at - previous).total_seconds() > limit
+            pause = (at - previous).total_seconds()
+            over += pause > short
+            over_long += pause > long
         previous = at
     weight = cfg.pause_prior_weight
-    return (cfg.pause_share_prior * weight + over) / (weight + seen)
+    return PauseShares(
+        (cfg.pause_share_prior * weight + over) / (weight + seen),
+        (cfg.long_pause_share_prior * weight + over_long) / (weight + seen),
+    )
 
 
 def _typed(entry: UserEntry) -> bool:
