@@ -304,9 +304,10 @@ class CacheConfig:
     message_ttl: Literal["5m", "1h"] = "5m"
     """TTL of the rolling message breakpoint (each request's tail)."""
     turn_ttl: Literal["5m", "1h", "auto"] = "auto"
-    """TTL of the breakpoint on the prompt that opens a turn (design.md §4.2): `auto` chooses 1h
-    when the expected saving (a pause past 5 minutes would otherwise make the next turn write the
-    whole prefix again) beats the extra price of writing the turn at the 1h rate; `5m` never."""
+    """TTL of the breakpoint on the prompt that opens a turn (design.md R4.2.4): `auto` chooses 1h
+    when the expected saving (a pause of 5 to 60 minutes would otherwise make the next turn write
+    again what only that entry holds, unless a fold or a snip changed it first) beats the extra
+    price of writing at the 1h rate; `5m` never."""
     pause_share_prior: float = 0.25
     """Prior share of pauses before a prompt that outlast the 5-minute TTL, before the session has
     shown its own; an assumption (a person reads, thinks, leaves for a meeting; a script never

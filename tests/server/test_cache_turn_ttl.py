@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from tests.server.conftest import MODEL, FakeClock, Served, words
 
 from foldline.api.cache import add_cache_breakpoints
@@ -95,13 +96,21 @@ def test_a_turn_bigger_than_what_it_would_save_stays_five_minutes() -> None:
     assert len(marked.message_breakpoints) == 1
 
 
-def test_a_session_that_changes_its_prefix_every_turn_writes_no_one_hour_turn_entries() -> None:
-    # a fold or a snip before the next long pause leaves the 1h entry unread: it cannot pay
+@pytest.mark.parametrize(
+    "unread",
+    [
+        # a fold or a snip before the next long pause changes what the 1h entry held
+        {"change_rate": 1.0},
+        # a pause past the hour loses the 1h entry as well: writing at 2x bought nothing
+        {"long_pause_share": 0.2},
+    ],
+)
+def test_where_the_one_hour_entry_would_go_unread_none_is_written(unread: dict[str, float]) -> None:
     messages = [*_turn(0, 2000), *_turn(1, 2000), *_turn(2, 2000), _turn(3, 10)[0]]
-    steady = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, change_rate=0.0)  # type: ignore[arg-type]
-    changing = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, change_rate=1.0)  # type: ignore[arg-type]
-    assert len(steady.message_breakpoints) == 2
-    assert len(changing.message_breakpoints) == 1
+    read = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, long_pause_share=0.0)  # type: ignore[arg-type]
+    unread_marked = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, **unread)  # type: ignore[arg-type]
+    assert len(read.message_breakpoints) == 2
+    assert len(unread_marked.message_breakpoints) == 1
 
 
 def test_fold_summaries_held_by_their_own_entry_do_not_count_toward_a_turn_entry() -> None:
@@ -119,12 +128,3 @@ def test_fold_summaries_held_by_their_own_entry_do_not_count_toward_a_turn_entry
     assert held.messages[0]["content"][0]["cache_control"]["ttl"] == "1h"
     assert len(held.message_breakpoints) == 2
     assert held.messages[-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
-
-
-def test_where_pauses_outlast_the_hour_too_no_one_hour_turn_entries_are_written() -> None:
-    # a pause past the hour loses the 1h entry as well: writing at 2x bought nothing
-    messages = [*_turn(0, 2000), *_turn(1, 2000), *_turn(2, 2000), _turn(3, 10)[0]]
-    bridged = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, long_pause_share=0.0)  # type: ignore[arg-type]
-    beyond = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, long_pause_share=0.2)  # type: ignore[arg-type]
-    assert len(bridged.message_breakpoints) == 2
-    assert len(beyond.message_breakpoints) == 1
