@@ -383,39 +383,58 @@ class _Outlook(NamedTuple):
 def _turn_points(
     messages: Sequence[MessageParam], target: int, budget: int, cfg: CacheConfig, outlook: _Outlook
 ) -> tuple[BlockPosition, ...]:
-    """On a turn's first request, when a 1h entry pays: 1h breakpoints on the previous turn's
-    prompt (where the last 1h entry is, so a pause past 5 minutes still finds it) and on this
-    prompt (the entry the next turn will find). Empty when the rolling breakpoints stand.
+    """On a turn's first request, when a 1h entry pays: a 1h breakpoint on this prompt (the entry
+    the next turn will find) and, when the previous turn's first request wrote one on its prompt
+    too, a 1h breakpoint there (so a pause past 5 minutes still finds it: the API looks back only
+    20 blocks). Empty when the rolling breakpoint stands.
 
-    The price rule (`CacheConfig.turn_ttl`), with `p` the share of pauses past 5 minutes, `q` the
-    share past an hour too and `c` the changes per turn. A pause between the two TTLs is what a 1h
-    entry bridges: it saves rewriting the messages up to the previous prompt that no other 1h entry
-    holds (the fold summaries have their own), and only when nothing before it changed in between:
-    `(p - q) x (1 - c) x write_5m x prefix`. It costs `write_1h - write_5m` more on what is written
-    at the 1h rate: without a pause only the last reply and this prompt (the previous request's 5m
-    entry still holds the rest), after a pause the whole last turn, and after one past the hour the
-    prefix too: `(write_1h - write_5m) x ((1 - p) x tail + p x new + q x prefix)`. Sizes are the
-    messages' JSON lengths: only their ratio counts."""
-    if cfg.turn_ttl == "5m" or budget < 2 or not messages or target != len(messages) - 1:
+    Whether the previous turn wrote one is the same rule applied to it, on the messages as they
+    are now: stateless, so a resumed session and `foldline request` mark as the engine did. Where
+    it did not, marking its prompt would find nothing and write the whole prefix at the 1h rate;
+    the caller's spare breakpoint goes on the fold summaries instead (`_one_hour_pays`)."""
+    if cfg.turn_ttl == "5m" or budget < 1 or not messages or target != len(messages) - 1:
         return ()
     if not _opens_turn(messages, target):
         return ()
-    earlier = next((i for i in range(target - 1, -1, -1) if _opens_turn(messages, i)), None)
-    if earlier is None:
+    openings = [i for i in range(target - 1, -1, -1) if _opens_turn(messages, i)][:2]
+    if not openings:
         return ()
+    earlier = openings[0]
+    before_too = True
     if cfg.turn_ttl == "auto":
-        p, q = outlook.pause_share, outlook.long_pause_share
         sizes = [len(dumps(m)) for m in messages[: target + 1]]
-        prefix = sum(sizes[outlook.held_from : earlier + 1])
-        new, tail = sum(sizes[earlier + 1 :]), sum(sizes[target - 1 :])
-        extra = (cfg.write_1h_price - cfg.write_5m_price) * ((1 - p) * tail + p * new + q * prefix)
-        if (p - q) * (1 - outlook.change_rate) * cfg.write_5m_price * prefix <= extra:
+        if not _one_hour_pays(sizes, target, earlier, cfg, outlook):
             return ()
-    before = _last_cacheable(messages, (earlier, len(messages[earlier]["content"]) - 1))
+        before_too = len(openings) > 1 and _one_hour_pays(sizes, earlier, openings[1], cfg, outlook)
     now = _last_cacheable(messages, (target, len(messages[target]["content"]) - 1))
-    if before is None or now is None or before == now:
+    if now is None:
         return ()
-    return before, now
+    before = _last_cacheable(messages, (earlier, len(messages[earlier]["content"]) - 1))
+    if before_too and budget >= 2 and before is not None and before < now:
+        return before, now
+    return (now,)
+
+
+def _one_hour_pays(
+    sizes: Sequence[int], target: int, earlier: int, cfg: CacheConfig, outlook: _Outlook
+) -> bool:
+    """The price rule of the turn breakpoints' TTL (`CacheConfig.turn_ttl`) for the turn opened by
+    message `target`, the previous one opened by `earlier`; `sizes` are the messages' JSON lengths
+    (only their ratio counts).
+
+    With `p` the share of pauses past 5 minutes, `q` the share past an hour too and `c` the changes
+    per turn: a pause between the two TTLs is what a 1h entry bridges. It saves rewriting the
+    messages up to the previous prompt that no other 1h entry holds (the fold summaries have their
+    own), and only when nothing before it changed in between: `(p - q) x (1 - c) x write_5m x
+    prefix`. It costs `write_1h - write_5m` more on what is written at the 1h rate: without a pause
+    only the last reply and this prompt (the previous request's 5m entry still holds the rest),
+    after a pause the whole last turn, and after one past the hour the prefix too: `(write_1h -
+    write_5m) x ((1 - p) x tail + p x new + q x prefix)`."""
+    p, q = outlook.pause_share, outlook.long_pause_share
+    prefix = sum(sizes[outlook.held_from : earlier + 1])
+    new, tail = sum(sizes[earlier + 1 : target + 1]), sum(sizes[max(target - 1, 0) : target + 1])
+    extra = (cfg.write_1h_price - cfg.write_5m_price) * ((1 - p) * tail + p * new + q * prefix)
+    return (p - q) * (1 - outlook.change_rate) * cfg.write_5m_price * prefix > extra
 
 
 def _marked_static(
