@@ -22,6 +22,7 @@ import hashlib
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from itertools import islice
 from typing import Any, Literal, NamedTuple, TypeAlias
 
 from foldline._json import dumps
@@ -317,9 +318,9 @@ def add_cache_breakpoints(
             (`pause_shares` of the session's entries); None: `config.pause_share_prior`.
         long_pause_share: the share that outlast the 1-hour TTL too; None:
             `config.long_pause_share_prior`.
-        change_rate: how often a turn changes bytes already sent (a fold, a snip, cleared results:
-            `prefix_change_rate` of the session's records); a 1h turn entry is read after a pause
-            only when nothing before it changed in between.
+        change_rate: how often a turn changes bytes already sent (folds, snips, cleared results
+            per turn, as `RequestAssembler` counts them in the session's records); a 1h turn entry
+            is read after a pause only when nothing before it changed in between.
         stable_end: the last block of what stands for folded history (the summaries Context
             Collapse put in place of older turns). The next fold appends its summary after it and
             rewrites from there, so when a breakpoint is left over it goes here too, keeping that
@@ -396,7 +397,8 @@ def _turn_points(
         return ()
     if not _opens_turn(messages, target):
         return ()
-    openings = [i for i in range(target - 1, -1, -1) if _opens_turn(messages, i)][:2]
+    # the two latest openings only: the walk back stops there, not at the session's first prompt
+    openings = list(islice((i for i in range(target - 1, -1, -1) if _opens_turn(messages, i)), 2))
     if not openings:
         return ()
     earlier = openings[0]
