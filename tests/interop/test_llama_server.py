@@ -34,7 +34,7 @@ from foldline.errors import PromptTooLongAPIError
 from foldline.events import CompactionEvent, TextDeltaEvent, UIEvent
 from foldline.interop import foldline_command
 from foldline.llama_server import LlamaServer, free_port
-from foldline.providers.anthropic import AnthropicProvider
+from foldline.providers.anthropic import AnthropicProvider, http_client
 from foldline.providers.base import http_error
 from foldline.session import Session
 from foldline.stream import MessageStart
@@ -67,7 +67,7 @@ class Recorder:
         self.answers.append((response.request.url.path, response.status_code, body))
 
     def provider(self, url: str) -> AnthropicProvider:
-        http = httpx2.AsyncClient(event_hooks={"response": [self]})
+        http = http_client(event_hooks={"response": [self]})
         client = anthropic.AsyncAnthropic(api_key="k", base_url=url, max_retries=0, http_client=http)
         return AnthropicProvider(client=client)
 

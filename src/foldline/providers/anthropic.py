@@ -3,6 +3,12 @@
 The SDK's own retries are turned off (`max_retries=0`): the engine owns the one retry layer, so
 HTTP attempts per turn are bounded in one place (design.md F11). SDK errors are mapped to
 foldline's in one context manager.
+
+One failure is not the server's answer and is not left to that layer: a request sent on a pooled
+keep-alive connection the server had just closed ("Server disconnected without sending a response").
+llama.cpp's server closes one now and then right after a streamed reply; the request never reached
+it, so `http_client`'s transport sends it once more on a fresh connection, as browsers and urllib3
+do, rather than charging the turn a retry and a backoff.
 """
 
 from __future__ import annotations
@@ -31,7 +37,13 @@ from foldline.stream import (
 )
 from foldline.timeline import Usage
 
-__all__ = ["FOLDLINE_SERVE_CAPABILITIES", "AnthropicProvider", "discover_capabilities", "map_event"]
+__all__ = [
+    "FOLDLINE_SERVE_CAPABILITIES",
+    "AnthropicProvider",
+    "discover_capabilities",
+    "http_client",
+    "map_event",
+]
 
 FOLDLINE_SERVE_CAPABILITIES = Capabilities(
     name="foldline-serve", supports_cache_edits=True, cache_edits_beta="cache-edits-2025-06-01"
@@ -90,6 +102,7 @@ class AnthropicProvider:
             max_retries=0,
             timeout=timeout,
             default_headers={"x-api-key": key},
+            http_client=http_client(timeout=timeout),
         )
         self._capabilities = capabilities or Capabilities(name="anthropic")
 
@@ -128,6 +141,39 @@ class AnthropicProvider:
     async def aclose(self) -> None:
         """Close the underlying HTTP client."""
         await self._client.close()
+
+
+_STALE = "Server disconnected without sending a response"
+"""httpcore's words for a connection closed before any byte of the answer: on a pooled connection,
+one the server closed while it sat idle, so the request was never read."""
+
+
+class _ResendOnStale(httpx2.AsyncBaseTransport):
+    """A transport that resends a request once, on a new connection, when the pooled one it went out
+    on was already closed (`_STALE`). Any other failure, and a second one, surface as they are."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except httpx2.RemoteProtocolError as e:
+            if _STALE not in str(e):
+                raise
+        # The pool dropped the closed connection when the first try failed: this one opens afresh.
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def http_client(*, timeout: float = 600.0, **kwargs: Any) -> httpx2.AsyncClient:
+    """The HTTP client `AnthropicProvider` builds its SDK client on: keep-alive, and a request that
+    went out on a connection the server had closed is sent once more (`_ResendOnStale`). `kwargs`
+    go to `httpx2.AsyncClient` (tests add `event_hooks`)."""
+    transport = _ResendOnStale(httpx2.AsyncHTTPTransport())
+    return httpx2.AsyncClient(transport=transport, timeout=timeout, **kwargs)
 
 
 _SDK_PARAMS = frozenset(inspect.signature(anthropic.resources.AsyncMessages.create).parameters) - {
