@@ -123,7 +123,11 @@ def test_without_max_turns_rounds_never_end_a_turn() -> None:
 
 def test_prompt_too_long_compacts_once_with_the_parsed_gap() -> None:
     error = _too_long(210_000, 200_000)
-    assert decide(FRESH, Failure(error), CONFIG) == Recover("compact", gap=10_000)
+    # over the window by 10,000, and the retry must pass the blocking limit below it
+    assert CONFIG.blocking_limit < 200_000
+    assert decide(FRESH, Failure(error), CONFIG) == Recover("compact", gap=210_000 - CONFIG.blocking_limit)
+    ours = _too_long(CONFIG.blocking_limit + 500, CONFIG.blocking_limit)  # counted before sending
+    assert decide(FRESH, Failure(ours), CONFIG) == Recover("compact", gap=500)
     again = decide(TurnState(max_tokens=8_192, compacted=True), Failure(error), CONFIG)
     assert again == GiveUp(error)
 

@@ -98,7 +98,9 @@ class Recover:
     max_tokens: int | None = None
     """For the output kinds: the reply's new limit."""
     gap: int | None = None
-    """For compact: tokens that must go (None when the API did not say)."""
+    """For compact: tokens that must go for the retry to pass foldline's own count before sending
+    (the blocking limit, under a server's window by the output reserve); None when the API did not
+    say how long the prompt was."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def decide(state: TurnState, outcome: Outcome, config: Config) -> Decision:
         case Reply():
             return _after_reply(state, outcome, config)
         case Failure(error=error):
-            return _after_failure(state, error)
+            return _after_failure(state, error, config)
         case _:
             assert_never(outcome)
 
@@ -148,11 +150,14 @@ def _after_reply(state: TurnState, reply: Reply, config: Config) -> Decision:
     return Continue("tool_results" if reply.tool_calls else "continue_message")
 
 
-def _after_failure(state: TurnState, error: ModelHTTPError) -> Decision:
+def _after_failure(state: TurnState, error: ModelHTTPError, config: Config) -> Decision:
     if isinstance(error, OutputRoomError) and not state.output_shrunk and error.room >= MIN_OUTPUT_TOKENS:
         return Recover("shrink_output", max_tokens=error.room)
     if isinstance(error, PromptTooLongAPIError) and not state.compacted:
-        return Recover("compact", gap=error.gap)
+        # A server's gap is to its window; the retry must also pass the blocking limit below it.
+        over_ours = None if error.prompt_tokens is None else error.prompt_tokens - config.blocking_limit
+        gap = max((g for g in (error.gap, over_ours) if g is not None), default=None)
+        return Recover("compact", gap=gap)
     return GiveUp(error)
 
 

@@ -180,6 +180,44 @@ async def test_session_memory_compaction_makes_no_api_call_and_keeps_the_recent_
     assert_valid_next_request(h, engine)
 
 
+@pytest.mark.parametrize("short_of_the_gap", [False, True])
+async def test_a_reactive_compaction_takes_the_memory_only_where_it_frees_the_gap(
+    harness: Callable[..., Harness], tmp_path: Path, short_of_the_gap: bool
+) -> None:
+    """A server's refusal says how many tokens must go; the session memory keeps a recent tail, and
+    where that frees fewer, a summary request (which keeps less) is made instead of a retry that
+    would be refused again."""
+    memory = {"text": _summary("memory: port 6543"), "when": {"last_user_contains": SUMMARY_ASK}}
+    h = harness(
+        [memory, *({"text": f"ok {i}"} for i in range(8))],
+        **_small(
+            buffer=1_000,  # no automatic compaction: only the refusal below compacts
+            init_tokens=1_500,
+            update_tokens=500,
+            update_tool_calls=0,
+            keep_min_tokens=200,
+            keep_max_tokens=3_000,
+            keep_min_text_messages=3,
+        ),
+    )
+    engine = await h.engine()
+    stage = install_autocompact(engine, memory_path=tmp_path / "session-memory.md")
+    assert stage.memory is not None
+    for turn in range(4):
+        await engine.submit_message(f"step {turn}: " + _words(600, f"t{turn}w"))
+        await engine.drain()  # the background tail writes the memory
+    assert stage.memory.load() is not None
+    ctx = engine.window.context()
+    gap = 3_000 if short_of_the_gap else 100  # the memory frees about 2,300 here, a summary 3,600
+    await stage.on_prompt_too_long(ctx, gap)
+    data = stage.receipts[-1].data
+    assert data is not None
+    assert data["outcome"] == "compacted"
+    assert data["source"] == ("summary request" if short_of_the_gap else "session memory")
+    assert (stage.requests == 1) == short_of_the_gap
+    assert ctx.tokens - int(str(data["post_tokens"])) >= gap
+
+
 async def test_breaker_after_three_failures_counted_at_the_server_and_manual_compact_still_runs(
     harness: Callable[..., Harness],
 ) -> None:
@@ -319,8 +357,18 @@ class _Drain:
         return StageResult((SnipBoundary(uuid=new_uuid(), timestamp=now_iso(), removed_uuids=(first.uuid,)),))
 
 
+@pytest.mark.parametrize(
+    ("words", "rounds_dropped"),
+    [
+        # the pending prompt is the bulk: left out of the fork (it follows the summary verbatim),
+        # the fork fits with every older round in it
+        ((600, 600, 1_000), False),
+        # the history itself is too long for the fork: oldest rounds go too
+        ((900, 900, 250), True),
+    ],
+)
 async def test_413_chain_drains_then_compacts_reactively_then_succeeds(
-    harness: Callable[..., Harness],
+    harness: Callable[..., Harness], words: tuple[int, int, int], rounds_dropped: bool
 ) -> None:
     summary = {"text": _summary(), "when": {"last_user_contains": SUMMARY_ASK}}
     h = harness(
@@ -333,25 +381,26 @@ async def test_413_chain_drains_then_compacts_reactively_then_succeeds(
     engine.stages = [drain]
     stage = install_autocompact(engine)
     await engine.submit_message("hello")
-    for turn, words in ((1, 600), (2, 600), (3, 1_000)):
-        result = await engine.submit_message(f"p{turn} " + _words(words, f"p{turn}w"))
+    for turn, count in enumerate(words, start=1):
+        result = await engine.submit_message(f"p{turn} " + _words(count, f"p{turn}w"))
     assert result.text == "reply 3"
     assert drain.asked  # the drain came first...
     assert drain.asked[0] is not None  # ...with the parsed gap
     assert stage.receipts[-1].data is not None
     assert stage.receipts[-1].data["trigger"] == "reactive"
-    # main too long; the summary fork too long until enough old rounds went (at most 3 retries); main ok
+    # main too long; the summary fork too long until small enough (at most 3 retries); main ok
     statuses = h.statuses()
     assert statuses[:4] == [200, 200, 200, 400]
     assert statuses[-2:] == [200, 200]
     assert set(statuses[4:-2]) <= {400}
     assert len(statuses[4:-2]) <= 3
     [fork] = _forks(h)
-    assert "p1w5 " not in str(fork.messages)  # the retry dropped the oldest rounds whole
+    assert "p3w5 " not in str(fork.messages)  # the pending prompt is not summarized...
+    assert "p3 " in h.backend.calls[-1].last_user_text()  # ...but kept verbatim
     data = stage.receipts[-1].data
     assert data is not None
-    assert int(str(data["dropped_rounds"])) >= 1
-    assert "p3 " in h.backend.calls[-1].last_user_text()  # the pending prompt, kept verbatim
+    assert (int(str(data["dropped_rounds"])) >= 1) == rounds_dropped
+    assert ("p1w5 " not in str(fork.messages)) == rounds_dropped  # oldest rounds go whole
 
 
 async def test_413_with_nothing_left_to_compact_is_one_clear_message(harness: Callable[..., Harness]) -> None:

@@ -42,7 +42,7 @@ from foldline._incremental import GrowthCursor
 from foldline._types import Block, JSONObject
 from foldline.compact.api_rounds import drop_oldest_rounds, recent_tail_start, shrink_oversized
 from foldline.compact.ctx_agent import opens_turn
-from foldline.compact.fork import ask_forked
+from foldline.compact.fork import ask_forked, count_alone
 from foldline.compact.pipeline import CompactionContext, Stage, StageResult
 from foldline.compact.prompts import SUMMARY_SECTIONS, read_summary, summary_prompt
 from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
@@ -228,7 +228,7 @@ class AutoCompactStage:
         """Reactive compaction (R5.4): the same compaction, unless the breaker stopped automatic ones."""
         if self.stopped:
             return StageResult()
-        return await self._compact(ctx, "reactive")
+        return await self._compact(ctx, "reactive", gap=gap_tokens)
 
     async def compact(self, ctx: CompactionContext, instructions: str = "") -> StageResult:
         """Manual compaction (`/compact [instructions]`): runs whatever the breaker says (R3.4.6)."""
@@ -236,14 +236,19 @@ class AutoCompactStage:
 
     # --- one compaction -------------------------------------------------------------------------
 
-    async def _compact(self, ctx: CompactionContext, trigger: Trigger, instructions: str = "") -> StageResult:
+    async def _compact(
+        self, ctx: CompactionContext, trigger: Trigger, instructions: str = "", *, gap: int | None = None
+    ) -> StageResult:
+        """One compaction: from session memory when that brings the context low enough (under the
+        threshold; for a reactive one, by `gap`, the tokens the retry needs gone), else by a
+        summary request."""
         view = api_filter(project_view(ctx.records))
         try:
             if not view:
                 raise CompactionFailed("there is nothing to compact")
             summary = None if instructions else self._from_memory(ctx, view)
             if summary is not None:
-                result = self._commit(ctx, trigger, view, summary)
+                result = self._commit(ctx, trigger, view, summary, gap=gap)
                 if result is not None:
                     return result
             await ctx.run_pre_compact_hooks()
@@ -297,6 +302,7 @@ class AutoCompactStage:
             cfg.summary_block_max_chars,
             estimate_fixed(self.system, self.tools) + padded(estimate_text(instruction)),
         ) // max(1, _last_results(view))
+        preserved = _pending_prompt(view, ctx.config.scaled(cfg.keep_prompt_max_tokens))
         for attempt in range(cfg.ptl_max_retries + 1):
             self.requests += 1
             try:
@@ -318,6 +324,13 @@ class AutoCompactStage:
                         f"the summary request was still too long after {cfg.ptl_max_retries} retries "
                         f"({dropped} oldest rounds dropped, {shrunk} oversized blocks cut): {e.message}"
                     ) from e
+                if any(e.uuid in preserved for e in entries):
+                    # The pending prompt follows the summary verbatim: the summary need not read it,
+                    # and leaving it out loses nothing, where a round dropped is history lost.
+                    entries = [e for e in entries if e.uuid not in preserved]
+                    await self._check_prompt_fits(ctx, [e for e in view if e.uuid in preserved], entries)
+                    records = entries
+                    continue
                 if not shrunk:  # one huge result first: no round drop can remove the newest round
                     # results to the room; the conversation's own text keeps the scaled 40,000
                     text_cap = ctx.config.scaled(cfg.summary_block_max_chars)
@@ -333,16 +346,40 @@ class AutoCompactStage:
             if read_summary(reply.text, SUMMARY_SECTIONS, free=ctx.config.summary_format == "free") is None:
                 what = "empty" if not reply.text.strip() else "malformed (not the 9 sections asked for)"
                 raise CompactionFailed(f"the summary was {what}; nothing was committed")
-            preserved = _pending_prompt(view, ctx.config.scaled(cfg.keep_prompt_max_tokens))
             return _Summary(
                 reply.text.strip(), attempt + 1, dropped, reply.usage, preserved, "summary request", shrunk
             )
         raise AssertionError("unreachable: the loop returns or raises")
 
+    async def _check_prompt_fits(
+        self, ctx: CompactionContext, prompt: Sequence[AnyRecord], history: Sequence[Entry]
+    ) -> None:
+        """Raise `CompactionFailed` when no summary of `history` can make room for `prompt`: there is
+        no history, or the prompt alone, with the system prompt and tools, is over the limit."""
+        if not any(isinstance(e, AssistantEntry) for e in history):
+            raise CompactionFailed("there is nothing to compact but the prompt just typed")
+        alone = await count_alone(
+            self.provider, prompt, config=ctx.config, system=self.system, tools=self.tools
+        )
+        limit = ctx.config.blocking_limit
+        if alone > limit:
+            raise CompactionFailed(
+                f"the prompt just typed needs {alone:,} tokens with the system prompt and tools, over the "
+                f"limit ({limit:,}) whatever is compacted: shorten it"
+            )
+
     def _commit(
-        self, ctx: CompactionContext, trigger: Trigger, view: list[Entry], summary: _Summary
+        self,
+        ctx: CompactionContext,
+        trigger: Trigger,
+        view: list[Entry],
+        summary: _Summary,
+        *,
+        gap: int | None = None,
     ) -> StageResult | None:
-        """The records of a successful compaction, or None when it would not bring the context down."""
+        """The records of a successful compaction, or None when it would not bring the context down
+        (a session-memory one: under the threshold, or by `gap` when reacting to a refusal; a summary
+        request can still free more, by keeping less)."""
         last = view[-1]
         boundary = CompactBoundary(
             uuid=new_uuid(),
@@ -369,10 +406,11 @@ class AutoCompactStage:
         post = context_count_of(ctx.records + added).total
         fixed = estimate_fixed(self.system, self.tools)
         after = context_count_of(ctx.records + added, unanchored_base=fixed).total
-        if post >= ctx.tokens or (
-            trigger == "auto"
-            and summary.source == "session memory"
-            and (post >= ctx.config.autocompact_threshold)
+        from_memory = summary.source == "session memory"
+        if (
+            post >= ctx.tokens
+            or (from_memory and trigger == "auto" and post >= ctx.config.autocompact_threshold)
+            or (from_memory and trigger == "reactive" and gap is not None and ctx.tokens - after < gap)
         ):
             return None
         post = after

@@ -23,7 +23,7 @@ from foldline.stream import MessageAccumulator
 from foldline.timeline import AnyRecord, Usage, UserEntry, UserMessage, new_uuid, now_iso
 from foldline.tokens import estimate_fixed
 
-__all__ = ["ForkedReply", "ask_forked", "fork_body"]
+__all__ = ["ForkedReply", "ask_forked", "count_alone", "fork_body"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,21 @@ async def ask_forked(
     message = done.message()
     text = "".join(str(b.get("text", "")) for b in message.content if b.get("type") == "text")
     return ForkedReply(text=text, usage=message.usage or Usage(), stop_reason=message.stop_reason)
+
+
+async def count_alone(
+    provider: Provider,
+    records: Sequence[AnyRecord],
+    *,
+    config: Config,
+    system: str | Sequence[str | Block],
+    tools: Sequence[Mapping[str, Any]],
+) -> int:
+    """What `records` cost sent with nothing but the system prompt and tools: the server's count
+    where it gives one, else foldline's estimate."""
+    body, betas = _fork_body(provider, records, config, system, tools, max_tokens=1)
+    estimate = context_count_of(records, unanchored_base=estimate_fixed(system, tools)).total
+    return await count_tokens(provider, body, betas) or estimate
 
 
 async def _check_fits(
