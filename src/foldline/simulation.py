@@ -51,6 +51,7 @@ from foldline.timeline import (
     SystemEntry,
     Usage,
     UserEntry,
+    seeded_uuids,
 )
 from foldline.tools import default_tools
 from foldline.usage import UsageTotals
@@ -487,42 +488,44 @@ async def simulate(
     report.requests = meter.requests
     started = time.perf_counter()
     path = sessions_dir / f"simulated-{profile}-{seed}.jsonl"
-    async with Session.open(
-        path,
-        provider=meter,
-        workspace=workspace,
-        config=config,
-        tools=default_tools(),
-        permission_mode="bypassPermissions",
-        fsync="never",
-        levels=levels,
-        on_event=on_event,
-        clock=clock,
-        system=system,
-        environment=False,  # a date and a git status would make two runs of one seed differ
-    ) as session:
-        for turn, prompt in enumerate(
-            user_prompts(profile, turns, seed, output_facts=output_facts, facts_at_end=facts_at_end)
-        ):
-            if clock is not None:
-                clock.advance(think_time(seed, turn, SimulatedConfig().think_time_quantiles))
-            if settle:
-                await session.engine.drain()
-            before = len(session.engine.timeline)
-            try:
-                result = await session.submit_message(prompt)
-            except PromptTooLongError as e:
-                report.stopped = f"turn {turn + 1}: {e}"
-                break
-            except ModelAPIError as e:
-                report.errors.append(f"turn {turn + 1}: {e}")
-                break
-            records = list(session.engine.timeline)[before:]
-            report.rounds_per_turn.append(_measure(report, records, turn))
-            report.answers.append((prompt, result.text))
-            report.turn_ends.append(len(meter.requests))
-            if on_turn is not None:
-                on_turn(turn, report)
+    # Ids reach the model (message tags, collapse ids): drawn from the seed, a rerun sends the same bytes
+    with seeded_uuids(seed):
+        async with Session.open(
+            path,
+            provider=meter,
+            workspace=workspace,
+            config=config,
+            tools=default_tools(),
+            permission_mode="bypassPermissions",
+            fsync="never",
+            levels=levels,
+            on_event=on_event,
+            clock=clock,
+            system=system,
+            environment=False,  # a date and a git status would make two runs of one seed differ
+        ) as session:
+            for turn, prompt in enumerate(
+                user_prompts(profile, turns, seed, output_facts=output_facts, facts_at_end=facts_at_end)
+            ):
+                if clock is not None:
+                    clock.advance(think_time(seed, turn, SimulatedConfig().think_time_quantiles))
+                if settle:
+                    await session.engine.drain()
+                before = len(session.engine.timeline)
+                try:
+                    result = await session.submit_message(prompt)
+                except PromptTooLongError as e:
+                    report.stopped = f"turn {turn + 1}: {e}"
+                    break
+                except ModelAPIError as e:
+                    report.errors.append(f"turn {turn + 1}: {e}")
+                    break
+                records = list(session.engine.timeline)[before:]
+                report.rounds_per_turn.append(_measure(report, records, turn))
+                report.answers.append((prompt, result.text))
+                report.turn_ends.append(len(meter.requests))
+                if on_turn is not None:
+                    on_turn(turn, report)
     # Closing drained the background tail (its forks are metered); read the records after it.
     final = session.engine.timeline.snapshot()
     report.wall_s = time.perf_counter() - started

@@ -14,9 +14,12 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import random
 import re
 import uuid as _uuid
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Literal, TypeAlias
 
@@ -51,6 +54,7 @@ __all__ = [
     "is_api_visible",
     "new_uuid",
     "now_iso",
+    "seeded_uuids",
     "short_id",
     "ui_view",
 ]
@@ -83,9 +87,31 @@ def short_id(uuid: str) -> str:
     return (pairs[high] + pairs[r2] + pairs[r1] + pairs[r0]).lstrip("0") or "0"
 
 
+_SEEDED: ContextVar[random.Random | None] = ContextVar("foldline_seeded_uuids", default=None)
+
+
 def new_uuid() -> str:
-    """A fresh random entry id (uuid4, canonical text form)."""
-    return str(_uuid.uuid4())
+    """A fresh random entry id (uuid4, canonical text form); drawn from a seed inside
+    `seeded_uuids`."""
+    drawn = _SEEDED.get()
+    if drawn is None:
+        return str(_uuid.uuid4())
+    return str(_uuid.UUID(int=drawn.getrandbits(128), version=4))
+
+
+@contextmanager
+def seeded_uuids(seed: int) -> Iterator[None]:
+    """Entry ids drawn from `seed` within this block (and the tasks started in it), not from the OS.
+
+    Ids reach the model: every user message is tagged with its id's `short_id`, and a collapse
+    commit is named by one. Two runs of one simulated session must send the same bytes, or their
+    costs differ by chance (simulations and benchmarks use this; a real session never does).
+    """
+    token = _SEEDED.set(random.Random(seed))
+    try:
+        yield
+    finally:
+        _SEEDED.reset(token)
 
 
 def now_iso(at: float | None = None) -> str:

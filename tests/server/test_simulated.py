@@ -592,3 +592,15 @@ async def test_a_managed_session_reports_its_economics_facts_and_receipts(tmp_pa
     acted = {k: v for k, v in report.receipts.items() if k != "receipt:tool_result_budget"}
     assert sum(acted.values()) > 0, report.receipts
     assert any(line.startswith("planted facts") for line in report.lines())
+
+
+@pytest.mark.anyio
+async def test_two_runs_of_one_seed_send_the_same_requests_through_folds_and_compactions(
+    tmp_path: Path,
+) -> None:
+    """Entry ids reach the model (every user message's tag, every collapse id): drawn from the OS,
+    they made reruns of one benchmark row differ by up to 10%. Drawn from the seed, they cannot."""
+    runs = [await _run(tmp_path / name, "debug", 30, context_window=40_000) for name in ("a", "b")]
+    first, second = ([(r.input, r.cache_read, r.cache_write, r.output) for r in run.requests] for run in runs)
+    assert runs[0].receipts.get("collapse_commit", 0) > 0  # ids of folds were drawn and sent
+    assert first == second
