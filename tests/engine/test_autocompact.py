@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from foldline.cli.chat import compact_command
-from foldline.compact.autocompact import SUMMARY_LEAD, install_autocompact
+from foldline.compact.autocompact import SUMMARY_LEAD, AutoCompactStage, install_autocompact
 from foldline.compact.pipeline import CompactionContext, StageResult
 from foldline.compact.prompts import SUMMARY_SECTIONS
 from foldline.config import AutoCompactConfig, Config, RetryConfig, SessionMemoryConfig
@@ -134,12 +134,14 @@ async def test_with_collapse_on_the_memory_is_not_refreshed_in_the_background_un
     assert plain.memory is not None  # without Collapse the memory is AutoCompact's first resort
 
 
-async def test_session_memory_compaction_makes_no_api_call_and_keeps_the_recent_tail(
-    harness: Callable[..., Harness], tmp_path: Path
-) -> None:
+async def _with_memory(
+    harness: Callable[..., Harness], tmp_path: Path, *, replies: int, **small: Any
+) -> tuple[Harness, QueryEngine, AutoCompactStage]:
+    """An engine whose AutoCompact keeps a session memory (written by a fork after each turn) and
+    keeps a recent tail of 200 to 3,000 tokens and at least 3 text messages beside it."""
     memory = {"text": _summary("memory: port 6543"), "when": {"last_user_contains": SUMMARY_ASK}}
     h = harness(
-        [memory, *({"text": f"ok {i}"} for i in range(12))],
+        [memory, *({"text": f"ok {i}"} for i in range(replies))],
         **_small(
             init_tokens=1_500,
             update_tokens=500,
@@ -147,10 +149,17 @@ async def test_session_memory_compaction_makes_no_api_call_and_keeps_the_recent_
             keep_min_tokens=200,
             keep_max_tokens=3_000,
             keep_min_text_messages=3,
+            **small,
         ),
     )
     engine = await h.engine()
-    stage = install_autocompact(engine, memory_path=tmp_path / "session-memory.md")
+    return h, engine, install_autocompact(engine, memory_path=tmp_path / "session-memory.md")
+
+
+async def test_session_memory_compaction_makes_no_api_call_and_keeps_the_recent_tail(
+    harness: Callable[..., Harness], tmp_path: Path
+) -> None:
+    h, engine, stage = await _with_memory(harness, tmp_path, replies=12)
     assert stage.memory is not None
     turns = 0
     while not stage.receipts:
@@ -187,21 +196,8 @@ async def test_a_reactive_compaction_takes_the_memory_only_where_it_frees_the_ga
     """A server's refusal says how many tokens must go; the session memory keeps a recent tail, and
     where that frees fewer, a summary request (which keeps less) is made instead of a retry that
     would be refused again."""
-    memory = {"text": _summary("memory: port 6543"), "when": {"last_user_contains": SUMMARY_ASK}}
-    h = harness(
-        [memory, *({"text": f"ok {i}"} for i in range(8))],
-        **_small(
-            buffer=1_000,  # no automatic compaction: only the refusal below compacts
-            init_tokens=1_500,
-            update_tokens=500,
-            update_tool_calls=0,
-            keep_min_tokens=200,
-            keep_max_tokens=3_000,
-            keep_min_text_messages=3,
-        ),
-    )
-    engine = await h.engine()
-    stage = install_autocompact(engine, memory_path=tmp_path / "session-memory.md")
+    # no automatic compaction (buffer): only the refusal below compacts
+    _, engine, stage = await _with_memory(harness, tmp_path, replies=8, buffer=1_000)
     assert stage.memory is not None
     for turn in range(4):
         await engine.submit_message(f"step {turn}: " + _words(600, f"t{turn}w"))
