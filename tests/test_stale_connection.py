@@ -90,3 +90,20 @@ async def test_a_server_that_drops_every_request_is_an_error_after_one_resend() 
         finally:
             await provider.aclose()
     assert answered == [0, 0]  # sent twice, never more
+
+
+@pytest.mark.anyio
+async def test_a_proxy_from_the_environment_is_used_and_resends_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client is the SDK's own (its proxies from the environment), not a bare one that drops
+    them: the requests for a host that does not resolve reach the proxy, resent there as well."""
+    async with _one_answer_per_connection(drop_every_second=True) as (url, answered):
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", url)
+        provider = AnthropicProvider(base_url="http://api.foldline-test.invalid")
+        try:
+            counts = [await provider.count_tokens(BODY) for _ in range(3)]
+        finally:
+            await provider.aclose()
+    assert counts == [7, 7, 7]
+    assert answered == [1, 1, 1]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 import httpx2
@@ -168,12 +168,33 @@ class _ResendOnStale(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+class _ResendingTransports(httpx2.AsyncClient):
+    """Below the SDK's default client in `_HttpClient`'s MRO: it receives the transports that client
+    built (its TCP keep-alive socket options, connection limits and environment proxies) and wraps
+    each in `_ResendOnStale` before httpx takes them."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["transport"] = _ResendOnStale(kwargs["transport"])
+        mounts = kwargs.get("mounts") or {}
+        kwargs["mounts"] = {key: None if t is None else _ResendOnStale(t) for key, t in mounts.items()}
+        super().__init__(**kwargs)
+
+
+# The SDK tells type checkers its default client is `httpx2.AsyncClient` itself (whence no
+# consistent MRO for them); at run time it is the subclass that builds the transports.
+class _HttpClient(anthropic.DefaultAsyncHttpxClient, _ResendingTransports):  # type: ignore[misc]
+    """The SDK's default HTTP client, every transport of it resending on a stale connection."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+
+
 def http_client(*, timeout: float = 600.0, **kwargs: Any) -> httpx2.AsyncClient:
-    """The HTTP client `AnthropicProvider` builds its SDK client on: keep-alive, and a request that
-    went out on a connection the server had closed is sent once more (`_ResendOnStale`). `kwargs`
-    go to `httpx2.AsyncClient` (tests add `event_hooks`)."""
-    transport = _ResendOnStale(httpx2.AsyncHTTPTransport())
-    return httpx2.AsyncClient(transport=transport, timeout=timeout, **kwargs)
+    """The HTTP client `AnthropicProvider` builds its SDK client on: the SDK's own default (keep-alive
+    socket options, limits, proxies from the environment), and a request that went out on a
+    connection the server had closed is sent once more (`_ResendOnStale`). `kwargs` go to the
+    client (tests add `event_hooks`)."""
+    return cast(httpx2.AsyncClient, _HttpClient(timeout=timeout, **kwargs))
 
 
 _SDK_PARAMS = frozenset(inspect.signature(anthropic.resources.AsyncMessages.create).parameters) - {
