@@ -154,10 +154,9 @@ def _after_failure(state: TurnState, error: ModelHTTPError, config: Config) -> D
     if isinstance(error, OutputRoomError) and not state.output_shrunk and error.room >= MIN_OUTPUT_TOKENS:
         return Recover("shrink_output", max_tokens=error.room)
     if isinstance(error, PromptTooLongAPIError) and not state.compacted:
-        # A server's gap is to its window; the retry must also pass the blocking limit below it.
-        over_ours = None if error.prompt_tokens is None else error.prompt_tokens - config.blocking_limit
-        gap = max((g for g in (error.gap, over_ours) if g is not None), default=None)
-        return Recover("compact", gap=gap)
+        # A server's limit is its window; the retry must also pass the blocking limit below it.
+        limit = min(config.blocking_limit, error.limit or config.blocking_limit)
+        return Recover("compact", gap=None if error.prompt_tokens is None else error.prompt_tokens - limit)
     return GiveUp(error)
 
 

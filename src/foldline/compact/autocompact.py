@@ -42,7 +42,7 @@ from foldline._incremental import GrowthCursor
 from foldline._types import Block, JSONObject
 from foldline.compact.api_rounds import drop_oldest_rounds, recent_tail_start, shrink_oversized
 from foldline.compact.ctx_agent import opens_turn
-from foldline.compact.fork import ask_forked, count_alone
+from foldline.compact.fork import ask_forked, check_fits_alone
 from foldline.compact.pipeline import CompactionContext, Stage, StageResult
 from foldline.compact.prompts import SUMMARY_SECTIONS, read_summary, summary_prompt
 from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
@@ -358,15 +358,20 @@ class AutoCompactStage:
         no history, or the prompt alone, with the system prompt and tools, is over the limit."""
         if not any(isinstance(e, AssistantEntry) for e in history):
             raise CompactionFailed("there is nothing to compact but the prompt just typed")
-        alone = await count_alone(
-            self.provider, prompt, config=ctx.config, system=self.system, tools=self.tools
-        )
-        limit = ctx.config.blocking_limit
-        if alone > limit:
-            raise CompactionFailed(
-                f"the prompt just typed needs {alone:,} tokens with the system prompt and tools, over the "
-                f"limit ({limit:,}) whatever is compacted: shorten it"
+        try:
+            await check_fits_alone(
+                self.provider,
+                prompt,
+                config=ctx.config,
+                system=self.system,
+                tools=self.tools,
+                limit=ctx.config.blocking_limit,
             )
+        except PromptTooLongAPIError as e:
+            raise CompactionFailed(
+                f"the prompt just typed is too long with the system prompt and tools, whatever is "
+                f"compacted ({e.message}): shorten it"
+            ) from e
 
     def _commit(
         self,

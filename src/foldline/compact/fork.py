@@ -23,7 +23,7 @@ from foldline.stream import MessageAccumulator
 from foldline.timeline import AnyRecord, Usage, UserEntry, UserMessage, new_uuid, now_iso
 from foldline.tokens import estimate_fixed
 
-__all__ = ["ForkedReply", "ask_forked", "count_alone", "fork_body"]
+__all__ = ["ForkedReply", "ask_forked", "check_fits_alone", "fork_body"]
 
 
 @dataclass(frozen=True)
@@ -126,19 +126,19 @@ async def ask_forked(
     return ForkedReply(text=text, usage=message.usage or Usage(), stop_reason=message.stop_reason)
 
 
-async def count_alone(
+async def check_fits_alone(
     provider: Provider,
     records: Sequence[AnyRecord],
     *,
     config: Config,
     system: str | Sequence[str | Block],
     tools: Sequence[Mapping[str, Any]],
-) -> int:
-    """What `records` cost sent with nothing but the system prompt and tools: the server's count
-    where it gives one, else foldline's estimate."""
+    limit: int,
+) -> None:
+    """Raise `PromptTooLongAPIError` when `records`, sent with nothing but the system prompt and
+    tools, are over `limit`: the fork's own check (`_check_fits`, counted exactly only near it)."""
     body, betas = _fork_body(provider, records, config, system, tools, max_tokens=1)
-    estimate = context_count_of(records, unanchored_base=estimate_fixed(system, tools)).total
-    return await count_tokens(provider, body, betas) or estimate
+    await _check_fits(provider, records, body, betas, config, estimate_fixed(system, tools), limit)
 
 
 async def _check_fits(
