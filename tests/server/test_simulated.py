@@ -599,8 +599,13 @@ async def test_two_runs_of_one_seed_send_the_same_requests_through_folds_and_com
     tmp_path: Path,
 ) -> None:
     """Entry ids reach the model (every user message's tag, every collapse id): drawn from the OS,
-    they made reruns of one benchmark row differ by up to 10%. Drawn from the seed, they cannot."""
-    runs = [await _run(tmp_path / name, "debug", 30, context_window=40_000) for name in ("a", "b")]
+    they made reruns of one benchmark row differ by up to 10%. Drawn from the seed, they cannot. The
+    workspace's folder name reaches it too (tool results and summaries quote absolute paths): two
+    random names of one length must not change the work either."""
+    folders = ("tmpaaaaaaaa", "tmpq_3zk9x1")
+    runs = [await _run(tmp_path / name, "debug", 60, context_window=60_000) for name in folders]
     first, second = ([(r.input, r.cache_read, r.cache_write, r.output) for r in run.requests] for run in runs)
+    assert runs[0].turns_done == 60
     assert runs[0].receipts.get("collapse_commit", 0) > 0  # ids of folds were drawn and sent
+    assert runs[0].receipts.get("receipt:autocompact:compacted", 0) > 0  # summaries quote the folder
     assert first == second

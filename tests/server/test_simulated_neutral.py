@@ -5,6 +5,7 @@ prompt names, not its verbs."""
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 import subprocess
 from collections.abc import Callable, Mapping
@@ -368,15 +369,18 @@ def _play(
     answers: list[str] | None = None,
     shell: bool = True,
     rounds: list[int] | None = None,
+    preface: str | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """Play `prompts` as `style`'s agent loop would; every call, read back in the model's terms (and
-    each prompt's tool rounds appended to `rounds`)."""
+    each prompt's tool rounds appended to `rounds`; `preface`, a text block before the first prompt in
+    its message)."""
     backend = SimulatedBackend(seed=seed)
     messages: list[dict[str, Any]] = list(history or [])
     calls: list[tuple[str, dict[str, Any]]] = []
     schemas = {t["name"]: t["input_schema"] for t in tools}
     for prompt in prompts:
-        messages.append({"role": "user", "content": [{"type": "text", "text": prompt}]})
+        before = [{"type": "text", "text": preface}] if preface and not calls else []
+        messages.append({"role": "user", "content": [*before, {"type": "text", "text": prompt}]})
         for done in range(100):
             request = BackendRequest(model=MODEL, messages=messages, tools=tools, system=_system(ws))
             content = [dict(b) for b in backend.reply(request).content]
@@ -777,6 +781,33 @@ def test_a_turns_work_is_the_same_whatever_the_strategy_left_of_the_session(tmp_
     assert seen[0]
     assert seen[1] == seen[0]
     assert seen[2] == seen[0]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    summary=st.sampled_from(
+        [
+            "This session continues an earlier conversation that was compacted. Summary:\n"
+            "## Files\n{ws}/src/app.py\n## Next Step\n{prompt}",
+            "Context so far: we read {ws}/README.md and ran the tests; all passed.",
+            "<summary>Earlier work: nothing pending.</summary>",
+        ]
+    ),
+    folder=st.from_regex(r"tmp[a-z0-9_]{8}", fullmatch=True),
+)
+def test_text_a_client_puts_before_the_prompt_in_its_message_does_not_change_the_turns_work(
+    tmp_path_factory: pytest.TempPathFactory, summary: str, folder: str
+) -> None:
+    """foldline merges a turn-boundary summary's message with the next prompt's: the turn's work was
+    drawn from the summary's text with the prompt, so a folder's random name (which the summary quotes)
+    or a summary's wording re-drew it. The prompt is the message's last typed block."""
+    ws = generate_workspace(tmp_path_factory.mktemp("ws"), seed=4, data_rows=200, log_lines=300)
+    prompts = user_prompts("debug", 3, 4)
+    play = functools.partial(_play, CLAUDE_CODE_LIKE, KINDS_OF["claude-code"], ws, prompts, style="claude-code")
+    alone = play()
+    preface = summary.format(ws=f"/tmp/{folder}/ws", prompt=prompts[0])
+    assert alone
+    assert play(preface=preface) == alone
 
 
 @pytest.mark.parametrize("placeholder", ["[Old tool result content cleared]", "[tool result cleared]"])

@@ -155,10 +155,23 @@ def _text_blocks(message: dict[str, Any]) -> list[str]:
 
 def _typed_text(message: dict[str, Any]) -> str:
     """A user message's typed text: its text blocks without id tags and system reminders."""
+    return "\n".join(_typed_parts(message))
+
+
+def _typed_parts(message: dict[str, Any]) -> list[str]:
     if message.get("role") != "user":
-        return ""
+        return []
     parts = [_REMINDER.sub("", t).strip() for t in _text_blocks(message) if not _TAG_BLOCK.match(t)]
-    return "\n".join(p for p in parts if p)
+    return [p for p in parts if p]
+
+
+def _prompt_text(message: dict[str, Any]) -> str:
+    """What the user typed in a user message: its last typed block. A client may put other text
+    before the prompt in the same message (a summary of the conversation, when it merges the
+    summary's message with the next prompt's); taking it as part of the prompt would draw the turn's
+    work from the summary's wording, so one compaction would change the work it is judged on."""
+    parts = _typed_parts(message)
+    return parts[-1] if parts else ""
 
 
 @dataclass
@@ -267,7 +280,7 @@ def _turn_start(messages: Sequence[dict[str, Any]], system: str = "") -> tuple[i
             if _answered(message):
                 open_from_summary = False  # an answer ends the carried turn
             continue
-        typed = _typed_text(message)
+        typed = _prompt_text(message)
         if found is not None and found[3] and typed == found[1]:
             open_from_summary = True  # the prompt handed back again: no user types a prompt twice
         elif typed and not open_from_summary:
