@@ -803,7 +803,9 @@ def test_text_a_client_puts_before_the_prompt_in_its_message_does_not_change_the
     or a summary's wording re-drew it. The prompt is the message's last typed block."""
     ws = generate_workspace(tmp_path_factory.mktemp("ws"), seed=4, data_rows=200, log_lines=300)
     prompts = user_prompts("debug", 3, 4)
-    play = functools.partial(_play, CLAUDE_CODE_LIKE, KINDS_OF["claude-code"], ws, prompts, style="claude-code")
+    play = functools.partial(
+        _play, CLAUDE_CODE_LIKE, KINDS_OF["claude-code"], ws, prompts, style="claude-code"
+    )
     alone = play()
     preface = summary.format(ws=f"/tmp/{folder}/ws", prompt=prompts[0])
     assert alone
