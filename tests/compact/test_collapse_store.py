@@ -228,3 +228,55 @@ async def test_a_span_fork_over_the_limit_is_sent_again_cut_after_the_span() -> 
     text = dumps(sent.body["messages"]).decode()
     assert "FACT-1 = v1" in text
     assert "FACT-2 = v2" not in text
+
+
+SUMMARY = "## Task\nturns\n\n## Outcome\ndone\n\n## Facts to Keep\nnone"
+
+
+def _cut_first(calls: int) -> FunctionProvider:
+    """Cuts the first `calls` summaries at the output limit, then answers in full."""
+    asked = [0]
+
+    def reply(body: object, betas: object) -> dict[str, str]:
+        asked[0] += 1
+        if asked[0] <= calls:
+            return {"text": SUMMARY[:30], "stop_reason": "max_tokens"}
+        return {"text": SUMMARY}
+
+    return FunctionProvider(reply)
+
+
+async def test_a_span_whose_summary_is_cut_is_summarized_again_as_two_halves() -> None:
+    """A cut summary of three turns was a failure asked again after every turn, and the turns stayed
+    in view until AutoCompact: each half has half as much to tell."""
+    config = Config(collapse=CollapseConfig(span_target_tokens=4_000))
+    records = conversation(6)
+    [span] = find_spans(records, config)
+    assert (span.first_turn, span.last_turn) == (1, 3)
+    provider = _cut_first(1)
+    staged, failed = await CtxAgent(provider, "sys", [], config).run(records, [span])
+    assert failed == []
+    assert [(f.span.first_turn, f.span.last_turn) for f in staged] == [(1, 2), (3, 3)]
+    assert frozenset().union(*(f.span.uuids for f in staged)) == span.uuids
+    assert len(provider.calls) == 3
+
+
+async def test_a_single_turn_whose_summary_is_cut_is_left_out_of_later_runs() -> None:
+    config = Config(collapse=CollapseConfig(span_target_tokens=4_000))
+    records = conversation(6)
+    provider = _cut_first(100)
+    store = Collapse(provider, "sys", [], config)
+    run = store.start(lambda: records)
+    assert run is not None
+    await run
+    # turns 1-3 cut; 1-2 cut, then 1 and 2 cut; 3 cut: five requests, then none again
+    assert len(provider.calls) == 5
+    assert [(f.span.first_turn, f.span.last_turn, f.cut) for f in store.store.failures] == [
+        (1, 1, True),
+        (2, 2, True),
+        (3, 3, True),
+    ]
+    again = store.start(lambda: records)
+    assert again is not None
+    await again
+    assert len(provider.calls) == 5

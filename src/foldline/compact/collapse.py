@@ -93,9 +93,12 @@ class CollapseStore:
     staged: list[StagedFold] = field(default_factory=list)
     failures: list[FoldFailure] = field(default_factory=list)
 
-    def staged_uuids(self) -> frozenset[str]:
-        """Every entry some staged fold covers (the ctx-agent does not analyse them again)."""
-        return frozenset(u for fold in self.staged for u in fold.span.uuids)
+    def settled_uuids(self) -> frozenset[str]:
+        """Every entry some staged fold covers, or a cut summary's turn does (the ctx-agent does
+        not analyse them again: a staged one is done, a cut one would be cut again)."""
+        return frozenset(u for fold in self.staged for u in fold.span.uuids) | frozenset(
+            u for failure in self.failures if failure.cut for u in failure.span.uuids
+        )
 
     def take(self, records: Sequence[AnyRecord]) -> list[StagedFold]:
         """Empty the queue; return the folds whose spans are unchanged in `records`' view, oldest first."""
@@ -230,7 +233,7 @@ class Collapse:
     async def _background(self, snapshot: Callable[[], Sequence[AnyRecord]]) -> None:
         async with self._lock:
             records = tuple(snapshot())
-            spans = find_spans(records, self.config, exclude=self.store.staged_uuids())
+            spans = find_spans(records, self.config, exclude=self.store.settled_uuids())
             if not spans:
                 return
             self.runs += 1

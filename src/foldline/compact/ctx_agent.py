@@ -11,6 +11,11 @@ what the first one already rewrites.
 Each span's summary comes from a forked request (`compact.fork`): the main conversation's request
 with `span_prompt` as the last user message, so it reads the main prefix from the cache. A reply
 that `read_summary` rejects is a failure, reported and never staged (R3.4.9's rule, applied here).
+A summary cut at the output limit is no summary either (it silently loses what came past the cut);
+a span of several turns is then summarized again as two halves, each half of the turns to tell. A
+single turn whose summary does not fit is a failure that asking again cannot mend (`FoldFailure.
+cut`): the collapse store leaves that turn out of later runs rather than pay for the same cut
+summary after every turn.
 
 This module decides and asks; it never writes the timeline. The collapse store (`compact.collapse`)
 stages what it returns and commits it from the compaction round.
@@ -55,6 +60,7 @@ __all__ = [
     "fold_savings",
     "is_typed_prompt",
     "opens_turn",
+    "split_span",
     "summary_of",
     "summary_tokens",
 ]
@@ -99,6 +105,9 @@ class FoldFailure:
 
     span: TaskSpan
     reason: str
+    cut: bool = False
+    """The summary was cut at the output limit: asking the same again would be cut again (a span
+    of several turns is asked about as two halves instead; a failed request may pass next time)."""
 
 
 def is_typed_prompt(entry: Entry) -> bool:
@@ -209,21 +218,7 @@ def find_spans(
     def close(force: bool) -> None:
         tokens = padded(sum(t.tokens for t in run))
         if run and (force or tokens >= floor) and tokens > 0:
-            entries = [e for t in run for e in t.entries]
-            spans.append(
-                TaskSpan(
-                    first_uuid=entries[0].uuid,
-                    last_uuid=entries[-1].uuid,
-                    uuids=frozenset(e.uuid for e in entries),
-                    tokens=tokens,
-                    first_turn=run[0].number,
-                    last_turn=run[-1].number,
-                    last_tagged_uuid=next(
-                        (e.uuid for e in reversed(entries) if not isinstance(e, AssistantEntry)),
-                        entries[0].uuid,
-                    ),
-                )
-            )
+            spans.append(_span_of(run))
         run.clear()
 
     for turn in candidates:
@@ -241,6 +236,35 @@ def find_spans(
             close(force=True)
     close(force=False)
     return spans
+
+
+def _span_of(turns: Sequence[_Turn]) -> TaskSpan:
+    entries = [e for t in turns for e in t.entries]
+    return TaskSpan(
+        first_uuid=entries[0].uuid,
+        last_uuid=entries[-1].uuid,
+        uuids=frozenset(e.uuid for e in entries),
+        tokens=padded(sum(t.tokens for t in turns)),
+        first_turn=turns[0].number,
+        last_turn=turns[-1].number,
+        last_tagged_uuid=next(
+            (e.uuid for e in reversed(entries) if not isinstance(e, AssistantEntry)), entries[0].uuid
+        ),
+    )
+
+
+def split_span(records: Sequence[AnyRecord], span: TaskSpan) -> tuple[TaskSpan, TaskSpan] | None:
+    """`span`'s turns as two spans of about half its tokens each (None for a single turn)."""
+    turns = [t for t in _turns(records) if t.entries and t.entries[0].uuid in span.uuids]
+    if len(turns) < 2:
+        return None
+    half, running, cut = sum(t.tokens for t in turns) / 2, 0, 1
+    for i, turn in enumerate(turns[:-1], start=1):
+        running += turn.tokens
+        cut = i
+        if running >= half:
+            break
+    return _span_of(turns[:cut]), _span_of(turns[cut:])
 
 
 def cached_rewrite_tokens(records: Sequence[AnyRecord], folds: Sequence[StagedFold]) -> int:
@@ -299,7 +323,7 @@ class CtxAgent:
             return FoldFailure(span, f"request failed: {e}")
         if reply.stop_reason == "max_tokens" and self.config.summary_format != "free":
             # A cut summary can still have every heading, and silently lose the facts past the cut.
-            return FoldFailure(span, "the summary was cut at the output limit")
+            return FoldFailure(span, "the summary was cut at the output limit", cut=True)
         sections = read_summary(reply.text, SPAN_SECTIONS, free=self.config.summary_format == "free")
         if sections is None:
             return FoldFailure(span, "the summary was empty or malformed")
@@ -335,17 +359,20 @@ class CtxAgent:
         staged: list[StagedFold] = []
         failed: list[FoldFailure] = []
         freed = 0
-        for i, span in enumerate(spans[: self.config.collapse.max_spans_per_run]):
-            if enough(freed):
-                break
+        # (progress number, span); a span whose summary was cut comes back as its two halves
+        queue = list(enumerate(spans[: self.config.collapse.max_spans_per_run]))
+        while queue and not enough(freed):
+            i, span = queue.pop(0)
             if on_span is not None:
                 on_span(i, span)
             result = await self.summarize(records, span)
-            if isinstance(result, FoldFailure):
+            if isinstance(result, StagedFold):
+                staged.append(result)
+                freed += fold_savings(result)
+            elif not result.cut or (halves := split_span(records, span)) is None:
                 failed.append(result)
-                continue
-            staged.append(result)
-            freed += fold_savings(result)
+            else:
+                queue[:0] = [(i, halves[0]), (i, halves[1])]
         return staged, failed
 
 
