@@ -41,7 +41,10 @@ agents do to the bytes they send, applied to every request the engine makes:
 - `foldline-no-edits-at-90`: the headline row with Collapse committing only at 90% of the window
   (`CollapseConfig.commit_when_it_pays=False`), the default before design.md R3.3.7.
 - `foldline-no-edits-100k`: the headline row managing to a 100K working window on the 200K model.
-- `foldline-no-edits-span10k` (opt-in): the headline row with 10K-token Collapse spans.
+- `foldline-no-edits-span10k`, `-span15k` (opt-in): the headline row with 10K- or 15K-token
+  Collapse spans; `-budget3k`: fold summaries replaced by one at 3K tokens of them;
+  `-span10k-budget10k`: 10K spans with a 10K budget of summaries; `-nudge25`: the Snip reminder
+  past 25% of the window. Each is one design choice beside the defaults.
 - `foldline-no-edits-memory` (opt-in): the headline row with the session memory refreshed beside
   Collapse, the old default, to measure that change side by side.
 - `foldline-no-edits-no-snip` (opt-in): the headline row with Snip off (`Config.snip_enabled`), to
@@ -699,6 +702,10 @@ class Foldline:
     """Collapse commits a staged fold once it pays (design.md R3.3.7), not only at 90%."""
     span_target_tokens: int = CollapseConfig().span_target_tokens
     """Tokens of finished turns one Collapse summary covers."""
+    summaries_budget_tokens: int = CollapseConfig().summaries_budget_tokens
+    """Tokens of fold summaries in view at which AutoCompact replaces them (design.md R3.3.8)."""
+    snip_nudge_share: float = Config().snip_nudge_share
+    """Share of the window past which the model is reminded it can Snip."""
 
     def engine_window(self, window: int) -> int:
         return min(window, self.working_window) if self.working_window else window
@@ -752,6 +759,27 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         "foldline-no-edits with Collapse summaries of 10K-token spans (20K by default)",
         span_target_tokens=10_000,
     ),
+    "foldline-no-edits-span15k": _no_edits(
+        "span15k",
+        "foldline-no-edits with Collapse summaries of 15K-token spans (20K by default)",
+        span_target_tokens=15_000,
+    ),
+    "foldline-no-edits-budget3k": _no_edits(
+        "budget3k",
+        "foldline-no-edits replacing fold summaries by one at 3K tokens of them (5K by default)",
+        summaries_budget_tokens=3_000,
+    ),
+    "foldline-no-edits-span10k-budget10k": _no_edits(
+        "span10k-budget10k",
+        "foldline-no-edits with 10K-token spans and 10K tokens of fold summaries before AutoCompact",
+        span_target_tokens=10_000,
+        summaries_budget_tokens=10_000,
+    ),
+    "foldline-no-edits-nudge25": _no_edits(
+        "nudge25",
+        "foldline-no-edits reminding the model it can Snip past 25% of the window (50% by default)",
+        snip_nudge_share=0.25,
+    ),
     "foldline-no-edits-100k": _no_edits(
         "100k",
         "foldline-no-edits managing to a 100K working window on the 200K model",
@@ -763,8 +791,9 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
 (the slowest row, and 3-5x the headline's cost on every profile of the last page that ran it) and
 `foldline` (cache_edits have no public pricing, so the row is never judged) to keep `make bench`
 within two hours on two cores; and
-`foldline-no-edits-memory`, `foldline-no-edits-no-snip` and `foldline-no-edits-span10k`: each
-measures one change of foldline's defaults side by side. `foldline-no-edits-at-90` (the default
+`foldline-no-edits-memory`, `foldline-no-edits-no-snip`, `foldline-no-edits-span10k`,
+`-span15k`, `-budget3k`, `-span10k-budget10k` and `-nudge25`: each measures one change of
+foldline's defaults side by side. `foldline-no-edits-at-90` (the default
 before R3.3.7) and `foldline-no-edits-100k` (a smaller working window) run by default: the page
 shows the design choices beside the headline."""
 _OPT_IN = (
@@ -775,6 +804,10 @@ _OPT_IN = (
     "foldline-no-edits-memory",
     "foldline-no-edits-no-snip",
     "foldline-no-edits-span10k",
+    "foldline-no-edits-span15k",
+    "foldline-no-edits-budget3k",
+    "foldline-no-edits-span10k-budget10k",
+    "foldline-no-edits-nudge25",
 )
 DEFAULT_STRATEGIES = tuple(n for n in STRATEGIES if n not in _OPT_IN)
 
@@ -907,8 +940,12 @@ async def play(
             enabled=strategy.collapse,
             commit_when_it_pays=strategy.commit_when_it_pays,
             span_target_tokens=getattr(strategy, "span_target_tokens", CollapseConfig().span_target_tokens),
+            summaries_budget_tokens=getattr(
+                strategy, "summaries_budget_tokens", CollapseConfig().summaries_budget_tokens
+            ),
         ),
         snip_enabled=strategy.snip,
+        snip_nudge_share=getattr(strategy, "snip_nudge_share", Config().snip_nudge_share),
         autocompact=AutoCompactConfig(
             memory=SessionMemoryConfig(with_collapse=strategy.memory_with_collapse)
         ),
@@ -1176,17 +1213,20 @@ def main() -> None:
             print(dumps(row).decode(), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
+        # Tool results quote the workspace's absolute path, so every row's folder name has one length
+        # (`peers.py` names its own alike): a strategy's name in it would cost that row tokens.
+        folders = [Path(tmp) / f"w{i:03d}" for i in range(len(cells))]
         if args.jobs > 1:
             with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = [
-                    pool.submit(pair_row, p, n, seed, args, Path(tmp) / p / n / str(seed))
-                    for p, n, seed in cells
+                    pool.submit(pair_row, p, n, seed, args, folder)
+                    for (p, n, seed), folder in zip(cells, folders, strict=True)
                 ]
                 for future in as_completed(futures):
                     done(future.result())
         else:
-            for p, n, seed in cells:
-                done(pair_row(p, n, seed, args, Path(tmp) / p / n / str(seed)))
+            for (p, n, seed), folder in zip(cells, folders, strict=True):
+                done(pair_row(p, n, seed, args, folder))
     if not args.json:
         order = {cell: i for i, cell in enumerate(cells)}
         print_table(sorted(rows, key=lambda r: order[(r["profile"], r["strategy"], r["seed"])]))

@@ -55,6 +55,7 @@ Run: `PYTHONPATH=src .venv/bin/python benchmarks/peers.py --client claude-code -
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import subprocess
 import sys
@@ -371,6 +372,7 @@ def main() -> None:
         parser.error(str(e))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        folders = (Path(tmp) / f"w{i:03d}" for i in itertools.count())  # one length, as economics'
         for setting in runs:
             for seed in (int(s) for s in args.seeds.split(",") if s):
                 print(
@@ -379,7 +381,7 @@ def main() -> None:
                     flush=True,
                 )
                 try:
-                    folder = Path(tmp) / setting.name / str(seed)
+                    folder = next(folders)
                     row = run(setting, args.profile, seed, args.turns, folder, args)
                 except ClientUnavailableError as e:
                     print(f"peers: skipped {args.client}: {e}", file=sys.stderr)

@@ -85,6 +85,10 @@ FOLDLINE = (
     "foldline-no-edits-memory",
     "foldline-no-edits-no-snip",
     "foldline-no-edits-span10k",
+    "foldline-no-edits-span15k",
+    "foldline-no-edits-budget3k",
+    "foldline-no-edits-span10k-budget10k",
+    "foldline-no-edits-nudge25",
     "foldline-no-edits-at-90",
     "foldline-no-edits-100k",
 )

@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import itertools
+import json
+import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -590,3 +593,24 @@ def test_a_request_refused_as_too_long_is_not_counted_as_billed_at_long_context_
     row = econ.report_row("debug", "claude-code", "a client", report)
     assert row["long_context_requests"] == 1
     assert row["http_400"] == 1
+
+
+@pytest.mark.slow  # two 3-turn sessions over HTTP, in a subprocess as `make bench` runs them
+def test_a_rows_name_does_not_reach_its_bill(tmp_path: Path) -> None:
+    """Tool results quote the workspace's absolute path: with the strategy's name in the folder, a
+    row with a long name paid more tokens than one with a short name for the same work."""
+    same_work = ["foldline-no-edits", "foldline-no-edits-span10k-budget10k"]  # nothing folds in 3 turns
+    command = [sys.executable, str(BENCHMARKS / "economics.py"), "--turns", "3", "--seeds", "7"]
+    done = subprocess.run(
+        [*command, "--profiles", "feature", "--json", "--strategies", ",".join(same_work)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCHMARKS.parent / "src"), str(BENCHMARKS)])},
+        timeout=300,
+        check=True,
+    )
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["strategy"] for r in rows) == sorted(same_work)
+    assert rows[0]["receipts"] == rows[1]["receipts"]
+    assert rows[0]["cost_usd"] == rows[1]["cost_usd"] > 0
