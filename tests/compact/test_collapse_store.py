@@ -280,3 +280,16 @@ async def test_a_single_turn_whose_summary_is_cut_is_left_out_of_later_runs() ->
     assert again is not None
     await again
     assert len(provider.calls) == 5
+    # nor when the context is nearly full: the emergency fold asks only about turns 4-5, too
+    # small for a background span (one request, cut, then one per turn)
+    window = config.effective_window
+    ctx = CompactionContext(tuple(records), config, Capabilities(name="test"), int(window * 0.97))
+    await store.run(ctx)
+    assert len(provider.calls) == 8
+    assert [(f.span.first_turn, f.span.last_turn) for f in store.store.failures] == [
+        (1, 1),
+        (2, 2),
+        (3, 3),
+        (4, 4),
+        (5, 5),
+    ]

@@ -341,9 +341,7 @@ class Collapse:
         they read its cache; the spans exclude what was just committed.
         """
         async with self._lock:
-            done = frozenset(
-                u for fold in self.store.staged for u in fold.span.uuids
-            ) | self._committed_uuids(ctx.records, committed)
+            done = self.store.settled_uuids() | self._committed_uuids(ctx.records, committed)
             spans = find_spans(ctx.records, self.config, exclude=done, min_tokens=0)
             if not spans:
                 text = "context collapse: the context is nearly full and no finished turn is left to fold"
