@@ -367,6 +367,10 @@ def test_shown_text_holds_back_what_may_be_a_call() -> None:
     assert shown_text("  <tool_c", tools=False) == "  <tool_c"
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _serve(model_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     command = [sys.executable, "-c", "from foldline.cli import main; main()", "serve", "--port", "0"]
     with log.open("wb") as sink:
@@ -374,6 +378,10 @@ def _serve(model_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
             [*command, "--backend", "transformers", "--model", str(model_dir)],
             stdout=sink,
             stderr=subprocess.STDOUT,
+            # Ctrl-C as a terminal sends it: a suite started as a shell's background job ignores
+            # SIGINT, the server would inherit that, and uvicorn's re-raise on the way out would be
+            # ignored too (exit 0 instead of click's Abort)
+            preexec_fn=_default_sigint,
         )
     deadline = time.monotonic() + 120
     while True:
