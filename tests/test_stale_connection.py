@@ -67,14 +67,18 @@ async def _one_answer_per_connection(*, drop_every_second: bool = False) -> Asyn
         await server.wait_closed()
 
 
+async def _three_counts(provider: AnthropicProvider) -> list[int]:
+    """Three requests in a row on one provider's pooled connections, then the provider closed."""
+    try:
+        return [await provider.count_tokens(BODY) for _ in range(3)]
+    finally:
+        await provider.aclose()
+
+
 @pytest.mark.anyio
 async def test_a_request_on_a_connection_the_server_closed_goes_out_again_on_a_new_one() -> None:
     async with _one_answer_per_connection(drop_every_second=True) as (url, answered):
-        provider = AnthropicProvider(base_url=url)
-        try:
-            counts = [await provider.count_tokens(BODY) for _ in range(3)]
-        finally:
-            await provider.aclose()
+        counts = await _three_counts(AnthropicProvider(base_url=url))
     assert counts == [7, 7, 7]
     # each later request found its pooled connection closed and went out again on a fresh one
     assert answered == [1, 1, 1]
@@ -100,10 +104,6 @@ async def test_a_proxy_from_the_environment_is_used_and_resends_too(monkeypatch:
         for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("HTTP_PROXY", url)
-        provider = AnthropicProvider(base_url="http://api.foldline-test.invalid")
-        try:
-            counts = [await provider.count_tokens(BODY) for _ in range(3)]
-        finally:
-            await provider.aclose()
+        counts = await _three_counts(AnthropicProvider(base_url="http://api.foldline-test.invalid"))
     assert counts == [7, 7, 7]
     assert answered == [1, 1, 1]

@@ -185,7 +185,7 @@ class _ResendingTransports(httpx2.AsyncClient):
 class _HttpClient(anthropic.DefaultAsyncHttpxClient, _ResendingTransports):  # type: ignore[misc]
     """The SDK's default HTTP client, every transport of it resending on a stale connection."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Any) -> None:  # spelled out: type checkers see no MRO to take it from
         super().__init__(**kwargs)
 
 
