@@ -79,7 +79,12 @@ class Server:
 @contextmanager
 def serve(seed: int, profile: str, window: int, verbosity_scale: float = 1.0) -> Iterator[Server]:
     """`foldline serve --backend simulated` on a free loopback port (its replies' length scaled by
-    `verbosity_scale`); yields it."""
+    `verbosity_scale`); yields it.
+
+    Its prompt cache runs on a frozen clock (`--cache-clock frozen`): the sessions played on it
+    have no pauses (`benchmarks/ttl_choice.py` measures those), so no entry should expire, and on
+    the wall clock a machine loaded by other work could let one outlive its five minutes between
+    two requests and change a row's bill."""
     command = [
         sys.executable,
         "-c",
@@ -97,6 +102,8 @@ def serve(seed: int, profile: str, window: int, verbosity_scale: float = 1.0) ->
         str(window),
         "--verbosity-scale",
         str(verbosity_scale),
+        "--cache-clock",
+        "frozen",
     ]
     # Both streams to a file: uvicorn logs its banner to stderr and every request's status to stdout,
     # and an unread pipe would block the server.

@@ -7,15 +7,18 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anthropic
 import pytest
 import uvicorn
 from click.testing import CliRunner
+from tests.server.conftest import MODEL, FakeClock, words
 
 import foldline.cli.serve as serve_command
 from foldline.cli import cli
+from foldline.server.testing import run_server
 
 
 def _capture(monkeypatch: pytest.MonkeyPatch, *, free_port: bool = True) -> dict[str, Any]:
@@ -159,3 +162,30 @@ def test_the_real_command_serves_the_sdk(tmp_path: Path) -> None:
         process.wait(timeout=10)
         if process.stderr is not None:
             process.stderr.close()
+
+
+@pytest.mark.parametrize(("clock", "read_after_ten_minutes"), [("wall", False), ("frozen", True)])
+def test_the_cache_clock_decides_whether_an_entry_outlives_its_ttl(
+    monkeypatch: pytest.MonkeyPatch, clock: str, read_after_ten_minutes: bool
+) -> None:
+    seen = _capture(monkeypatch)
+    wall = FakeClock()
+    monkeypatch.setattr(serve_command, "time", SimpleNamespace(monotonic=wall))
+    result = CliRunner().invoke(cli, ["serve", "--cache-clock", clock])
+    assert result.exit_code == 0, result.output
+    monkeypatch.undo()  # uvicorn runs for real now; the app keeps the clock it was given
+    prompt = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": words(1500), "cache_control": {"type": "ephemeral"}}],
+        }
+    ]
+    with (
+        run_server(seen["app"]) as url,
+        anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as client,
+    ):
+        first = client.messages.create(model=MODEL, max_tokens=20, messages=prompt)  # type: ignore[arg-type]
+        wall.advance(600)  # twice the 5-minute TTL
+        again = client.messages.create(model=MODEL, max_tokens=20, messages=prompt)  # type: ignore[arg-type]
+    assert first.usage.cache_creation_input_tokens == 1500
+    assert (again.usage.cache_read_input_tokens == 1500) is read_after_ten_minutes

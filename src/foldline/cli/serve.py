@@ -4,18 +4,22 @@ A thin shell over `foldline.server.app.create_app`. starlette and uvicorn are th
 extra, imported only when the command runs, so the rest of the CLI works without them. Binds to
 loopback unless told otherwise. `--backend simulated --seed N --profile NAME` serves the simulated
 coding model (`foldline.server.simulated`); `--verbosity-scale X` scales how many result lines its
-replies quote (`SimulatedConfig.verbosity_scale`). `--backend transformers --model DIR` serves a
-local Hugging Face model instead of scripted replies; torch and transformers (the `model` extra)
-load only then. The port is bound before anything is printed, so a busy port is one clear error line
-rather than a "serving on" banner followed by uvicorn's shutdown noise. Requests must name a
-loopback host and carry no browser origin unless `--allow-host` / `--allow-origin` say otherwise
-(`server.guard`); a non-loopback `--host` address is itself an allowed host name.
+replies quote (`SimulatedConfig.verbosity_scale`). `--cache-clock frozen` stops the prompt cache's
+clock, so no entry expires: the benchmarks that leave pauses out use it, so that a loaded machine
+cannot let an entry outlive its five minutes between two requests and change the bill. `--backend
+transformers --model DIR` serves a local Hugging Face model instead of scripted replies; torch and
+transformers (the `model` extra) load only then. The port is bound before anything is printed, so a
+busy port is one clear error line rather than a "serving on" banner followed by uvicorn's shutdown
+noise. Requests must name a loopback host and carry no browser origin unless `--allow-host` /
+`--allow-origin` say otherwise (`server.guard`); a non-loopback `--host` address is itself an
+allowed host name.
 """
 
 from __future__ import annotations
 
 import gc
 import socket
+import time
 from typing import TYPE_CHECKING
 
 import click
@@ -53,6 +57,16 @@ __all__ = ["serve"]
     show_default=True,
     type=click.FloatRange(min=0),
     help="--backend simulated: multiply the lines its replies quote from tool results (1.0: calibrated).",
+)
+@click.option(
+    "--cache-clock",
+    default="wall",
+    show_default=True,
+    type=click.Choice(["wall", "frozen"]),
+    help=(
+        "What the prompt cache's TTLs run on. frozen: no entry ever expires, for benchmarks without "
+        "pauses whose bills must not depend on how loaded the machine is."
+    ),
 )
 @click.option("--scenario", type=click.Path(dir_okay=False), help="Scenario file of scripted replies.")
 @click.option(
@@ -101,6 +115,7 @@ def serve(
     seed: int,
     profile: str,
     verbosity_scale: float,
+    cache_clock: str,
     context_window: int | None,
     api_key: str | None,
     allow_hosts: tuple[str, ...],
@@ -142,7 +157,8 @@ def serve(
         allowed_origins=allow_origins,
         request_log=request_log,
     )
-    app = create_app(config, backend=backend, faults=faults)
+    clock = _frozen if cache_clock == "frozen" else time.monotonic
+    app = create_app(config, backend=backend, faults=faults, clock=clock)
     listener = _bind(host, port)
     bound_port = listener.getsockname()[1]
     click.echo(f"foldline serve ({backend_name}) on http://{host}:{bound_port} (Ctrl+C to stop)", err=True)
@@ -156,6 +172,11 @@ def serve(
             # The interpreter's last garbage collection walks every object torch and transformers
             # made (1.5 s on 2 cores), after the server is already down: nothing needs collecting.
             gc.freeze()
+
+
+def _frozen() -> float:
+    """A clock that never moves (`--cache-clock frozen`): a cache entry's TTL never passes."""
+    return 0.0
 
 
 def _model_window(model_path: str) -> int | None:
