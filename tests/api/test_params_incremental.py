@@ -270,3 +270,45 @@ def test_pause_shares_count_the_session_s_pauses_past_each_ttl_over_the_priors()
     shares = pause_shares(entries, cfg)
     assert shares.past_5m == pytest.approx((0.5 * 4 + 2) / 8)  # the 10- and 90-minute pauses
     assert shares.past_1h == pytest.approx((0.25 * 4 + 1) / 8)  # the 90-minute one
+
+
+def test_the_pauses_of_folded_turns_still_count() -> None:
+    """A fold takes its turns out of the request, not out of what they say about the user: four
+    long pauses, then folded, still make the hour pay for the fold summaries' entry."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    at = iter(range(10_000))
+
+    def stamped(entry: Any, minutes: float) -> Any:
+        return msgspec.structs.replace(entry, timestamp=(start + timedelta(minutes=minutes)).isoformat())
+
+    records: list[AnyRecord] = []
+    clock = 0.0
+    for turn, pause in enumerate((0, 20, 20, 20, 20, 1, 1)):  # minutes before each prompt
+        clock += pause
+        records += [
+            stamped(user(f"turn {turn}: read the log " + "and the parser " * 200), clock),
+            stamped(
+                reply(f"m{turn}{next(at)}", {"type": "text", "text": f"done {turn} " * 100}), clock + 0.5
+            ),
+        ]
+        clock += 0.5
+    first, last = records[0], records[9]  # turns 0-4, with the four long pauses
+    records.insert(
+        12,
+        CollapseCommit(
+            uuid="c1",
+            timestamp="t",
+            collapse_id="c1",
+            first_uuid=first.uuid,
+            last_uuid=last.uuid,
+            summary="turns 0-4: " + "read the log " * 150,
+        ),
+    )
+    records.append(stamped(user("and the tests"), clock + 1))
+    cache = CacheConfig(pause_share_prior=0.0, long_pause_share_prior=0.0)
+    plan = build_request(records, Config(cache=cache), "sys", TOOLS, LOCAL)
+    summary = next(
+        b for m in plan.body["messages"] for b in m["content"] if b.get("text", "").startswith("<collapsed")
+    )
+    # four pauses past five minutes of seven: (1.25 x 4/7) x the summaries > 0.75 x 1/7 x the newest
+    assert summary["cache_control"] == {"type": "ephemeral", "ttl": "1h"}

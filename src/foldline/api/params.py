@@ -16,7 +16,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -283,6 +283,7 @@ class RequestAssembler:
         self._endpoints: frozenset[str] = frozenset()
         self._thaw: Thaw | None = None
         self._changes, self._prompts = 0, 0
+        self._pauses = _PauseTally()
 
     def _reproject(self, records: Sequence[AnyRecord]) -> None:
         state = rebuild_state(records)
@@ -296,6 +297,9 @@ class RequestAssembler:
         self._memo = PreparedMessages()
         self._changes = sum(isinstance(r, REPROJECTING) for r in records)
         self._prompts = sum(isinstance(r, UserEntry) and _typed(r) for r in records)
+        self._pauses = _PauseTally()
+        for r in records:
+            self._pauses.add(r)
 
     @property
     def normalize_options(self) -> NormalizeOptions:
@@ -324,6 +328,7 @@ class RequestAssembler:
             self._reproject(records)
         else:
             for r in new:
+                self._pauses.add(r)
                 if isinstance(r, ENTRY_TYPES) and r.uuid not in self._removed:
                     self._entries.append(r)
                     self._prompts += isinstance(r, UserEntry) and _typed(r)
@@ -366,7 +371,7 @@ class RequestAssembler:
         if budget is not None and not self._turns.opens_with_thinking(messages):
             budget = None  # the open turn was recorded without thinking: this request goes without (A19)
         caps = self.provider_caps
-        pauses = pause_shares(self._entries, self.config.cache)
+        pauses = self._pauses.shares(self.config.cache)
         marked = add_cache_breakpoints(
             messages,
             system=self._system,
@@ -463,31 +468,45 @@ class PauseShares(NamedTuple):
     past_1h: float
 
 
-def pause_shares(entries: Sequence[Entry], cfg: CacheConfig) -> PauseShares:
+def pause_shares(entries: Iterable[AnyRecord], cfg: CacheConfig) -> PauseShares:
     """The session's own pauses (a prompt's time minus the entry before it), with the priors
     (`cfg.pause_share_prior`, `cfg.long_pause_share_prior`) counted as `cfg.pause_prior_weight`
     pauses. Read from the records, so a resumed session and `foldline request` choose as the
-    engine did."""
-    short, long = cfg.ttl_seconds["5m"], cfg.ttl_seconds["1h"]
-    seen, over, over_long = 0, 0, 0
-    previous: datetime | None = None
+    engine did; from all of them, folded and compacted turns too: the pauses of turns a fold
+    replaced still say how this user pauses."""
+    tally = _PauseTally()
     for entry in entries:
+        tally.add(entry)
+    return tally.shares(cfg)
+
+
+@dataclass
+class _PauseTally:
+    """The pauses before typed prompts so far (`pause_shares`), kept up to date as records are
+    appended."""
+
+    pauses: list[float] = field(default_factory=list)
+    previous: datetime | None = None
+
+    def add(self, record: AnyRecord) -> None:
+        if not isinstance(record, ENTRY_TYPES):
+            return
         try:
-            at = datetime.fromisoformat(entry.timestamp)
+            at = datetime.fromisoformat(record.timestamp)
         except ValueError:
-            previous = None
-            continue
-        if isinstance(entry, UserEntry) and _typed(entry) and previous is not None:
-            seen += 1
-            pause = (at - previous).total_seconds()
-            over += pause > short
-            over_long += pause > long
-        previous = at
-    weight = cfg.pause_prior_weight
-    return PauseShares(
-        (cfg.pause_share_prior * weight + over) / (weight + seen),
-        (cfg.long_pause_share_prior * weight + over_long) / (weight + seen),
-    )
+            self.previous = None
+            return
+        if isinstance(record, UserEntry) and _typed(record) and self.previous is not None:
+            self.pauses.append((at - self.previous).total_seconds())
+        self.previous = at
+
+    def shares(self, cfg: CacheConfig) -> PauseShares:
+        short, long = cfg.ttl_seconds["5m"], cfg.ttl_seconds["1h"]
+        weight, seen = cfg.pause_prior_weight, len(self.pauses)
+        return PauseShares(
+            (cfg.pause_share_prior * weight + sum(p > short for p in self.pauses)) / (weight + seen),
+            (cfg.long_pause_share_prior * weight + sum(p > long for p in self.pauses)) / (weight + seen),
+        )
 
 
 def _typed(entry: UserEntry) -> bool:
