@@ -455,5 +455,80 @@ def test_a_request_marks_where_the_fold_summaries_end() -> None:
         if b.get("type") == "text" and b["text"].startswith("<collapsed-context")
     ]
     assert "fixed the parser" in text
-    assert marks[where] == {"type": "ephemeral", "ttl": "1h"}
+    assert where in marks  # its TTL is the price rule's (the next test)
     assert find_errors(plan.body) == []
+
+
+def _summaries_then_mid_turn(folds: int) -> list[MessageParam]:
+    """`folds` fold summaries of about 600 characters, then a turn waiting on a tool result."""
+    use = {"type": "tool_use", "id": "t1", "name": "Read", "input": {}}
+    summaries = [
+        _t(
+            f"<collapsed-context id=f{n}>\n"
+            + "read the log, fixed the parser. " * 18
+            + "\n</collapsed-context>"
+        )
+        for n in range(folds)
+    ]
+    return _msgs(
+        ("user", [*summaries, _t("now the lexer")]),
+        ("assistant", [use]),
+        ("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+    )
+
+
+@pytest.mark.parametrize(
+    ("folds", "outlook", "ttl"),
+    [
+        # no pauses (a script, a benchmark): five minutes, like the breakpoints after it
+        (4, {"pause_share": 0.0, "long_pause_share": 0.0, "change_rate": 0.25}, None),
+        # a pause past five minutes before a quarter of the prompts: the hour saves rewriting it
+        (4, {"pause_share": 0.25, "long_pause_share": 0.05, "change_rate": 0.25}, "1h"),
+        # the same pauses, but a fold nearly every turn writes again what the entry holds
+        (1, {"pause_share": 0.25, "long_pause_share": 0.05, "change_rate": 1.0}, None),
+        # pauses past the hour as often as past five minutes: the hour bridges none of them
+        (4, {"pause_share": 0.25, "long_pause_share": 0.25, "change_rate": 0.0}, None),
+    ],
+)
+def test_the_fold_summaries_entry_takes_the_hour_only_when_pauses_pay_for_it(
+    folds: int, outlook: dict[str, float], ttl: str | None
+) -> None:
+    messages = _summaries_then_mid_turn(folds)
+    marked = add_cache_breakpoints(
+        messages, system=[_t("s")], tools=TOOLS, stable_end=(0, folds - 1), **outlook
+    )
+    assert marked.message_breakpoints[0] == (0, folds - 1)
+    expected = {"type": "ephemeral", "ttl": ttl} if ttl else {"type": "ephemeral"}
+    assert marked.messages[0]["content"][folds - 1]["cache_control"] == expected
+    body = {"model": "m", "max_tokens": 10, "messages": marked.messages, "system": marked.system}
+    assert find_errors(body | {"tools": marked.tools}) == []
+
+
+def test_before_one_hour_turn_breakpoints_the_fold_summaries_entry_is_an_hour_too() -> None:
+    """A 1h breakpoint may not follow a 5m one: when the turn's breakpoints take the hour, so does
+    the summaries' entry, whatever its own rule says."""
+    opening = _msgs(
+        ("user", [_t("<collapsed-context id=f0>\nfixed the parser\n</collapsed-context>"), _t("the lexer")]),
+        ("assistant", [_t("done")]),
+        ("user", [_t("and the tests")]),
+    )
+    no_pauses = {"pause_share": 0.0, "long_pause_share": 0.0, "change_rate": 1.0}
+    marked = add_cache_breakpoints(
+        opening,
+        system=[_t("s")],  # no tools: a breakpoint to spare beside the turn's two
+        stable_end=(0, 0),
+        config=CacheConfig(turn_ttl="1h"),
+        **no_pauses,
+    )
+    assert marked.message_breakpoints[0] == (0, 0)
+    assert {p: _ttl_at(marked.messages, p) for p in marked.message_breakpoints} == dict.fromkeys(
+        marked.message_breakpoints, "1h"
+    )
+    assert len(marked.message_breakpoints) == 3
+    body = {"model": "m", "max_tokens": 10, "messages": marked.messages, "system": marked.system}
+    assert find_errors(body) == []
+
+
+def _ttl_at(messages: list[MessageParam], position: tuple[int, int]) -> str:
+    control = messages[position[0]]["content"][position[1]]["cache_control"]
+    return str(control.get("ttl", "5m"))

@@ -355,8 +355,9 @@ def add_cache_breakpoints(
         for point in points:
             _mark(out, point, message_ttl)
     if head is not None and points and head < points[0] and len(points) < budget:
-        # 1h when allowed: folds come turns apart, often more than five minutes
-        _mark(out, head, "1h" if may_1h else message_ttl)
+        # before 1h points it must be 1h too (A44); before 5m ones, 1h when the pauses pay for it
+        hour = bool(turn) or message_ttl == "1h" or (may_1h and _fold_entry_pays(out, head, cfg, outlook))
+        _mark(out, head, "1h" if hour else message_ttl)
         points = (head, *points)
     return CacheMarked(out, marked_system, marked_tools, new_pins, points)
 
@@ -437,6 +438,28 @@ def _one_hour_pays(
     new, tail = sum(sizes[earlier + 1 : target + 1]), sum(sizes[max(target - 1, 0) : target + 1])
     extra = (cfg.write_1h_price - cfg.write_5m_price) * ((1 - p) * tail + p * new + q * prefix)
     return (p - q) * (1 - outlook.change_rate) * cfg.write_5m_price * prefix > extra
+
+
+def _fold_entry_pays(
+    messages: Sequence[MessageParam], head: BlockPosition, cfg: CacheConfig, outlook: _Outlook
+) -> bool:
+    """The price rule of the fold summaries' entry (`head`, their last block): whether writing it at
+    the 1h rate pays, before breakpoints that are 5m.
+
+    With `p` the share of pauses past 5 minutes, `q` the share past an hour too and `c` the changes
+    per turn: each turn, a 5m entry is written again after a pause past 5 minutes (`write_5m x p`)
+    and a 1h one after a pause past the hour (`write_1h x q`), both over everything the entry holds;
+    a fold (`c` per turn) appends its summary under the entry, written at the entry's rate, so the
+    1h rate costs `(write_1h - write_5m) x c` on that summary, for which the newest one stands in.
+    A session that never pauses (a script, the benchmarks) writes it for five minutes; the priors
+    (`CacheConfig.pause_share_prior`) choose the hour until its own pauses say otherwise."""
+    p, q, c = outlook.pause_share, outlook.long_pause_share, outlook.change_rate
+    held = sum(len(dumps(m)) for m in messages[: head[0]]) + len(
+        dumps(messages[head[0]]["content"][: head[1] + 1])
+    )
+    newest = len(dumps(messages[head[0]]["content"][head[1]]))
+    saved = (cfg.write_5m_price * p - cfg.write_1h_price * q) * held
+    return saved > (cfg.write_1h_price - cfg.write_5m_price) * c * newest
 
 
 def _marked_static(
