@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from foldline.api.params import build_request
@@ -19,6 +21,7 @@ from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
     AssistantMessage,
+    AttachmentEntry,
     CollapseCommit,
     CompactBoundary,
     SystemEntry,
@@ -321,3 +324,48 @@ async def test_the_thrash_window_includes_its_last_round(quiet_rounds: int, stop
     assert (stage.stopped == "thrash") is stops
     assert compactions == (3 if stops else 4)
     assert len(provider.calls) == compactions
+
+
+def _read_then_folded(path: str) -> list[AnyRecord]:
+    """A turn that read `path`, not folded yet, after eight folds whose summaries are past their
+    budget, then the next prompt: where the summaries' own compaction runs (R3.3.8)."""
+    records = folded(conversation(12, words=50), 1_600)
+    use = {"type": "tool_use", "id": "toolu_read", "name": "Read", "input": {"file_path": path}}
+    result = [{"type": "tool_result", "tool_use_id": "toolu_read", "content": "the deploy key is in vault"}]
+    for n, (role, content) in enumerate(
+        [
+            ("assistant", [use]),
+            ("user", result),
+            ("assistant", [{"type": "text", "text": "read"}]),
+            ("user", "next"),
+        ]
+    ):
+        uuid, stamp = f"30000000-0000-4000-8000-{n:012d}", "2026-01-01T00:00:00Z"
+        if role == "user":
+            records.append(
+                UserEntry(uuid=uuid, timestamp=stamp, session_id="s", message=UserMessage(content=content))
+            )  # type: ignore[arg-type]
+        else:
+            message = AssistantMessage(id=f"msg_read{n}", model="m", content=content)  # type: ignore[arg-type]
+            records.append(AssistantEntry(uuid=uuid, timestamp=stamp, session_id="s", message=message))
+    return records
+
+
+@pytest.mark.parametrize(("how", "files_back"), [("summaries past their budget", 0), ("prompt too long", 1)])
+async def test_the_summaries_own_compaction_brings_back_no_files(
+    tmp_path: Path, how: str, files_back: int
+) -> None:
+    """Collapse would fold the turns that read them within a few turns; put back by the summaries'
+    compaction, a file stays until the next one, read by every request in between. A compaction
+    that answers a refusal is the cliff R3.4.8 is for: it still brings them back."""
+    (tmp_path / "notes.txt").write_text("the deploy key is in vault\n")
+    provider = ScriptedProvider([{"text": summary_text()}])
+    stage = AutoCompactStage(provider, "sys", [], workspace=tmp_path, collapse_enabled=True)
+    ctx = ctx_for(_read_then_folded(str(tmp_path / "notes.txt")), Config(), 30_000)
+    if how == "prompt too long":
+        result = await stage.on_prompt_too_long(ctx, 5_000)
+    else:
+        result = await stage.run(ctx)
+    assert isinstance(result.records[0], CompactBoundary)
+    files = [r for r in result.records if isinstance(r, AttachmentEntry) and r.attachment_type == "file"]
+    assert len(files) == files_back

@@ -395,7 +395,11 @@ class AutoCompactStage:
             preserved_uuids=summary.preserved,
         )
         preserved = set(summary.preserved)
-        attachments = self._reattach(ctx.config, view, preserved, last.session_id)
+        # The summaries' own compaction (R3.3.8, at a turn's start) brings back no files: Collapse
+        # would have folded the turns that read them within a few turns, and a file put back here
+        # stays until the next compaction, read by every request in between.
+        files_back = not (self.collapse_enabled and trigger == "auto")
+        attachments = self._reattach(ctx.config, view, preserved, last.session_id, files=files_back)
         summary_entry = UserEntry(
             uuid=new_uuid(),
             timestamp=now_iso(),
@@ -455,15 +459,18 @@ class AutoCompactStage:
         return StageResult(records, tokens_freed=max(0, ctx.tokens - post))
 
     def _reattach(
-        self, config: Config, view: list[Entry], preserved: set[str], session_id: str
+        self, config: Config, view: list[Entry], preserved: set[str], session_id: str, *, files: bool = True
     ) -> list[AttachmentEntry]:
-        """Instruction files and the most recently read files, within their budgets (R3.4.8)."""
+        """Instruction files and, with `files`, the most recently read files, within their budgets
+        (R3.4.8)."""
         out: list[AttachmentEntry] = []
         if self.workspace is not None:
             out += [
                 msgspec.structs.replace(a, session_id=session_id)
                 for a in load_instruction_files(self.workspace, session_id=session_id)
             ]
+        if not files:
+            return out
         cfg = config.autocompact
         total = 0
         for path in _recently_read(view, preserved, self.workspace)[: cfg.reattach_files]:
