@@ -42,7 +42,8 @@ agents do to the bytes they send, applied to every request the engine makes:
   (`CollapseConfig.commit_when_it_pays=False`), the default before design.md R3.3.7.
 - `foldline-no-edits-100k`: the headline row managing to a 100K working window on the 200K model.
 - `foldline-no-edits-span10k`, `-span15k` (opt-in): the headline row with 10K- or 15K-token
-  Collapse spans; `-budget3k`: fold summaries replaced by one at 3K tokens of them;
+  Collapse spans; `-budget5k` / `-budget2k`: fold summaries replaced by one at 5K (the default
+  before this page) / 2K tokens of them (3K by default);
   `-span10k-budget10k`: 10K spans with a 10K budget of summaries; `-nudge25`: the Snip reminder
   past 25% of the window. Each is one design choice beside the defaults.
 - `foldline-no-edits-memory` (opt-in): the headline row with the session memory refreshed beside
@@ -764,10 +765,15 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         "foldline-no-edits with Collapse summaries of 15K-token spans (20K by default)",
         span_target_tokens=15_000,
     ),
-    "foldline-no-edits-budget3k": _no_edits(
-        "budget3k",
-        "foldline-no-edits replacing fold summaries by one at 3K tokens of them (5K by default)",
-        summaries_budget_tokens=3_000,
+    "foldline-no-edits-budget5k": _no_edits(
+        "budget5k",
+        "foldline-no-edits replacing fold summaries by one at 5K tokens of them (3K by default)",
+        summaries_budget_tokens=5_000,
+    ),
+    "foldline-no-edits-budget2k": _no_edits(
+        "budget2k",
+        "foldline-no-edits replacing fold summaries by one at 2K tokens of them (3K by default)",
+        summaries_budget_tokens=2_000,
     ),
     "foldline-no-edits-span10k-budget10k": _no_edits(
         "span10k-budget10k",
@@ -792,7 +798,7 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
 `foldline` (cache_edits have no public pricing, so the row is never judged) to keep `make bench`
 within two hours on two cores; and
 `foldline-no-edits-memory`, `foldline-no-edits-no-snip`, `foldline-no-edits-span10k`,
-`-span15k`, `-budget3k`, `-span10k-budget10k` and `-nudge25`: each measures one change of
+`-span15k`, `-budget5k`, `-budget2k`, `-span10k-budget10k` and `-nudge25`: each measures one change of
 foldline's defaults side by side. `foldline-no-edits-at-90` (the default
 before R3.3.7) and `foldline-no-edits-100k` (a smaller working window) run by default: the page
 shows the design choices beside the headline."""
@@ -805,7 +811,8 @@ _OPT_IN = (
     "foldline-no-edits-no-snip",
     "foldline-no-edits-span10k",
     "foldline-no-edits-span15k",
-    "foldline-no-edits-budget3k",
+    "foldline-no-edits-budget5k",
+    "foldline-no-edits-budget2k",
     "foldline-no-edits-span10k-budget10k",
     "foldline-no-edits-nudge25",
 )

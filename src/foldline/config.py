@@ -88,12 +88,13 @@ class CollapseConfig:
     the cache reads a fold saves over the session's expected remaining requests exceed the cost of
     writing again the cached tokens after it. The summaries are written in the background either
     way, so holding them until `commit_at` only keeps paying to read what they replace."""
-    summaries_budget_tokens: int = 5_000
+    summaries_budget_tokens: int = 3_000
     """Tokens of fold summaries in view at which AutoCompact replaces them, with the rest, by one
     summary, at the next turn's first request (design.md R3.3.8). Collapse never folds its own
     summaries, so without this they would grow with the session; every request reads them, so a
-    small budget pays for the compactions it triggers (one to five in 100 turns on the benchmark
-    profiles, each one summary request)."""
+    small budget pays for the compactions it triggers (each one summary request). 3K, not 5K: once
+    those compactions stopped bringing files back, it was cheaper on every profile and seed of the
+    100-turn rows with every fact kept; 2K was cheaper still but lost facts (docs/benchmarks.md)."""
     expected_rest_min_requests: int = 20
     """The fewest requests a session is expected to have left: the estimate is the requests it has
     made so far (a session that has run n requests is, as likely as not, halfway), never below this."""

@@ -232,7 +232,7 @@ def folded(records: list[AnyRecord], summary_words: int, rounds: range = range(8
 async def test_collapse_on_compacts_once_the_fold_summaries_pass_their_budget(
     summary_words: int, compacts: bool
 ) -> None:
-    # R3.3.8: 8 summaries of ~250 tokens (2K) stay; of ~2,000 (16K, past the 5K budget) are compacted,
+    # R3.3.8: 8 summaries of ~250 tokens (2K) stay; of ~2,000 (16K, past the 3K budget) are compacted,
     # far below the 167K threshold, although Collapse is on.
     provider = ScriptedProvider([{"text": summary_text()}])
     stage = stage_for(provider, collapse_enabled=True)
