@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from foldline._types import Block
 from foldline.api.params import build_request
 from foldline.compact.api_rounds import PTL_MARKER, api_rounds
 from foldline.compact.autocompact import AutoCompactStage
@@ -331,23 +332,25 @@ def _read_then_folded(path: str) -> list[AnyRecord]:
     budget, then the next prompt: where the summaries' own compaction runs (R3.3.8)."""
     records = folded(conversation(12, words=50), 1_600)
     use = {"type": "tool_use", "id": "toolu_read", "name": "Read", "input": {"file_path": path}}
-    result = [{"type": "tool_result", "tool_use_id": "toolu_read", "content": "the deploy key is in vault"}]
-    for n, (role, content) in enumerate(
-        [
-            ("assistant", [use]),
-            ("user", result),
-            ("assistant", [{"type": "text", "text": "read"}]),
-            ("user", "next"),
-        ]
-    ):
-        uuid, stamp = f"30000000-0000-4000-8000-{n:012d}", "2026-01-01T00:00:00Z"
-        if role == "user":
-            records.append(
-                UserEntry(uuid=uuid, timestamp=stamp, session_id="s", message=UserMessage(content=content))
-            )  # type: ignore[arg-type]
-        else:
-            message = AssistantMessage(id=f"msg_read{n}", model="m", content=content)  # type: ignore[arg-type]
-            records.append(AssistantEntry(uuid=uuid, timestamp=stamp, session_id="s", message=message))
+    result = {"type": "tool_result", "tool_use_id": "toolu_read", "content": "the deploy key is in vault"}
+    stamp = "2026-01-01T00:00:00Z"
+
+    def uuid(n: int) -> str:
+        return f"30000000-0000-4000-8000-{n:012d}"
+
+    def replied(n: int, content: list[Block]) -> AssistantEntry:
+        message = AssistantMessage(id=f"msg_read{n}", model="m", content=content)
+        return AssistantEntry(uuid=uuid(n), timestamp=stamp, session_id="s", message=message)
+
+    def said(n: int, content: str | list[Block]) -> UserEntry:
+        return UserEntry(uuid=uuid(n), timestamp=stamp, session_id="s", message=UserMessage(content=content))
+
+    records += [
+        replied(0, [use]),
+        said(1, [result]),
+        replied(2, [{"type": "text", "text": "read"}]),
+        said(3, "next"),
+    ]
     return records
 
 

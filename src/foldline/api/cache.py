@@ -315,7 +315,7 @@ def add_cache_breakpoints(
         config: TTLs and limits.
         memo: reuse messages prepared by earlier calls of the same session (see `PreparedMessages`).
         pause_share: the expected share of pauses before a prompt that outlast the 5-minute TTL
-            (`pause_shares` of the session's entries); None: `config.pause_share_prior`.
+            (`pause_shares` of the session's records); None: `config.pause_share_prior`.
         long_pause_share: the share that outlast the 1-hour TTL too; None:
             `config.long_pause_share_prior`.
         change_rate: how often a turn changes bytes already sent (folds, snips, cleared results
