@@ -235,6 +235,18 @@ def test_the_latest_statement_of_a_fact_wins_and_the_question_itself_is_no_state
     assert "The staging port is 7000." in _text_of(_request(messages))
 
 
+def test_a_fact_in_a_summary_sharing_the_questions_message_is_answered() -> None:
+    """A client may hand a summary back in the same user message as the next prompt (its own text
+    block before the prompt's): what it states is in view; only the question itself is no statement."""
+    summary = "<collapsed-context id=c1>\n## Facts to Keep\nThe staging port is 6543.\n</collapsed-context>"
+    question = "What is the staging port?"
+    blocks = [{"type": "text", "text": summary}, {"type": "text", "text": question}]
+    message = {"role": "user", "content": blocks}
+    assert "The staging port is 6543." in _text_of(_request([message]))
+    apart = [{"role": "user", "content": summary}, _assistant("Noted."), _user(question, "a1")]
+    assert "The staging port is 6543." in _text_of(_request(apart))
+
+
 def test_a_run_request_runs_the_command_and_the_answer_leaves_its_incidental_lines_out() -> None:
     prompt = "Run `sh scripts/stress_check.sh` and tell me whether it passes."
     reply = SimulatedBackend(seed=1).reply(_request([_user(prompt, "a1")]))

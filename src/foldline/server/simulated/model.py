@@ -439,8 +439,7 @@ class SimulatedBackend:
             return [_text("There is nothing to answer yet: I see no request from you.")]
         question = _QUESTION.match(turn.prompt)
         if question:
-            at = -1 if turn.carried else turn.prompt_index  # a summary carrying it holds facts too
-            return [_text(self._recall(messages, at, question.group(1), request))]
+            return [_text(self._recall(messages, turn.prompt, question.group(1), request))]
         # The workload is the user's: drawn from the prompt alone (the simulated user never types the
         # same prompt twice in a session), never from how much of the session the request still shows.
         target = draw_rounds(_unit(self.seed, turn.prompt), self.config.round_quantiles)
@@ -497,15 +496,19 @@ class SimulatedBackend:
         return [_text("That output is gone from my context; reading it again."), *calls] if calls else []
 
     def _recall(
-        self, messages: Sequence[dict[str, Any]], at: int, subject: str, request: BackendRequest
+        self, messages: Sequence[dict[str, Any]], question: str, subject: str, request: BackendRequest
     ) -> str:
-        """The planted fact's value from a visible statement, else a plain "I don't know"."""
+        """The planted fact's value from a visible statement, else a plain "I don't know".
+
+        Every text is read but the question itself: a client may hand a summary back in the same
+        message as the next prompt, and what that summary states is as visible as anywhere else.
+        """
         wanted = " ".join(subject.lower().split())
         value = None
         texts = [request.system_text()] + [
-            i.text
+            i.text.replace(question, "") if i.kind == "prompt" else i.text
             for i in items_of(messages)
-            if i.message != at and i.kind in ("prompt", "assistant", "result")
+            if i.kind in ("prompt", "assistant", "result")
         ]
         for text in texts:
             for match in _STATEMENT.finditer(text):
