@@ -75,7 +75,9 @@ class CollapseConfig:
     emergency_at: float = 0.95
     """Share of the effective window at which the ctx-agent folds synchronously (R3.3.5)."""
     keep_recent_turns: int = 1
-    """The newest user turns never folded; 1 keeps the current task whole (R3.3.1)."""
+    """User turns never folded, counting the one in progress: 1 keeps the current task whole and lets
+    a finished turn be folded once no turn is in progress (the background run after a turn's final
+    reply); 2 also keeps the finished turn before it verbatim (design.md §3.3)."""
     span_target_tokens: int = 20_000
     """A span closes once its turns reach this many estimated tokens: one summary per span. The
     background run waits until a span is this big; an emergency fold takes any finished turns."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from msgspec.structs import replace
 
 from foldline._json import dumps
 from foldline.compact.collapse import Collapse, CollapseStore
@@ -74,7 +75,7 @@ def collapse() -> Collapse:
 
 
 def test_spans_close_at_the_target_and_a_committed_fold_is_never_crossed() -> None:
-    records = conversation(6)
+    records = conversation(6)[:-1]  # turn 6 in progress: never folded
     spans = find_spans(records, CONFIG)
     assert [(s.first_turn, s.last_turn) for s in spans] == [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)]
     commit = CollapseCommit(
@@ -90,6 +91,23 @@ def test_spans_close_at_the_target_and_a_committed_fold_is_never_crossed() -> No
     # Turn 1 and turns 4-5 are on either side of the fold: two spans, neither holding the summary.
     assert [(s.first_turn, s.last_turn) for s in after] == [(1, 1), (4, 5)]
     assert all("c1" not in s.uuids for s in after)
+
+
+def test_a_finished_turn_is_foldable_once_no_turn_is_in_progress() -> None:
+    """After a turn's final reply nothing is in progress: the turn that filled a span is folded with
+    it instead of being read by every request of the next turn. A turn in progress (a prompt waiting
+    for its reply, or a tool call for its result) never is; `keep_recent_turns` counts it."""
+    finished = conversation(3)
+    assert [(s.first_turn, s.last_turn) for s in find_spans(finished, CONFIG)] == [(1, 1), (2, 2), (3, 3)]
+    waiting = finished[:-1]
+    assert [(s.first_turn, s.last_turn) for s in find_spans(waiting, CONFIG)] == [(1, 1), (2, 2)]
+    last = finished[-1]
+    assert isinstance(last, AssistantEntry)
+    call = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a"}}
+    calling = [*waiting, replace(last, message=replace(last.message, content=[call]))]
+    assert [(s.first_turn, s.last_turn) for s in find_spans(calling, CONFIG)] == [(1, 1), (2, 2)]
+    two = Config(collapse=CollapseConfig(span_target_tokens=1_000, keep_recent_turns=2))
+    assert [(s.first_turn, s.last_turn) for s in find_spans(finished, two)] == [(1, 1), (2, 2)]
 
 
 def test_take_drops_a_staged_fold_whose_span_changed_and_orders_the_rest_oldest_first() -> None:
@@ -251,7 +269,7 @@ async def test_a_span_whose_summary_is_cut_is_summarized_again_as_two_halves() -
     in view until AutoCompact: each half has half as much to tell."""
     config = Config(collapse=CollapseConfig(span_target_tokens=4_000))
     records = conversation(6)
-    [span] = find_spans(records, config)
+    span = find_spans(records, config)[0]
     assert (span.first_turn, span.last_turn) == (1, 3)
     provider = _cut_first(1)
     staged, failed = await CtxAgent(provider, "sys", [], config).run(records, [span])
@@ -263,7 +281,7 @@ async def test_a_span_whose_summary_is_cut_is_summarized_again_as_two_halves() -
 
 async def test_a_single_turn_whose_summary_is_cut_is_left_out_of_later_runs() -> None:
     config = Config(collapse=CollapseConfig(span_target_tokens=4_000))
-    records = conversation(6)
+    records = conversation(6)[:-1]  # turn 6 in progress
     provider = _cut_first(100)
     store = Collapse(provider, "sys", [], config)
     run = store.start(lambda: records)

@@ -226,9 +226,14 @@ async def test_spans_are_whole_turns_oldest_first_never_the_current_one(tmp_path
     await r.engine.submit_message(prompt(2, WORDS) + " please read notes.txt")
     for n in (3, 4):
         await r.turn(n)
-    records = r.engine.timeline.snapshot()
+    finished = r.engine.timeline.snapshot()
+    # Turn 4 has ended, so no turn is in progress and it may be folded...
+    spans = find_spans(finished, r.engine.config, min_tokens=0)
+    assert [(s.first_turn, s.last_turn) for s in spans] == [(1, 2), (3, 4)]
+    # ...but not while it is current: its final reply not yet in.
+    records = finished[: max(i for i, e in enumerate(finished) if isinstance(e, AssistantEntry))]
     spans = find_spans(records, r.engine.config, min_tokens=0)
-    assert [(s.first_turn, s.last_turn) for s in spans] == [(1, 2), (3, 3)]  # turn 4 is current
+    assert [(s.first_turn, s.last_turn) for s in spans] == [(1, 2), (3, 3)]
     by_uuid = {e.uuid: e for e in ui_view(records)}
     for span in spans:
         assert isinstance(by_uuid[span.first_uuid], AttachmentEntry)  # a prompt's attachment is its turn's
@@ -361,9 +366,10 @@ async def test_a_staged_fold_commits_below_90_percent_as_soon_as_it_pays(tmp_pat
 
 async def test_a_fold_that_would_not_pay_back_its_rewrite_waits(tmp_path: Path) -> None:
     # Expected to end soon, the session would not read the freed tokens often enough to pay for
-    # writing again everything cached after the fold: the staged fold waits for more requests.
+    # writing again everything cached after the fold (here the finished turn kept after it): the
+    # staged fold waits for more requests.
     slow, slow_staged = await first_commit_round(
-        tmp_path / "short", commit_when_it_pays=True, expected_rest_min_requests=1
+        tmp_path / "short", commit_when_it_pays=True, expected_rest_min_requests=1, keep_recent_turns=2
     )
     assert len(slow.spy.rounds) > slow_staged + 1, "the fold was held for at least one round"
     held = slow.spy.rounds[slow_staged]

@@ -3,10 +3,11 @@
 A *task span* is a run of whole user turns, each from the typed prompt (with the attachments sent
 just before it) through the last entry before the next prompt. Whole turns never split a
 `tool_use` from its `tool_result`, and every span is checked for that anyway. The newest
-`keep_recent_turns` turns (the current task at least) are never in a span, nor are entries already
-folded or already staged. Spans are found oldest first: a fold changes the request bytes from its
-first message on, so folding the oldest spans first keeps the cache rewrite of later folds inside
-what the first one already rewrites.
+`keep_recent_turns` turns, counting the one in progress, are never in a span (so the current task
+never is, and after a turn's final reply, when none is in progress, that turn may be), nor are
+entries already folded or already staged. Spans are found oldest first: a fold changes the request
+bytes from its first message on, so folding the oldest spans first keeps the cache rewrite of later
+folds inside what the first one already rewrites.
 
 Each span's summary comes from a forked request (`compact.fork`): the main conversation's request
 with `span_prompt` as the last user message, so it reads the main prefix from the cache. A reply
@@ -159,6 +160,16 @@ def _pairs_whole(entries: Sequence[Entry]) -> bool:
     return calls == results
 
 
+def _finished(turn: _Turn) -> bool:
+    """Whether `turn` ended: its last entry is a final reply (no tool call waits on a result)."""
+    last = turn.entries[-1] if turn.entries else None
+    return (
+        isinstance(last, AssistantEntry)
+        and not last.is_api_error_message
+        and not any(b.get("type") == "tool_use" for b in last.message.content)
+    )
+
+
 def _turn_numbers(records: Sequence[AnyRecord]) -> dict[str, int]:
     """Each typed prompt's 1-based number over the whole session, as the UI counts turns."""
     numbers: dict[str, int] = {}
@@ -211,7 +222,9 @@ def find_spans(
     floor = config.scaled(cfg.span_target_tokens) if min_tokens is None else min_tokens
     turns = _turns(records)
     keep = max(cfg.keep_recent_turns, 1)
-    candidates = turns[:-keep] if len(turns) >= keep else []
+    if turns and _finished(turns[-1]):
+        keep -= 1  # no turn is in progress: the newest finished one is the first a new prompt follows
+    candidates = turns[: len(turns) - keep] if len(turns) >= keep else []
     spans: list[TaskSpan] = []
     run: list[_Turn] = []
 
