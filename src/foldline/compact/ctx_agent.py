@@ -224,7 +224,7 @@ def find_spans(
     keep = max(cfg.keep_recent_turns, 1)
     if turns and _finished(turns[-1]):
         keep -= 1  # no turn is in progress: the newest finished one is the first a new prompt follows
-    candidates = turns[: len(turns) - keep] if len(turns) >= keep else []
+    candidates = turns[: max(len(turns) - keep, 0)]
     spans: list[TaskSpan] = []
     run: list[_Turn] = []
 
