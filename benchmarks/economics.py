@@ -41,11 +41,11 @@ agents do to the bytes they send, applied to every request the engine makes:
 - `foldline-no-edits-at-90`: the headline row with Collapse committing only at 90% of the window
   (`CollapseConfig.commit_when_it_pays=False`), the default before design.md R3.3.7.
 - `foldline-no-edits-100k`: the headline row managing to a 100K working window on the 200K model.
-- `foldline-no-edits-span10k`, `-span15k` (opt-in): the headline row with 10K- or 15K-token
-  Collapse spans; `-budget5k` / `-budget2k`: fold summaries replaced by one at 5K (the default
-  before this page) / 2K tokens of them (3K by default);
-  `-span10k-budget10k`: 10K spans with a 10K budget of summaries; `-nudge25`: the Snip reminder
-  past 25% of the window. Each is one design choice beside the defaults.
+- `foldline-no-edits-span5k`, `-span15k`, `-span20k` (opt-in): the headline row with 5K-, 15K- or
+  20K-token Collapse spans (10K by default; 20K was the default before); `-budget5k` / `-budget2k`
+  / `-budget10k`: fold summaries replaced by one at 5K / 2K / 10K tokens of them (3K by default);
+  `-nudge25`: the Snip reminder past 25% of the window. Each is one design choice beside the
+  defaults.
 - `foldline-no-edits-memory` (opt-in): the headline row with the session memory refreshed beside
   Collapse, the old default, to measure that change side by side.
 - `foldline-no-edits-no-snip` (opt-in): the headline row with Snip off (`Config.snip_enabled`), to
@@ -755,15 +755,20 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         "foldline-no-edits committing folds only at 90% of the window (the default before R3.3.7)",
         commit_when_it_pays=False,
     ),
-    "foldline-no-edits-span10k": _no_edits(
-        "span10k",
-        "foldline-no-edits with Collapse summaries of 10K-token spans (20K by default)",
-        span_target_tokens=10_000,
+    "foldline-no-edits-span5k": _no_edits(
+        "span5k",
+        "foldline-no-edits with Collapse summaries of 5K-token spans (10K by default)",
+        span_target_tokens=5_000,
     ),
     "foldline-no-edits-span15k": _no_edits(
         "span15k",
-        "foldline-no-edits with Collapse summaries of 15K-token spans (20K by default)",
+        "foldline-no-edits with Collapse summaries of 15K-token spans (10K by default)",
         span_target_tokens=15_000,
+    ),
+    "foldline-no-edits-span20k": _no_edits(
+        "span20k",
+        "foldline-no-edits with Collapse summaries of 20K-token spans (the default before 10K)",
+        span_target_tokens=20_000,
     ),
     "foldline-no-edits-budget5k": _no_edits(
         "budget5k",
@@ -775,10 +780,9 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         "foldline-no-edits replacing fold summaries by one at 2K tokens of them (3K by default)",
         summaries_budget_tokens=2_000,
     ),
-    "foldline-no-edits-span10k-budget10k": _no_edits(
-        "span10k-budget10k",
-        "foldline-no-edits with 10K-token spans and 10K tokens of fold summaries before AutoCompact",
-        span_target_tokens=10_000,
+    "foldline-no-edits-budget10k": _no_edits(
+        "budget10k",
+        "foldline-no-edits replacing fold summaries by one at 10K tokens of them (3K by default)",
         summaries_budget_tokens=10_000,
     ),
     "foldline-no-edits-nudge25": _no_edits(
@@ -797,8 +801,8 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
 (the slowest row, and 3-5x the headline's cost on every profile of the last page that ran it) and
 `foldline` (cache_edits have no public pricing, so the row is never judged) to keep `make bench`
 within two hours on two cores; and
-`foldline-no-edits-memory`, `foldline-no-edits-no-snip`, `foldline-no-edits-span10k`,
-`-span15k`, `-budget5k`, `-budget2k`, `-span10k-budget10k` and `-nudge25`: each measures one change of
+`foldline-no-edits-memory`, `foldline-no-edits-no-snip`, `foldline-no-edits-span5k`,
+`-span15k`, `-span20k`, `-budget5k`, `-budget2k`, `-budget10k` and `-nudge25`: each measures one change of
 foldline's defaults side by side. `foldline-no-edits-at-90` (the default
 before R3.3.7) and `foldline-no-edits-100k` (a smaller working window) run by default: the page
 shows the design choices beside the headline."""
@@ -809,11 +813,12 @@ _OPT_IN = (
     "foldline",
     "foldline-no-edits-memory",
     "foldline-no-edits-no-snip",
-    "foldline-no-edits-span10k",
+    "foldline-no-edits-span5k",
     "foldline-no-edits-span15k",
+    "foldline-no-edits-span20k",
     "foldline-no-edits-budget5k",
     "foldline-no-edits-budget2k",
-    "foldline-no-edits-span10k-budget10k",
+    "foldline-no-edits-budget10k",
     "foldline-no-edits-nudge25",
 )
 DEFAULT_STRATEGIES = tuple(n for n in STRATEGIES if n not in _OPT_IN)

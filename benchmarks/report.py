@@ -84,11 +84,12 @@ FOLDLINE = (
     "claude-code-design",
     "foldline-no-edits-memory",
     "foldline-no-edits-no-snip",
-    "foldline-no-edits-span10k",
+    "foldline-no-edits-span5k",
     "foldline-no-edits-span15k",
+    "foldline-no-edits-span20k",
     "foldline-no-edits-budget5k",
     "foldline-no-edits-budget2k",
-    "foldline-no-edits-span10k-budget10k",
+    "foldline-no-edits-budget10k",
     "foldline-no-edits-nudge25",
     "foldline-no-edits-at-90",
     "foldline-no-edits-100k",
@@ -586,7 +587,8 @@ STRATEGY_TEXT = {
     "default before R3.3.7: a design choice, side by side.",
     "foldline-no-edits-100k": "the headline row managing to a 100K working window on the 200K model "
     "(`Config(context_window=100_000)`): a setting a user chooses, not the default.",
-    "foldline-no-edits-span10k": "the headline row with Collapse summaries of 10K-token spans (20K).",
+    "foldline-no-edits-span20k": "the headline row with Collapse summaries of 20K-token spans, the "
+    "default before 10K: a design choice, side by side.",
     "foldline": "every level with `cache_edits`. That feature has no public pricing; its billing here is "
     "this server's own model, so this row is shown but not judged.",
 }

@@ -78,9 +78,12 @@ class CollapseConfig:
     """User turns never folded, counting the one in progress: 1 keeps the current task whole and lets
     a finished turn be folded once no turn is in progress (the background run after a turn's final
     reply); 2 also keeps the finished turn before it verbatim (design.md §3.3)."""
-    span_target_tokens: int = 20_000
+    span_target_tokens: int = 10_000
     """A span closes once its turns reach this many estimated tokens: one summary per span. The
-    background run waits until a span is this big; an emergency fold takes any finished turns."""
+    background run waits until a span is this big; an emergency fold takes any finished turns.
+    Smaller spans fold sooner, so fewer requests read a finished turn verbatim, at the price of more
+    summary requests; 10K was the cheapest of 5K, 10K, 15K and 20K over three workloads with every
+    planted fact kept (design.md §3.3, docs/benchmarks.md)."""
     max_spans_per_run: int = 4
     """Forked summary requests per ctx-agent run, so one run's cost stays bounded."""
     summary_max_tokens: int = 4_000

@@ -68,11 +68,12 @@ class DemoSettings:
     seed: int = 7
     turns: int = 60
     context_window: int = 60_000
-    snip_nudge_share: float = 0.35
+    snip_nudge_share: float = 0.2
     """Earlier than the default (0.5): folds commit at a turn's first request as soon as they pay
-    (design.md R3.3.7), and a turn is folded as soon as it ends and fills a span, so the context
-    seldom stays full long enough for the model to answer a later nudge while something bulky is
-    still in view (the 60-turn demo: 0 snips at 0.4 to 0.6, 3 at 0.35, 4 at 0.3)."""
+    (design.md R3.3.7), and a turn is folded as soon as it ends and fills a 10K-token span, so the
+    context seldom stays full long enough for the model to answer a later nudge while something
+    bulky is still in view (the 60-turn demo: 0 snips at 0.25 to 0.35, 3 at 0.2; with 20K spans, 0
+    at 0.4 to 0.6 and 3 at 0.35)."""
     snip_renudge_turns: int = 5
     """Nudge again after 5 prompts without a snip (off by default, `Config.snip_renudge_turns`): a
     nudge that comes while Microcompact has just cleared the bulky results is otherwise the last one
