@@ -85,7 +85,10 @@ def _config(url: str, model: str = "whatever-name") -> Config:
 
 
 def test_the_window_is_the_running_one_whatever_the_name(server: LlamaServer) -> None:
-    listed = json.load(urllib.request.urlopen(f"{server.url}/v1/models"))
+    # closed here, not left to the collector: its ResourceWarning would fail whichever later test
+    # of this worker the collector happened to run in
+    with urllib.request.urlopen(f"{server.url}/v1/models") as answer:
+        listed = json.load(answer)
     assert listed["data"][0]["meta"]["n_ctx_train"] == TRAINED  # the trained window, listed...
     for name in ("smollm2", "not-the-alias"):
         config = _config(server.url, name)
