@@ -599,7 +599,7 @@ def test_a_request_refused_as_too_long_is_not_counted_as_billed_at_long_context_
 def test_a_rows_name_does_not_reach_its_bill(tmp_path: Path) -> None:
     """Tool results quote the workspace's absolute path: with the strategy's name in the folder, a
     row with a long name paid more tokens than one with a short name for the same work."""
-    same_work = ["foldline-no-edits", "foldline-no-edits-span10k-budget10k"]  # nothing folds in 3 turns
+    same_work = ["foldline-no-edits", "foldline-no-edits-budget10k"]  # nothing folds in 3 turns
     command = [sys.executable, str(BENCHMARKS / "economics.py"), "--turns", "3", "--seeds", "7"]
     done = subprocess.run(
         [*command, "--profiles", "feature", "--json", "--strategies", ",".join(same_work)],
