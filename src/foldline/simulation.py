@@ -469,7 +469,9 @@ async def simulate(
             no time passes between turns.
         settle: Before each prompt, wait for the background work the turn before started (Context
             Collapse's ctx-agent, the session memory), as a user's pause lets it finish: a run is
-            then the same on a loaded machine as on an idle one. False: the next prompt races it.
+            then the same on a loaded machine as on an idle one. It finishes before the pause
+            passes on `clock`, as it starts when the turn ends and takes seconds: its forks find
+            the cache the turn left warm. False: the next prompt races it.
         system: The static system prompt (default the short `SIMULATION_SYSTEM_PROMPT`; the
             benchmarks send the one foldline ships, `system_prompt.system_prompt_for`).
         facts_at_end: Ask for the planted facts in the session's last turns, the first stated
@@ -507,10 +509,10 @@ async def simulate(
             for turn, prompt in enumerate(
                 user_prompts(profile, turns, seed, output_facts=output_facts, facts_at_end=facts_at_end)
             ):
-                if clock is not None:
-                    clock.advance(think_time(seed, turn, SimulatedConfig().think_time_quantiles))
                 if settle:
                     await session.engine.drain()
+                if clock is not None:
+                    clock.advance(think_time(seed, turn, SimulatedConfig().think_time_quantiles))
                 before = len(session.engine.timeline)
                 try:
                     result = await session.submit_message(prompt)

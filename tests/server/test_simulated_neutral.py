@@ -1036,3 +1036,47 @@ def test_bytecode_a_search_lists_is_never_read_as_a_source() -> None:
         ]
     assert "/w/src/app/parser.py" in read
     assert not [p for p in read if p.endswith(".pyc")]
+
+
+@pytest.mark.anyio
+async def test_the_work_a_turn_leaves_in_the_background_runs_before_the_users_pause(
+    tmp_path: Path,
+) -> None:
+    """Collapse's summary forks start as a turn ends and take seconds; the user's pause comes after.
+    A simulated session that let the pause pass first would send them to an expired cache and bill
+    cold writes no real session pays."""
+    from foldline.providers.anthropic import AnthropicProvider
+    from foldline.server.app import create_app
+    from foldline.server.config import ServerConfig
+    from foldline.server.testing import run_server
+    from foldline.simulation import SimulatedClock, simulate
+
+    clock = SimulatedClock()
+    sent: list[tuple[float, int]] = []  # (the clock, max_tokens) of every request, in order
+
+    class Stamped(AnthropicProvider):
+        def stream(self, body: dict[str, Any], *, betas: Any = ()) -> Any:
+            sent.append((clock.now, int(body["max_tokens"])))
+            return super().stream(body, betas=betas)
+
+    seed, turns = 7, 12
+    app = create_app(ServerConfig(), backend=SimulatedBackend(seed=seed, profile="debug"), clock=clock)
+    config = Config(transcript=TranscriptConfig(sessions_dir=tmp_path / "s", fsync="never"))
+    with run_server(app) as url:
+        report = await simulate(
+            Stamped(base_url=url, api_key="k"),
+            profile="debug",
+            turns=turns,
+            seed=seed,
+            workspace=tmp_path / "ws",
+            sessions_dir=tmp_path / "s",
+            config=config,
+            clock=clock,
+        )
+    assert report.turns_done == turns
+    main = max({m for _, m in sent}, key=[m for _, m in sent].count)
+    forks = [i for i, (_, m) in enumerate(sent) if m != main and i > 0]
+    assert forks  # the session folded some finished turns
+    # each fork is sent at the moment of the request before it, not a pause later
+    assert [sent[i][0] for i in forks] == [sent[i - 1][0] for i in forks]
+    assert clock.now > sent[0][0] + 300  # and the session did pause, past the 5-minute TTL
