@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 from economics import (
     DEFAULT_PROFILES,
     STRATEGIES,
+    Foldline,
     aggregate,
     feasible,
     mean_ci,
@@ -78,22 +79,7 @@ OTHERS: tuple[tuple[str, list[str], str], ...] = (
         "against cold. Target: cold / cached >= 5x.",
     ),
 )
-FOLDLINE = (
-    "foldline",
-    "foldline-no-edits",
-    "claude-code-design",
-    "foldline-no-edits-memory",
-    "foldline-no-edits-no-snip",
-    "foldline-no-edits-span5k",
-    "foldline-no-edits-span15k",
-    "foldline-no-edits-span20k",
-    "foldline-no-edits-budget5k",
-    "foldline-no-edits-budget2k",
-    "foldline-no-edits-budget10k",
-    "foldline-no-edits-nudge25",
-    "foldline-no-edits-at-90",
-    "foldline-no-edits-100k",
-)
+FOLDLINE = tuple(name for name, make in STRATEGIES.items() if isinstance(make(), Foldline))
 """foldline's own engine in its configurations (Claude Code's design included): not peers of each other."""
 LAST_ROWS = HERE / "economics_last.jsonl"
 RAW = HERE / "results"

@@ -8,9 +8,16 @@ expire), once per cache setting:
 - `chosen` (the default): tools and system written for an hour, and on a turn's first request 1h
   breakpoints when the price rule says the pauses make them pay;
 - `turns-5m`: tools and system for an hour, every message breakpoint for 5 minutes;
-- `all-5m`: every breakpoint for 5 minutes (no choice made at all).
+- `all-5m`: every breakpoint for 5 minutes (no choice made at all);
+- `at-90`, `at-90-100k`, `at-90-50k` (opt-in): the chosen TTLs, but Collapse commits its folds only
+  at 90% of the window (200K, or a 100K / 50K working window) instead of once they pay: what a
+  longer context, read more often, does to the cache-read share and to the bill.
+
+`ceiling` is the cache-read share no breakpoint or TTL could beat with the prompts the session sent:
+1 - the tokens the server had never been sent before / all prompt tokens (`NoveltyCount`).
 
 Usage: python benchmarks/ttl_choice.py [--turns 300] [--context-window 200000] [--seed 7]
+                                      [--settings chosen,at-90-50k]
 """
 
 from __future__ import annotations
@@ -21,22 +28,35 @@ import dataclasses
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from foldline.config import CacheConfig
-from foldline.demo import DEMO_SETTINGS, DemoSettings, run_session
-from foldline.simulation import SimulationReport
+from foldline.config import CacheConfig, Config
+from foldline.demo import DEMO_SETTINGS, run_session
+from foldline.server.caching import NoveltyCount
 
-SETTINGS: dict[str, CacheConfig] = {
-    "chosen": CacheConfig(),
-    "turns-5m": CacheConfig(turn_ttl="5m"),
-    "all-5m": CacheConfig(static_ttl="5m", turn_ttl="5m"),
+
+def _cache(cache: CacheConfig) -> Callable[[Config], Config]:
+    return lambda config: dataclasses.replace(config, cache=cache)
+
+
+def _commit_at_90(window: int | None) -> Callable[[Config], Config]:
+    def tune(config: Config) -> Config:
+        collapse = dataclasses.replace(config.collapse, commit_when_it_pays=False)
+        return dataclasses.replace(config, collapse=collapse, context_window=window or config.context_window)
+
+    return tune
+
+
+SETTINGS: dict[str, Callable[[Config], Config]] = {
+    "chosen": _cache(CacheConfig()),
+    "turns-5m": _cache(CacheConfig(turn_ttl="5m")),
+    "all-5m": _cache(CacheConfig(static_ttl="5m", turn_ttl="5m")),
+    "at-90": _commit_at_90(None),
+    "at-90-100k": _commit_at_90(100_000),
+    "at-90-50k": _commit_at_90(50_000),
 }
-
-
-async def play(settings: DemoSettings, cache: CacheConfig, root: Path) -> SimulationReport:
-    """The demo's managed session with `cache` as its breakpoints' TTL setting."""
-    return await run_session(settings, root, managed=True, cache=cache)
+DEFAULT_SETTINGS = ("chosen", "turns-5m", "all-5m")
 
 
 def main() -> None:
@@ -45,7 +65,7 @@ def main() -> None:
     parser.add_argument("--context-window", type=int, default=200_000)
     parser.add_argument("--seed", type=int, default=DEMO_SETTINGS.seed)
     parser.add_argument(
-        "--settings", default=",".join(SETTINGS), help="comma-separated: " + ", ".join(SETTINGS)
+        "--settings", default=",".join(DEFAULT_SETTINGS), help="comma-separated: " + ", ".join(SETTINGS)
     )
     args = parser.parse_args()
     settings = dataclasses.replace(
@@ -55,19 +75,23 @@ def main() -> None:
         f"{settings.turns} turns of {settings.profile!r} (seed {settings.seed}) on a "
         f"{settings.context_window:,}-token window, the simulated user's pauses on the server's clock"
     )
-    columns = ("cost", "cache read", "1h writes", "5m writes", "turns", "HTTP 400")
-    widths = (9, 11, 10, 10, 7, 9)
+    columns = ("cost", "cache read", "ceiling", "1h writes", "5m writes", "turns", "facts", "HTTP 400")
+    widths = (9, 11, 8, 10, 10, 7, 5, 9)
     print(f"{'setting':<10} " + " ".join(f"{c:>{w}}" for c, w in zip(columns, widths, strict=True)))
     for name in args.settings.split(","):
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="foldline-ttl-") as d:
-            report = asyncio.run(play(settings, SETTINGS[name], Path(d)))
+            novelty = NoveltyCount()
+            run = run_session(settings, Path(d), managed=True, tune=SETTINGS[name], novelty=novelty)
+            report = asyncio.run(run)
         usage = report.usage
         hour = sum(r.cache_write_1h for r in report.requests if r.status is None)
         print(
-            f"{name:<10} {f'${usage.cost():.2f}':>9} {usage.read_share:>10.1%} {hour:>10,} "
-            f"{usage.cache_write - hour:>10,} {report.turns_done:>3}/{report.turns_planned:<3} "
-            f"{report.http_400s:>9} ({time.perf_counter() - started:.0f} s)",
+            f"{name:<10} {f'${usage.cost():.2f}':>9} {usage.read_share:>10.1%} "
+            f"{novelty.read_ceiling:>7.1%} {hour:>10,} {usage.cache_write - hour:>10,} "
+            f"{report.turns_done:>3}/{report.turns_planned:<3} "
+            f"{f'{report.facts_retained}/{report.facts_asked}':>5} {report.http_400s:>9} "
+            f"({time.perf_counter() - started:.0f} s)",
             flush=True,
         )
     sys.stdout.flush()

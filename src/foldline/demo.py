@@ -18,7 +18,6 @@ fires in the default run; a level that did not fire is named in the output, neve
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import sys
 import tempfile
 import time
@@ -26,15 +25,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from foldline.config import CacheConfig, Config, MicrocompactConfig, TranscriptConfig
+from foldline.config import Config, MicrocompactConfig, TranscriptConfig
 from foldline.events import CompactionEvent, RetryEvent, UIEvent
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.simulation import SimulatedClock, SimulationReport, simulate
+
+if TYPE_CHECKING:
+    from foldline.server.caching import NoveltyCount
 
 __all__ = [
     "DEMO_SETTINGS",
@@ -133,7 +135,8 @@ async def run_session(
     *,
     managed: bool,
     on_event: Callable[[UIEvent], None] | None = None,
-    cache: CacheConfig | None = None,
+    tune: Callable[[Config], Config] | None = None,
+    novelty: NoveltyCount | None = None,
 ) -> SimulationReport:
     """One of the demo's two sessions in `root`, the user's pauses on the server's clock too.
 
@@ -142,7 +145,10 @@ async def run_session(
         root: Where its workspace and transcript go.
         managed: Every level on the settings' window; False: none, on an unlimited window.
         on_event: The session's UI events (the demo prints compactions as they fire).
-        cache: The breakpoints' TTL setting instead of the default (`benchmarks/ttl_choice.py`).
+        tune: Changes the engine's configuration (`benchmarks/ttl_choice.py`: the breakpoints'
+            TTLs, the working window).
+        novelty: Filled with the prompt tokens the server had never been sent before: the
+            cache-read share no breakpoint or TTL could beat (`NoveltyCount.read_ceiling`).
     """
     from foldline.server.app import create_app
     from foldline.server.config import ServerConfig
@@ -155,11 +161,12 @@ async def run_session(
         ServerConfig(context_window=window),
         backend=SimulatedBackend(seed=settings.seed, profile=settings.profile),
         clock=clock,
+        novelty=novelty,
     )
     sessions = root / "sessions"
     config = demo_config(settings, root, managed=managed)
-    if cache is not None:
-        config = dataclasses.replace(config, cache=cache)
+    if tune is not None:
+        config = tune(config)
     with run_server(app) as url:
         provider = AnthropicProvider(
             base_url=url, api_key="demo", capabilities=FOLDLINE_SERVE_CAPABILITIES if managed else None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tests.server.conftest import MODEL, FakeClock, Served, words
 
-from foldline.server.caching import PromptCache, flatten
+from foldline.server.caching import NoveltyCount, PromptCache, flatten
 from foldline.server.config import ServerConfig
 from foldline.server.tokenizer import count_text, count_tool
 
@@ -332,3 +332,25 @@ def test_a_miss_says_why_the_cached_prefix_was_not_read() -> None:
     assert lookback.cache_read_input_tokens == 0
     assert "within 20 blocks" in str(lookback.cache_miss_reason)
     assert "usage" not in str(cache.apply(_prompt("x", ["y"], set()), 1024).as_usage(1))
+
+
+def test_the_read_ceiling_counts_only_tokens_never_sent_before(serve: Callable[..., Served]) -> None:
+    clock = FakeClock()
+    novelty = NoveltyCount()
+    served = serve(clock=clock, novelty=novelty)
+    first = {"system": SYSTEM, "messages": [{"role": "user", "content": _marked("one" + words(800, "a"))}]}
+    _usage(served, **first)
+    assert novelty.new_tokens == novelty.prompt_tokens == _total(first)  # nothing was sent before
+    clock.advance(3600)  # every entry expired: the resend is written again, yet nothing in it is new
+    again = _usage(served, **first)
+    assert again["cache_read_input_tokens"] == 0
+    assert novelty.new_tokens == _total(first)
+    assert novelty.prompt_tokens == 2 * _total(first)
+    assert novelty.read_ceiling == pytest.approx(0.5)
+    # a changed first message makes everything after the system prompt new, the system prompt not
+    changed = {"system": SYSTEM, "messages": [{"role": "user", "content": _marked("two" + words(800, "a"))}]}
+    _usage(served, **changed)
+    system_end = _total({"system": SYSTEM, "messages": [{"role": "user", "content": "x"}]}) - _total(
+        {"system": "", "messages": [{"role": "user", "content": "x"}]}
+    )
+    assert novelty.new_tokens == 2 * _total(first) - system_end

@@ -69,6 +69,7 @@ from foldline.server.caching import (
     CACHE_EDITS_BETA,
     FlatBlock,
     FlattenMemo,
+    NoveltyCount,
     PromptCache,
     ReferenceRegistry,
     backend_messages,
@@ -155,6 +156,8 @@ class ServerState:
     """Signs the thinking blocks of this launch's replies and checks the ones sent back."""
     closing: bool = False
     """Set by `close`: every generation stops at its next step."""
+    novelty: NoveltyCount | None = None
+    """Counts the prompt tokens never sent before (`NoveltyCount`), where `create_app` was given one."""
     _count: int = 0
 
     def next_number(self) -> int:
@@ -330,6 +333,8 @@ def _bill(state: ServerState, accepted: _Accepted, model: str) -> Any:
         accepted.blocks, state.config.min_cacheable(model), accepted.deleted, anchor=accepted.anchor
     )
     state.references.record(accepted.blocks)
+    if state.novelty is not None:
+        state.novelty.add(accepted.blocks, accepted.deleted)
     return usage
 
 
@@ -856,6 +861,7 @@ def create_app(
     backend: Backend | None = None,
     faults: FaultPlan | None = None,
     clock: Callable[[], float] = time.monotonic,
+    novelty: NoveltyCount | None = None,
 ) -> Starlette:
     """Build the local Messages API server.
 
@@ -865,6 +871,8 @@ def create_app(
             echoes the last user message).
         faults: failures to inject (default: none).
         clock: seconds, monotonic; the prompt cache's TTLs run on it (inject a fake one in tests).
+        novelty: counts every billed request's never-sent-before tokens (the cache-read share's
+            ceiling, `NoveltyCount`); none by default.
 
     Returns:
         The ASGI app; its `state.foldline` is the `ServerState` (cache, request records, backend).
@@ -876,6 +884,7 @@ def create_app(
         faults=faults or FaultPlan(),
         cache=PromptCache(clock=clock, lookback_blocks=config.lookback_blocks),
         memo=FlattenMemo(config.flatten_memo_bytes),
+        novelty=novelty,
     )
     if config.thinking_key is not None:
         state.signer = ThinkingSigner(config.thinking_key)

@@ -46,6 +46,7 @@ __all__ = [
     "CacheUsage",
     "FlatBlock",
     "FlattenMemo",
+    "NoveltyCount",
     "PromptCache",
     "ReferenceRegistry",
     "Span",
@@ -516,6 +517,38 @@ def _billed_positions(blocks: Sequence[FlatBlock], deleted: Container[str]) -> l
             removed += block.end - block.start
         ends.append(block.end - removed)
     return ends
+
+
+@dataclass
+class NoveltyCount:
+    """Prompt tokens this server had never been sent before, over every request it billed.
+
+    A cache entry holds a prefix, so a block can be read only if the same prefix through it came in
+    an earlier request; a block whose prefix key is new must be written or sent uncached, whatever
+    the breakpoints and TTLs. `read_ceiling` is therefore the highest cache-read share any client
+    could have reached with these prompts. Kept only where asked for (`create_app(novelty=...)`):
+    it remembers one key per distinct block, which a long-running server should not.
+    """
+
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    _seen: set[str] = field(default_factory=set)
+
+    def add(self, blocks: Sequence[FlatBlock], deleted: Container[str] = frozenset()) -> None:
+        """Count one request's tokens (deleted ones, billed nowhere, count nowhere here either)."""
+        for block in blocks:
+            if block.reference is not None and block.reference in deleted:
+                continue
+            tokens = block.end - block.start
+            self.prompt_tokens += tokens
+            if block.key not in self._seen:
+                self._seen.add(block.key)
+                self.new_tokens += tokens
+
+    @property
+    def read_ceiling(self) -> float:
+        """1 - new / all prompt tokens (0 before any request)."""
+        return 1 - self.new_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
 @dataclass(frozen=True, slots=True)
