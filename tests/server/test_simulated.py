@@ -608,7 +608,7 @@ async def test_a_managed_session_reports_its_economics_facts_and_receipts(tmp_pa
 
 
 @pytest.mark.anyio
-async def test_two_runs_of_one_seed_send_the_same_requests_through_folds_and_compactions(
+async def test_two_runs_of_one_seed_draw_the_same_ids_and_do_the_same_work_through_folds(
     tmp_path: Path,
 ) -> None:
     """Entry ids reach the model (every user message's tag, every collapse id): drawn from the OS,
