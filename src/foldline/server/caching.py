@@ -503,9 +503,13 @@ class PromptCache:
         )
 
 
+def _is_deleted(block: FlatBlock, deleted: Container[str]) -> bool:
+    return block.reference is not None and block.reference in deleted
+
+
 def deleted_tokens(blocks: Sequence[FlatBlock], deleted: Container[str]) -> int:
     """How many of the request's tokens the deleted references cover."""
-    return sum(b.end - b.start for b in blocks if b.reference is not None and b.reference in deleted)
+    return sum(b.end - b.start for b in blocks if _is_deleted(b, deleted))
 
 
 def _billed_positions(blocks: Sequence[FlatBlock], deleted: Container[str]) -> list[int]:
@@ -513,7 +517,7 @@ def _billed_positions(blocks: Sequence[FlatBlock], deleted: Container[str]) -> l
     ends: list[int] = []
     removed = 0
     for block in blocks:
-        if block.reference is not None and block.reference in deleted:
+        if _is_deleted(block, deleted):
             removed += block.end - block.start
         ends.append(block.end - removed)
     return ends
@@ -537,7 +541,7 @@ class NoveltyCount:
     def add(self, blocks: Sequence[FlatBlock], deleted: Container[str] = frozenset()) -> None:
         """Count one request's tokens (deleted ones, billed nowhere, count nowhere here either)."""
         for block in blocks:
-            if block.reference is not None and block.reference in deleted:
+            if _is_deleted(block, deleted):
                 continue
             tokens = block.end - block.start
             self.prompt_tokens += tokens
