@@ -68,6 +68,9 @@ def main() -> None:
         "--settings", default=",".join(DEFAULT_SETTINGS), help="comma-separated: " + ", ".join(SETTINGS)
     )
     args = parser.parse_args()
+    unknown = [name for name in args.settings.split(",") if name not in SETTINGS]
+    if unknown:  # before any session runs: each takes minutes
+        parser.error(f"unknown setting(s) {', '.join(unknown)}; choose from {', '.join(SETTINGS)}")
     settings = dataclasses.replace(
         DEMO_SETTINGS, turns=args.turns, context_window=args.context_window, seed=args.seed
     )
