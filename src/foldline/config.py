@@ -280,6 +280,20 @@ class ToolsConfig:
     """RLIMIT_FSIZE of a sandboxed command: the largest file it may write."""
     sandbox_processes: int = 4_096
     """RLIMIT_NPROC of a sandboxed command (not enforced by Linux for root)."""
+    layer_max_entries: int = 1_000_000
+    """Entries of a command's copy-on-write layer read after the call (`containment.layer`); a
+    larger change cannot be seen whole and is not applied."""
+    layer_read_timeout_s: float = 60.0
+    """How long reading a layer's change may take before it is refused whole."""
+    layer_compare_bytes: int = 64 * 1024**2
+    """A file copied up but unchanged in size and mtime is compared byte for byte up to this size
+    (larger ones count as changed: applied, and undoable)."""
+    policy_read_bytes: int = 16 * 1024**2
+    """The most of one held file (an index, a config) the policy reads to decide and to show."""
+    checkpoint_max_bytes: int = 20 * 1024**3
+    """The undo store's size budget (`foldline checkpoints --prune`): the oldest go first."""
+    checkpoint_max_age_s: float = 14 * 24 * 3600.0
+    """Checkpoints older than this are pruned: their calls can no longer be undone."""
 
 
 @dataclass(frozen=True, kw_only=True)

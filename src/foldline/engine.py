@@ -35,10 +35,12 @@ import msgspec
 from foldline._types import Block
 from foldline.api.params import RequestAssembler, RequestPlan
 from foldline.cachebreak import CacheBreakDetector
+from foldline.compact.ctx_agent import is_typed_prompt
 from foldline.compact.pipeline import PreCompactHook, Stage
 from foldline.compact.rounds import default_stages
 from foldline.compact.window import ContextWindow
 from foldline.config import Config
+from foldline.containment.checkpoints import CheckpointStore, Undone
 from foldline.containment.sandbox import Sandbox
 from foldline.errors import (
     ModelAPIError,
@@ -194,6 +196,10 @@ class QueryEngine:
     """Answers "ask" decisions (R9.2); without one, a call that needs asking is refused."""
     sandbox: Sandbox | None = None
     """The OS sandbox Bash runs in (`tools.sandbox.detect_sandbox`); None: unsandboxed."""
+    checkpoints: CheckpointStore | None = None
+    """Where each tool call's change is applied with its undo (`/undo`, `/rewind`); None: no undo."""
+    last_rewind: list[Undone] = field(default_factory=list, init=False)
+    """The tool calls the last `rewind` undid in the workspace."""
     stages: Sequence[Stage] = field(default_factory=default_stages)
     """The compaction levels, in order (R3.0); default: budget, Snip, Microcompact."""
     timeline: Timeline = field(default_factory=Timeline)
@@ -239,6 +245,7 @@ class QueryEngine:
             permission_mode=self.permission_mode,
             ask=self.ask,
             sandbox=self.sandbox,
+            checkpoints=self.checkpoints,
             results_dir=results_dir,
             fixed_tokens=fixed,
         )
@@ -464,12 +471,37 @@ class QueryEngine:
         return await self.window.compact(instructions)
 
     def rewind(self) -> int:
-        """Drop the last user turn from what the model sees (`/rewind`): `ContextWindow.rewind`.
+        """Drop the last user turn from what the model sees (`ContextWindow.rewind`), and put the
+        workspace back as it was before it: every tool call of that turn (and any later one),
+        undone newest first (`last_rewind` says which). Returns the messages dropped.
 
         Raises:
             UserError: there is no user turn to drop.
         """
-        return self.window.rewind()
+        view = api_filter(project_view(self.log.timeline.snapshot()))
+        last = next((e for e in reversed(view) if is_typed_prompt(e)), None)
+        removed = self.window.rewind()
+        self.last_rewind = []
+        if last is not None and self.checkpoints is not None:
+            entries = self.log.timeline.snapshot()
+            end = next(i for i, e in enumerate(entries) if getattr(e, "uuid", None) == last.uuid) + 1
+            turn = sum(1 for e in entries[:end] if isinstance(e, UserEntry) and is_typed_prompt(e))
+            self.last_rewind = self.checkpoints.rewind(turn)
+            for item in self.last_rewind:
+                self.log.append(self.log.entry(SystemEntry, subtype="undo", content=item.line()))
+            self.log.sync()
+        return removed
+
+    def undo(self) -> Undone | None:
+        """Undo the last tool call's change to the workspace (`/undo`); None when there is none.
+        Recorded, so the model knows the workspace went back."""
+        if self.checkpoints is None:
+            return None
+        undone = self.checkpoints.undo()
+        if undone is not None:
+            self.log.append(self.log.entry(SystemEntry, subtype="undo", content=undone.line()))
+            self.log.sync()
+        return undone
 
     def record_local_command(self, command: str, args: str, output: str) -> None:
         """Record what a slash command showed as a `local_command` entry (R1.3): in the transcript,

@@ -28,6 +28,7 @@ from typing import Self
 from foldline.api.frozen_head import HEAD_FILE, load_head, save_head
 from foldline.compact.levels import install_levels
 from foldline.config import Config, FsyncPolicy
+from foldline.containment.checkpoints import CheckpointStore
 from foldline.containment.sandbox import Sandbox
 from foldline.engine import AssemblingBuilder, QueryEngine, TurnResult
 from foldline.errors import UserError
@@ -86,6 +87,7 @@ class Session:
         levels: bool = True,
         clock: Callable[[], float] | None = None,
         environment: bool = True,
+        undo: bool = True,
     ) -> Session:
         """Resume the foldline transcript at `path`, or create it; then build the engine over it.
 
@@ -106,6 +108,9 @@ class Session:
             environment: A new session gathers the environment block (directory, date, platform,
                 git) once, records it, and appends it to `system` (`foldline.system_prompt`). A
                 resumed session uses the block it recorded, if any, whatever this says.
+            undo: Apply each tool call's change through the workspace's checkpoint store
+                (`containment.checkpoints`), so `/undo` and `/rewind` take it back; an apply a kill
+                cut off is finished first (said as a notice).
 
         Raises:
             UserError: `path` is another tool's transcript (import it first).
@@ -132,6 +137,10 @@ class Session:
             file, session_id=session_id or file.stem, cwd=str(workspace), fsync=fsync, on_notice=notice
         )
         try:
+            checkpoints = CheckpointStore(workspace, timeline.session_id) if undo else None
+            if checkpoints is not None:
+                for line in checkpoints.recover():
+                    notice(line)
             env = recorded_environment(timeline.snapshot())
             new_env = None
             if env is None and environment and not timeline.snapshot():  # a new session
@@ -146,6 +155,7 @@ class Session:
                 permission_mode=permission_mode,
                 ask=ask,
                 sandbox=sandbox,
+                checkpoints=checkpoints,
                 timeline=timeline,
                 transcript=writer,
                 session_dir=file.with_suffix(""),  # beside the transcript, as Claude Code keeps subagents

@@ -20,8 +20,10 @@ import anyio
 
 from foldline._types import Block
 from foldline.compact.budget import apply_result_budget
+from foldline.compact.ctx_agent import is_typed_prompt
 from foldline.compact.snipping import resolve_snip
 from foldline.config import Config
+from foldline.containment.checkpoints import CheckpointStore
 from foldline.containment.sandbox import Sandbox
 from foldline.events import CompactionEvent, NoticeEvent
 from foldline.executor import ToolExecutor, run_call
@@ -43,6 +45,7 @@ from foldline.tools.permissions import (
     authorize,
     read_denied_filter,
 )
+from foldline.tools.transaction import confirm_through
 
 __all__ = ["ToolRunner"]
 
@@ -65,6 +68,8 @@ class ToolRunner:
     """Where oversized results are saved (default `<sessions_dir>/<session_id>/tool-results`)."""
     fixed_tokens: int = 0
     """Estimated tokens of the system prompt and tools: what a result's cap leaves room beside."""
+    checkpoints: CheckpointStore | None = None
+    """Where each call's change is applied with its undo; None: tools write directly, no undo."""
     _read_files: ReadRegistry = field(default_factory=ReadRegistry, init=False)
 
     def executor(self) -> ToolExecutor:
@@ -79,9 +84,16 @@ class ToolRunner:
             own_output_dirs=(self._results_dir(),),  # its previews tell the model to Read them (R3.0)
             snip_ids=self._snip_ids,
             sandbox=self.sandbox,
+            checkpoints=self.checkpoints,
+            turn=self.turn(),
+            confirm=confirm_through(self.ask) if self.ask is not None else None,
         )
         context = dataclasses.replace(context, run_tool=self._run_virtual(context))
         return ToolExecutor({t.name: t for t in self.tools}, context, self._permit, self._on_progress)
+
+    def turn(self) -> int:
+        """The number of prompts the user typed so far: the turn a call belongs to (`/rewind`)."""
+        return sum(1 for e in self.log.timeline.snapshot() if isinstance(e, UserEntry) and is_typed_prompt(e))
 
     async def results(self, executor: ToolExecutor) -> list[Block]:
         """The reply's tool results, in call order, oversized ones already moved to files."""

@@ -65,6 +65,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "foldline.cli.trust",
         "Show the workspace's unconfirmed settings files and confirm them, so they take effect.",
     ),
+    "undo": (
+        "foldline.cli.undo",
+        "Undo the last tool call that changed the workspace (its latest session).",
+    ),
+    "checkpoints": (
+        "foldline.cli.undo",
+        "List the workspace's checkpoints (what /undo can take back), or prune them.",
+    ),
     "show": (
         "foldline.cli.sessions",
         "Print SESSION (a foldline or Claude Code transcript file, or a session id) readably.",

@@ -38,6 +38,7 @@ from foldline.config import ApprovalConfig
 from foldline.settings import Settings, save_rule
 from foldline.tools import Decision, PermissionRules, ToolContext, check_permission
 from foldline.tools.permissions import EDIT_TOOLS, PermissionMode, Rule, suggest_rules
+from foldline.tools.transaction import HELD_CHANGES
 
 __all__ = [
     "Choice",
@@ -188,6 +189,8 @@ def _describe(tool_name: str, tool_input: Mapping[str, Any], workspace: Path) ->
     """`describe`, with the warnings about what the body had to escape, collapse or leave out."""
     if tool_name == "Bash" and isinstance(tool_input.get("command"), str):
         return _shown(str(tool_input["command"]))
+    if tool_name == HELD_CHANGES and isinstance(tool_input.get("changes"), str):
+        return _shown(str(tool_input["changes"]))  # the policy's diff (its file text already escaped)
     if tool_name in ("Write", "Edit"):
         text, omitted = _file_change(tool_name, tool_input, workspace)
         body, warnings = _shown(text)
@@ -270,6 +273,11 @@ def answer_options(
     session_edits: bool = False,
 ) -> tuple[Option, ...]:
     """The answers this call gets, in the order they are numbered."""
+    if tool_name == HELD_CHANGES:  # each held change is its own question: nothing to save a rule for
+        return (
+            Option("yes", "yes, apply them too"),
+            Option("no", "no, leave them out (the rest is applied)"),
+        )
     options = [Option("yes", "yes")]
     if session_edits:
         options.append(Option("session", "yes, and allow all edits in the workspace for this session"))
@@ -341,7 +349,7 @@ def make_asker(
 
     async def ask(tool_name: str, tool_input: Mapping[str, Any], decision: Decision) -> bool:
         nonlocal edits_allowed
-        if settled(tool_name, tool_input):
+        if tool_name != HELD_CHANGES and settled(tool_name, tool_input):
             return True
         always = suggest_rules(tool_name, tool_input, ctx, rules(), mode)
         options = answer_options(
@@ -361,7 +369,7 @@ def make_asker(
                 approved.append(Rule.parse(rule))
         elif option.choice == "session":
             edits_allowed = True
-        elif option.choice == "no" and on_refuse is not None:
+        elif option.choice == "no" and on_refuse is not None and tool_name != HELD_CHANGES:
             on_refuse()
         return option.choice != "no"
 

@@ -27,9 +27,11 @@ from foldline._json import dumps
 from foldline._types import JSONObject
 from foldline.cachestats import cache_stats
 from foldline.cli._errors import explain
+from foldline.cli._prompt import escape_controls
 from foldline.cli.sessions import title
 from foldline.config import Config
-from foldline.errors import FoldlineError
+from foldline.containment.checkpoints import Undone
+from foldline.errors import FoldlineError, UserError
 from foldline.pricing import prices_for
 from foldline.projection import collapse_summary_text, project_view
 from foldline.session import Session
@@ -330,9 +332,38 @@ async def _compact_cmd(chat: Chat, arg: str) -> bool:
 
 
 async def _rewind_cmd(chat: Chat, arg: str) -> bool:
-    removed = chat.session.engine.rewind()  # a UserError (nothing to rewind) is explained by run_slash
-    chat.console.print(Text(f"rewound: the last turn ({removed} messages) is no longer sent to the model"))
+    if arg and (not arg.isdigit() or int(arg) < 1):
+        chat.console.print(Text(f"/rewind takes a number of turns (1 or more), not {arg!r}", style="yellow"))
+        return True
+    turns = int(arg or 1)
+    engine = chat.session.engine
+    for done in range(turns):
+        try:
+            removed = engine.rewind()
+        except UserError:
+            if done == 0:
+                raise  # nothing to rewind at all: explained by run_slash
+            chat.console.print(Text(f"only {done} turn(s) could be rewound", style="yellow"))
+            break
+        chat.console.print(Text(f"rewound a turn: {removed} messages no longer sent to the model"))
+        for item in engine.last_rewind:
+            _print_undone(chat, item)
     return True
+
+
+async def _undo_cmd(chat: Chat, arg: str) -> bool:
+    undone = chat.session.engine.undo()
+    if undone is None:
+        chat.console.print(
+            Text("nothing to undo: no tool call of this session changed the workspace", style="yellow")
+        )
+    else:
+        _print_undone(chat, undone)
+    return True
+
+
+def _print_undone(chat: Chat, undone: Undone) -> None:
+    chat.console.print(Text(escape_controls(undone.line()), style="yellow" if undone.kept else "green"))
 
 
 async def _clear_cmd(chat: Chat, arg: str) -> bool:
@@ -401,7 +432,12 @@ COMMANDS: dict[str, Command] = {
     "/cache": Command(
         "/cache", "cache hit share, writes and reads, breaks and their causes", _sync(_cache, "/cache")
     ),
-    "/rewind": Command("/rewind", "drop the last turn from what the model sees", _rewind_cmd),
+    "/rewind": Command(
+        "/rewind [N]",
+        "drop the last N turns (1) and put the workspace back as it was before them",
+        _rewind_cmd,
+    ),
+    "/undo": Command("/undo", "undo the last tool call's change to the workspace", _undo_cmd),
     "/clear": Command("/clear", "start a new session", _clear_cmd),
     "/resume": Command("/resume [N|ID]", "list this workspace's sessions, or switch to one", _resume_cmd),
     "/model": Command("/model [name]", "show the model, or switch to another", _model_cmd),

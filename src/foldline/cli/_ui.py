@@ -161,9 +161,35 @@ def result_preview(block: Mapping[str, Any], lines: int = 4, width: int = 100) -
     if not rows:
         return ["(no output)"]
     shown = [clip_words(escape_controls(row), width) for row in rows[:lines]]
-    if len(rows) > lines:
-        shown.append(f"… +{len(rows) - lines} lines")
-    return shown
+    notes = _workspace_notes(rows[lines:])
+    if len(rows) > lines + len(notes):
+        shown.append(f"… +{len(rows) - lines - len(notes)} lines")
+    return shown + [clip_words(escape_controls(row), width) for row in notes]
+
+
+_ALWAYS_SHOWN = (
+    "Workspace: ",
+    "Held back, not applied",
+    "Warning: this command changed",
+    "Changed by someone else",
+)
+"""What a call did to the workspace, and what was held back or warned about: shown however long
+the output above it is (the user, not only the model, must see it)."""
+
+
+def _workspace_notes(rows: list[str]) -> list[str]:
+    """The rows of `rows` that start an `_ALWAYS_SHOWN` note, and the `- ` items under each."""
+    notes: list[str] = []
+    inside = False
+    for row in rows:
+        if row.startswith(_ALWAYS_SHOWN):
+            notes.append(row)
+            inside = True
+        elif inside and row.startswith("- "):
+            notes.append(row)
+        else:
+            inside = False
+    return notes
 
 
 class _Activity:

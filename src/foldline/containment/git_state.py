@@ -29,6 +29,7 @@ __all__ = [
     "changes",
     "executed_files",
     "git_dirs",
+    "index_entries",
     "linked_git_dirs",
     "packs",
     "snapshot",
@@ -308,26 +309,37 @@ def _parse_gitlinks(index: str, _mtime_ns: int, _size: int) -> frozenset[str]:
         data = Path(index).read_bytes()
     except OSError:
         return frozenset()
+    entries = index_entries(data)
+    return frozenset(name for name, (mode, _hidden) in entries.items() if mode >> 12 == 0o16)
+
+
+def index_entries(data: bytes) -> dict[str, tuple[int, int]]:
+    """A git index's entries: path -> (mode, hiding flags), the flags non-zero when the entry is
+    marked assume-unchanged or skip-worktree (git then no longer shows changes to it). Versions 2
+    to 4, SHA-1 or SHA-256 object names; what cannot be parsed counts as no entries."""
     for hash_size in (20, 32):
         try:
             return _entries(data, hash_size)
         except (ValueError, struct.error, IndexError):
             continue
-    return frozenset()
+    return {}
 
 
-def _entries(data: bytes, hash_size: int) -> frozenset[str]:
+def _entries(data: bytes, hash_size: int) -> dict[str, tuple[int, int]]:
     signature, version, count = struct.unpack_from(">4sII", data, 0)
     if signature != b"DIRC" or version not in (2, 3, 4):
         raise ValueError("not a git index")
-    pos, previous, links = 12, b"", set()
+    pos, previous = 12, b""
+    entries: dict[str, tuple[int, int]] = {}
     for _ in range(count):
         start = pos
         mode = struct.unpack_from(">I", data, pos + 24)[0]
         pos += 40 + hash_size
         flags = struct.unpack_from(">H", data, pos)[0]
         pos += 2
+        hidden = flags & 0x8000  # assume-valid (`update-index --assume-unchanged`)
         if version >= 3 and flags & 0x4000:
+            hidden |= struct.unpack_from(">H", data, pos)[0] & 0x4000  # skip-worktree
             pos += 2
         if version == 4:
             byte = data[pos]  # git's offset varint: each continuation byte adds one first
@@ -345,8 +357,7 @@ def _entries(data: bytes, hash_size: int) -> frozenset[str]:
             name = data[pos:end]
             pos = start + ((end - start + 8) // 8) * 8  # NUL-padded to a multiple of 8
         previous = name
-        if mode >> 12 == 0o16:  # 160000: a gitlink
-            links.add(name.decode("utf-8", "surrogateescape"))
+        entries[name.decode("utf-8", "surrogateescape")] = (mode, hidden)  # mode 160000: a gitlink
     if pos > len(data):
         raise ValueError("truncated index")
-    return frozenset(links)
+    return entries

@@ -50,6 +50,8 @@ from typing import Literal
 from foldline._glob import glob_regex, literal_prefix
 from foldline.config import ToolsConfig
 from foldline.containment import git_state
+from foldline.containment.checkpoints import store_root
+from foldline.containment.layer import Layer, layer_argv, probe_layer
 from foldline.containment.paths import is_protected_path
 from foldline.containment.programs import find_program
 from foldline.errors import ToolError
@@ -129,10 +131,15 @@ class _Mount:
 @dataclass
 class SandboxCall:
     """One command's run in the sandbox: the argv to start and, once the `wrap` block is left,
-    what the command changed that runs outside the sandbox later (`git_state.changes`)."""
+    what the command changed that runs outside the sandbox later (`git_state.changes`). On a
+    layer (`layer` set) nothing reaches the workspace until the caller applies the change, so the
+    caller computes `consequences` after that, from `before`."""
 
     argv: list[str]
     consequences: list[str] = field(default_factory=list)
+    layer: Layer | None = None
+    before: git_state.GitState | None = None
+    gitdirs: list[Path] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -151,11 +158,21 @@ class Sandbox:
     limits: ToolsConfig = field(default_factory=ToolsConfig)
     prlimit: str | None = None
     """`prlimit`, found at start; without it commands run without resource limits."""
+    unshare: str | None = None
+    """`unshare`, found at start when a copy-on-write layer works here (`containment.layer`):
+    every command then runs on a layer whose change is applied after the call, and can be undone."""
+    layer_problem: str | None = None
+    """Why the layer cannot be used here, when the sandbox runs without it."""
 
     @property
     def active(self) -> bool:
         """Bash runs inside bwrap."""
         return self.bwrap is not None
+
+    @property
+    def layered(self) -> bool:
+        """Each command runs on a copy-on-write layer, its change applied after it ends."""
+        return self.bwrap is not None and self.unshare is not None
 
     @property
     def refuses(self) -> bool:
@@ -184,9 +201,16 @@ class Sandbox:
             return None
         network = "network on" if self.policy.network else "no network (settings: sandbox.network)"
         allowed = "; commands it contains run without asking in default mode" if self.auto_allows else ""
+        if self.layered:
+            undo = "; every change it makes is shown after the call and can be undone (/undo)"
+        else:
+            undo = (
+                f"; its changes cannot be undone here ({self.layer_problem}), so a command that deletes or "
+                "overwrites files asks first"
+            )
         return (
             "Bash runs in a bubblewrap sandbox: it writes only the workspace (not git's config or "
-            f"hooks, .foldline, .claude), sees an empty home and a private /tmp, {network}{allowed}"
+            f"hooks, .foldline, .claude), sees an empty home and a private /tmp, {network}{allowed}{undo}"
         )
 
     def environment(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -200,13 +224,20 @@ class Sandbox:
 
     @contextmanager
     def wrap(
-        self, argv: Sequence[str], workspace: Path, cwd: Path, *, opaque: bool = True
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        cwd: Path,
+        *,
+        opaque: bool = True,
+        layer: Layer | None = None,
     ) -> Iterator[SandboxCall]:
         """The bwrap command line that runs `argv` in `cwd` inside the sandbox. `opaque`: the
         permission checker could not read what the command does, so the sandbox alone holds the
         Read deny rules (git's object store is hidden too). On leaving, the placeholders made for
         missing protected paths are removed again, and what the command changed that runs outside
-        the sandbox later is in `SandboxCall.consequences`."""
+        the sandbox later is in `SandboxCall.consequences`. With `layer` (`layered` sandboxes only) the
+        command runs on it: the workspace is untouched until the caller applies the change."""
         assert self.bwrap is not None, "wrap() needs an active sandbox"
         outer = _outer_git(workspace)  # before the placeholders exist
         before = git_state.snapshot(workspace)
@@ -215,7 +246,13 @@ class Sandbox:
         try:
             made = _make_missing(workspace, gitdirs)
             mounts = self._mounts(workspace, gitdirs, outer, opaque=opaque)
+            store = store_root(workspace)
+            if store.is_dir():  # the layers and what /undo keeps: never the command's to read or write
+                mounts += _hide(store)
             args = [self.bwrap, *_BASE_FLAGS]
+            if layer is not None and os.getuid() != 0:
+                # root inside the layer's namespace (to mount it); the command runs as the user again
+                args += ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid())]
             if not self.policy.network:
                 args.append("--unshare-net")
             if outer:
@@ -224,9 +261,14 @@ class Sandbox:
             # a parent is mounted before what lies under it; ties keep list order
             for mount in sorted(mounts, key=lambda m: len(m.dest.parts)):
                 args += mount.args()
-            call = SandboxCall([*args, "--chdir", str(cwd), "--", *self._limited(argv)])
+            command = [*args, "--chdir", str(cwd), "--", *self._limited(argv)]
+            if layer is not None:
+                assert self.unshare is not None, "a layer needs a layered sandbox"
+                command = layer_argv(self.unshare, layer, workspace, command)
+            call = SandboxCall(command, layer=layer, before=before, gitdirs=gitdirs)
             yield call
-            call.consequences = git_state.changes(workspace, before, git_state.snapshot(workspace))
+            if layer is None:
+                call.consequences = git_state.changes(workspace, before, git_state.snapshot(workspace))
         finally:
             for path in reversed(made):
                 _unmake(path)
@@ -514,7 +556,17 @@ def detect_sandbox(
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
         reason = said[-1] if said else f"exit code {done.returncode}"
         return _with_problem(base, f"`{binary} --ro-bind / / true` failed: {reason}")
-    return Sandbox(policy, binary, None, read_only, hidden, limits, find_program("prlimit", workspace))
+    prlimit = find_program("prlimit", workspace)
+    if workspace is None:
+        return Sandbox(
+            policy, binary, None, read_only, hidden, limits, prlimit, layer_problem="no workspace given"
+        )
+    unshare = find_program("unshare", workspace)
+    ws = Path(os.path.realpath(workspace))
+    problem = probe_layer(unshare, store_root(ws) / "layers", ws, limits.sandbox_probe_timeout_s)
+    return Sandbox(
+        policy, binary, None, read_only, hidden, limits, prlimit, None if problem else unshare, problem
+    )
 
 
 def _with_problem(sandbox: Sandbox, problem: str) -> Sandbox:

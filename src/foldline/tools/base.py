@@ -25,6 +25,7 @@ import anyio
 
 from foldline._types import Block, JSONObject
 from foldline.config import ToolsConfig
+from foldline.containment.checkpoints import CheckpointStore
 from foldline.containment.sandbox import Sandbox
 from foldline.errors import ToolError
 
@@ -136,6 +137,14 @@ class ToolContext:
     rules still apply). Canonicalised on construction."""
     sandbox: Sandbox | None = None
     """The OS sandbox Bash runs in (`sandbox.detect_sandbox`); None runs Bash unsandboxed."""
+    checkpoints: CheckpointStore | None = None
+    """Where a call's change is applied with its undo (`containment.checkpoints`); None: tools
+    write the workspace directly and nothing can be undone."""
+    turn: int = 0
+    """The session's user turn the call belongs to (what `/rewind` counts)."""
+    confirm: Callable[[str, str], Awaitable[bool]] | None = None
+    """`await confirm(title, details)`: the user's yes for a change the policy holds
+    (`containment.policy`); None (nobody to ask) refuses it."""
 
     def __post_init__(self) -> None:
         workspace = Path(os.path.realpath(self.workspace))

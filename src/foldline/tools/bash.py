@@ -32,6 +32,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 
 from foldline._types import JSONObject
+from foldline.containment import git_state
 from foldline.containment.programs import find_program
 from foldline.containment.sandbox import SandboxCall
 from foldline.errors import ToolError
@@ -39,6 +40,7 @@ from foldline.tools._semantics import effects as command_effects
 from foldline.tools._shell import SimpleCommand, parse_command
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
 from foldline.tools.permissions import checker_reads
+from foldline.tools.transaction import apply_change
 
 __all__ = ["BashTool", "kill_process_group"]
 
@@ -187,8 +189,15 @@ def _command_line(command: str, ctx: ToolContext) -> Iterator[_Launch]:
         yield _Launch(argv)
         return
     opaque = not checker_reads(command)
-    with sandbox.wrap(argv, ctx.workspace, ctx.current_dir, opaque=opaque) as call:
-        yield _Launch(call.argv, sandbox.environment(), call)
+    store = ctx.checkpoints
+    layer = store.new_layer() if store is not None and sandbox.layered else None
+    try:
+        with sandbox.wrap(argv, ctx.workspace, ctx.current_dir, opaque=opaque, layer=layer) as call:
+            yield _Launch(call.argv, sandbox.environment(), call)
+    except BaseException:
+        if store is not None and layer is not None:
+            store.discard(layer)  # cut off before its change was read: the workspace is as before
+        raise
 
 
 _SANDBOX_SIGNS = (
@@ -314,9 +323,19 @@ class BashTool(BaseTool):
         with _command_line(command, ctx) as launch:
             run = await self._execute(launch.argv, launch.env, timeout_s, ctx)
         result = self._result(run, timeout_s)
-        if launch.call is None:
+        call = launch.call
+        if call is None:
             return result
-        return _with_consequences(_explain_sandbox(command, result, ctx), launch.call.consequences)
+        result = _explain_sandbox(command, result, ctx)
+        if call.layer is not None:
+            result = await apply_change(
+                ctx, call.layer, call.gitdirs, tool="Bash", what=command, result=result
+            )
+            assert call.before is not None
+            call.consequences = git_state.changes(
+                ctx.workspace, call.before, git_state.snapshot(ctx.workspace)
+            )
+        return _with_consequences(result, call.consequences)
 
     @staticmethod
     def _timeout_s(tool_input: Mapping[str, Any], ctx: ToolContext) -> float:

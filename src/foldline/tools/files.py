@@ -27,6 +27,7 @@ from foldline.errors import ToolError
 from foldline.media import image_problem, sniff_image_type
 from foldline.tokens import MEDIA_TOKENS
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
+from foldline.tools.transaction import write_file
 
 __all__ = ["EditTool", "ReadTool", "WriteTool", "is_binary", "split_lines"]
 
@@ -144,6 +145,19 @@ def _atomic_write(path: Path, text: str, encoding: str = "utf-8") -> bytes:
         Path(tmp).unlink(missing_ok=True)
         raise
     return data
+
+
+async def _write(
+    path: Path, text: str, ctx: ToolContext, tool: str, encoding: str = "utf-8"
+) -> tuple[bytes, JSONObject]:
+    """Write `text` to `path`: through the session's checkpoint store when it has one (held to the
+    policy, undoable with `/undo`), else `_atomic_write`. Returns the bytes, and what the UI shows."""
+    if ctx.checkpoints is None or not path.is_relative_to(ctx.workspace):
+        return _atomic_write(path, text, encoding), {}
+    data = _encode(text, encoding, str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    applied = await write_file(ctx, path, data, tool=tool)
+    return data, ({"workspace": applied.line()} if applied is not None else {})
 
 
 def _create_exclusive(path: Path, mode: int) -> tuple[int, str]:
@@ -297,11 +311,13 @@ class WriteTool(BaseTool):
             old_data = path.read_bytes()
             if not is_binary(old_data):  # an overwrite keeps a text file's encoding
                 encoding = _decode(old_data, file_path)[1]
-        data = _atomic_write(path, str(tool_input["content"]), encoding)
+        data, shown = await _write(path, str(tool_input["content"]), ctx, self.name, encoding)
         ctx.read_files.record(path, data)
         verb = "updated" if existed else "created"
         text = f"File {verb} successfully at: {path}"
-        return ToolResult(text, structured={"file_path": str(path), "action": verb, "bytes": len(data)})
+        return ToolResult(
+            text, structured={"file_path": str(path), "action": verb, "bytes": len(data), **shown}
+        )
 
 
 class EditTool(BaseTool):
@@ -336,17 +352,19 @@ class EditTool(BaseTool):
             raise ToolError("No changes to make: old_string and new_string are exactly the same.")
         path = ctx.resolve(file_path)
         if old == "" and not path.exists():
-            data = _atomic_write(path, new)
+            data, shown = await _write(path, new, ctx, self.name)
             ctx.read_files.record(path, data)
-            return ToolResult(f"File created successfully at: {path}", structured={"file_path": str(path)})
+            return ToolResult(
+                f"File created successfully at: {path}", structured={"file_path": str(path), **shown}
+            )
         path = _existing_file(ctx, file_path)
         ctx.read_files.check_fresh(path)
         text, encoding = _decode(path.read_bytes(), file_path)
         updated, count = self._replace(text, old, new, bool(tool_input.get("replace_all", False)))
-        data = _atomic_write(path, updated, encoding)
+        data, shown = await _write(path, updated, ctx, self.name, encoding)
         ctx.read_files.record(path, data)
         snippet = self._snippet(updated, new, ctx.limits.read_max_line_chars)
-        structured: JSONObject = {"file_path": str(path), "replacements": count}
+        structured: JSONObject = {"file_path": str(path), "replacements": count, **shown}
         return ToolResult(
             f"The file {path} has been updated. Edited region:\n{snippet}", structured=structured
         )
