@@ -42,7 +42,7 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -244,6 +244,7 @@ class Sandbox:
         gitdirs = git_state.git_dirs(workspace, before)
         made: list[Path] = []
         try:
+            parent_times = _times_of({p.parent for p in _missing(workspace, gitdirs)})
             made = _make_missing(workspace, gitdirs)
             mounts = self._mounts(workspace, gitdirs, outer, opaque=opaque)
             store = store_root(workspace)
@@ -272,6 +273,12 @@ class Sandbox:
         finally:
             for path in reversed(made):
                 _unmake(path)
+            if layer is not None:
+                # on a layer the command touched nothing here: the folders the placeholders were
+                # made in get their times back, so an undo can restore the tree exactly
+                for folder, times in parent_times.items():
+                    with suppress(OSError):
+                        os.utime(folder, ns=times, follow_symlinks=False)
 
     def _limited(self, argv: Sequence[str]) -> list[str]:
         if self.prlimit is None:
@@ -489,6 +496,22 @@ def _outer_git(workspace: Path) -> list[Path]:
         if dot_git.is_file():
             return [p for p in git_state.linked_git_dirs(dot_git) if not p.is_relative_to(workspace)]
     return []
+
+
+def _missing(workspace: Path, gitdirs: list[Path]) -> list[Path]:
+    """What `_make_missing` would make now."""
+    wanted = [workspace / ".git", *(workspace / name for name in _PROTECTED_DIRS)]
+    wanted += [gitdir / rel for gitdir in gitdirs for rel in git_state.PLACEHOLDERS]
+    return [p for p in wanted if not (p.exists() or p.is_symlink()) and p.parent.is_dir()]
+
+
+def _times_of(folders: set[Path]) -> dict[Path, tuple[int, int]]:
+    found: dict[Path, tuple[int, int]] = {}
+    for folder in folders:
+        with suppress(OSError):
+            st = os.lstat(folder)
+            found[folder] = (st.st_atime_ns, st.st_mtime_ns)
+    return found
 
 
 def _make_missing(workspace: Path, gitdirs: list[Path]) -> list[Path]:
