@@ -23,6 +23,7 @@ from pathlib import Path
 
 import anyio
 
+from foldline.containment.checkpoints import CheckpointStore
 from foldline.containment.sandbox import Sandbox, SandboxPolicy, detect_sandbox
 from foldline.tools import ToolContext, check_permission
 from foldline.tools.bash import BashTool
@@ -88,7 +89,9 @@ def _workspace(root: Path) -> Path:
 def count(workspace: Path, mode: PermissionMode = "default") -> Count:
     """How many of `SESSION` ask, without the sandbox and with it (active, auto-allow on)."""
     plain = ToolContext(workspace=workspace)
-    boxed = ToolContext(workspace=workspace, sandbox=Sandbox(SandboxPolicy(), bwrap="bwrap"))
+    # as a session runs it: on a copy-on-write layer, each change undoable (`containment.layer`)
+    layered = Sandbox(SandboxPolicy(), bwrap="bwrap", unshare="unshare")
+    boxed = ToolContext(workspace=workspace, sandbox=layered, checkpoints=CheckpointStore(workspace, "count"))
 
     def asks(ctx: ToolContext) -> list[str]:
         return [

@@ -72,7 +72,8 @@ def _apply_many(ws: Path, spread: bool) -> None:
     applied = store.apply(layer, diff, tool="bench", what="10k files", turn=1)
     took = time.perf_counter() - start
     where = "into 100 existing folders" if spread else "into a new folder"
-    print(f"  {_FILES:,} files {where}: {took * 1000:.0f} ms ({applied.summary}, {len(held)} held; target < 1 s)")
+    said = f"{applied.summary}, {len(held)} held"
+    print(f"  {_FILES:,} files {where}: {took * 1000:.0f} ms ({said}; target < 1 s)")
 
 
 def _undo_big(ws: Path) -> None:
@@ -95,7 +96,8 @@ def _undo_big(ws: Path) -> None:
     same = big.stat().st_ino == inode
     print(
         f"  rm of a 1 GiB file on the layer: {deleted * 1000:.0f} ms; undo: {undone * 1000:.1f} ms; "
-        f"same inode back: {same}; free space dipped by {(free - lowest) / 1024**2:,.1f} MiB (no copy: < 1,024)"
+        f"same inode back: {same}; free space dipped by {(free - lowest) / 1024**2:,.1f} MiB "
+        "(no copy: < 1,024)"
     )
 
 

@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from foldline.config import ToolsConfig
+from foldline.containment.checkpoints import CheckpointStore
 from foldline.containment.sandbox import SandboxPolicy, detect_sandbox
 from foldline.tools import PermissionRules, ToolContext, authorize, check_permission
 from foldline.tools.base import ToolResult
@@ -48,9 +49,10 @@ def _ctx(ws: Path, rules: PermissionRules | None = None, limits: ToolsConfig | N
         SandboxPolicy(), read_only=read_only, hidden=hidden, limits=limits or ToolsConfig(), workspace=ws
     )
     denied = read_denied_filter(rules, ws) if rules is not None else None
+    store = CheckpointStore(ws, "containment")  # as a session runs Bash: on a layer, undoable
     if denied is None:
-        return ToolContext(workspace=ws, sandbox=sandbox)
-    return ToolContext(workspace=ws, sandbox=sandbox, read_denied=denied)
+        return ToolContext(workspace=ws, sandbox=sandbox, checkpoints=store)
+    return ToolContext(workspace=ws, sandbox=sandbox, read_denied=denied, checkpoints=store)
 
 
 def _bash(command: str, ctx: ToolContext, rules: PermissionRules | None = None) -> ToolResult:
@@ -100,11 +102,13 @@ def test_the_permission_check_never_runs_a_partial_clones_promisor(tmp_path: Pat
 
 
 @needs_bwrap
-def test_a_gitlink_to_a_nested_repository_is_reported_with_its_fsmonitor(tmp_path: Path) -> None:
+def test_a_gitlink_to_a_nested_repository_is_held_back_with_its_fsmonitor(tmp_path: Path) -> None:
     """A nested repository whose config runs a program, plus a gitlink in the index: the user's
     plain `git status` on the host would run it. The index is everyday git's to write, so the
-    sandbox cannot hold it read-only: the call's result says what changed and how to undo it."""
+    sandbox cannot hold it read-only; on the layer the change is seen whole and held back: neither
+    the gitlink nor the nested repository reaches the workspace, and the result says why."""
     ws = _repo(tmp_path / "ws")
+    index_before = (ws / ".git" / "index").read_bytes() if (ws / ".git" / "index").exists() else None
     payload = (
         "import os, subprocess\n"
         "os.makedirs('sub')\n"
@@ -112,15 +116,18 @@ def test_a_gitlink_to_a_nested_repository_is_reported_with_its_fsmonitor(tmp_pat
         "open('sub/.git/config', 'a').write('[core]\\n\\tfsmonitor = touch /tmp/pwned\\n')\n"
         "subprocess.run(['git', 'update-index', '--add', '--cacheinfo',"
         " '160000,0123456789012345678901234567890123456789,sub'], check=True)\n"
+        "print('RAN')\n"
     )
     result = _bash(_python(payload), _ctx(ws))
     assert not result.is_error, result.content
     text = str(result.content)
-    assert "changed what runs outside the sandbox" in text
-    assert "`sub` as a submodule (gitlink)" in text
-    assert "core.fsmonitor=touch /tmp/pwned" in text
-    assert "git rm --cached sub" in text
-    assert (result.structured or {}).get("consequences")
+    assert "RAN" in text  # the command ran in the sandbox
+    assert "Held back, not applied" in text
+    assert "new submodule gitlink(s) sub" in text
+    assert "- sub: a git repository" in text
+    assert not (ws / "sub").exists()
+    after = (ws / ".git" / "index").read_bytes() if (ws / ".git" / "index").exists() else None
+    assert after == index_before
 
 
 @needs_bwrap
@@ -172,7 +179,8 @@ def test_files_a_git_config_names_inside_the_workspace_are_held_or_reported(tmp_
     assert "pwned" not in (ws / ".husky" / "pre-commit").read_text()
     assert not (ws / ".husky" / "post-checkout").exists()
     created = _bash(_python("open('scripts/clean.sh', 'w').write('touch /tmp/pwned')"), _ctx(ws))
-    assert "scripts/clean.sh changed: git on your machine runs it" in str(created.content)
+    assert "- scripts/clean.sh: git on the host runs it" in str(created.content)
+    assert not (ws / "scripts" / "clean.sh").exists()  # held back: a filter git runs is not written
 
 
 @needs_bwrap

@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from foldline.containment.checkpoints import CheckpointStore
 from foldline.containment.sandbox import Sandbox, SandboxPolicy, detect_sandbox
 from foldline.containment.trust import trust
 from foldline.errors import UserError
@@ -422,11 +423,31 @@ def test_off_is_silent_and_unsandboxed(tmp_path: Path) -> None:
 def test_a_contained_command_runs_without_asking(command: str, repo: Path) -> None:
     plain = check_permission("Bash", {"command": command}, ToolContext(workspace=repo))
     assert plain.behavior == "ask", plain
+    layered = detect_sandbox(SandboxPolicy(), workspace=repo)
+    store = CheckpointStore(repo, "t")
     sandboxed = check_permission(
-        "Bash", {"command": command}, ToolContext(workspace=repo, sandbox=_sandbox())
+        "Bash", {"command": command}, ToolContext(workspace=repo, sandbox=layered, checkpoints=store)
     )
     assert sandboxed.behavior == "allow", sandboxed
     assert "OS sandbox" in sandboxed.reason
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    ("command", "asks"),
+    [("sed -i s/a/b/ README.md", True), ("rm README.md", True), ("echo x > README.md", True),
+     ("echo x > new.txt", False), ("mkdir build && touch build/x", False), ("npm test", False)],
+)  # fmt: skip
+def test_without_a_layer_a_command_that_deletes_or_overwrites_asks(
+    command: str, asks: bool, repo: Path
+) -> None:
+    unlayered = _sandbox()  # no workspace given: no layer, so nothing could undo a deletion
+    assert unlayered.active
+    assert not unlayered.layered
+    decision = check_permission("Bash", {"command": command}, ToolContext(workspace=repo, sandbox=unlayered))
+    assert decision.behavior == ("ask" if asks else "allow"), decision
+    if asks:
+        assert "nothing can undo" in decision.reason
 
 
 @needs_bwrap

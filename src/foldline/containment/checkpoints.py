@@ -130,7 +130,14 @@ class CheckpointStore:
 
     def discard(self, layer: Layer) -> None:
         """Remove a layer whose change was not applied (or is applied: what is left is empty)."""
-        shutil.rmtree(layer.root, ignore_errors=True)
+        try:  # the common case, a layer left empty, in five system calls
+            for folder in (layer.upper, layer.work / "work", layer.work):
+                if folder.exists():
+                    os.rmdir(folder)
+            os.unlink(layer.root / "started")
+            os.rmdir(layer.root)
+        except OSError:
+            shutil.rmtree(layer.root, ignore_errors=True)
 
     # --- apply --------------------------------------------------------------------------------------
 
@@ -365,6 +372,8 @@ class CheckpointStore:
     # --- plumbing -----------------------------------------------------------------------------------
 
     def _ensure(self) -> None:
+        if self.layers_dir.is_dir():
+            return
         self.layers_dir.mkdir(parents=True, exist_ok=True)
         ignore = self.root / ".gitignore"
         if not ignore.exists():
@@ -392,6 +401,7 @@ class CheckpointStore:
         replay after a crash skips what was done. Returns the renames made."""
         layer = manifest.get("layer")
         moved = 0
+        made: set[Path] = set()  # folders known to exist: one mkdir per folder, not per file
         for op in manifest["ops"]:
             if op["op"] == "chmod":
                 path = self.workspace / op["path"]
@@ -402,7 +412,9 @@ class CheckpointStore:
             dst = self._path(ckpt, op["dst"], layer)
             if os.path.lexists(dst) or not os.path.lexists(src):
                 continue
-            dst.parent.mkdir(parents=True, exist_ok=True)
+            if dst.parent not in made:
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                made.add(dst.parent)
             os.rename(src, dst)
             moved += 1
         _fsync_dir(self.workspace)

@@ -71,11 +71,16 @@ class Layer:
 def new_layer(layers_dir: Path) -> Layer:
     """Make the folders of a new layer under `layers_dir` (created when missing)."""
     root = layers_dir / f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
-    (root / "upper").mkdir(parents=True)
-    (root / "work").mkdir()
-    marker = root / "started"
-    marker.write_text(str(os.getpid()), encoding="utf-8")  # whose it is: `recover` leaves a live one
-    return Layer(root, marker.stat().st_ctime_ns)
+    os.mkdir(root)
+    os.mkdir(root / "upper")
+    os.mkdir(root / "work")
+    fd = os.open(root / "started", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, str(os.getpid()).encode())  # whose it is: `recover` leaves a live one's alone
+        started = os.fstat(fd).st_ctime_ns
+    finally:
+        os.close(fd)
+    return Layer(root, started)
 
 
 def layer_argv(unshare: str, layer: Layer, workspace: Path, command: list[str]) -> list[str]:

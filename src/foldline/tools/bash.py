@@ -46,6 +46,8 @@ __all__ = ["BashTool", "kill_process_group"]
 
 Outcome = Literal["exited", "timeout", "aborted"]
 _SIGKILL_WAIT_S = 5.0
+_PF_EXITING = 0x4
+"""The kernel's flag (in /proc/PID/stat) of a process that has begun to exit."""
 
 
 class _BoundedBuffer:
@@ -111,7 +113,9 @@ def _has_live_member(pgid: int) -> bool:
                 fields = handle.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid and fields[0] != b"Z":
+        # a zombie awaits its reaper, and one already exiting (PF_EXITING: tearing down the
+        # mount namespace of a layer can take a few milliseconds) runs no more code of its own
+        if int(fields[2]) == pgid and fields[0] != b"Z" and not int(fields[6]) & _PF_EXITING:
             return True
     return False
 

@@ -488,9 +488,32 @@ def _check_bash(command: str, ctx: ToolContext, rules: PermissionRules, mode: Pe
     verdict = _strictest(decisions)
     sandbox = ctx.sandbox
     if verdict.behavior == "ask" and sandbox is not None and sandbox.auto_allows:
+        undoable = sandbox.layered and ctx.checkpoints is not None
+        if not undoable and any(_deletes_or_overwrites(c, ctx) for c in parsed.commands):
+            # the sandbox contains the command but cannot take its deletions back
+            return Decision(
+                "ask", f"{verdict.reason}; it deletes or overwrites files, and nothing can undo that here"
+            )
         if all(d.contained for d in decisions if d.behavior == "ask"):
             return Decision("allow", f"runs in the OS sandbox, which contains it ({verdict.reason})")
     return verdict
+
+
+def _deletes_or_overwrites(cmd: SimpleCommand, ctx: ToolContext) -> bool:
+    """What the checker can tell of a command: it writes or removes a path that exists now (or
+    one it cannot resolve), or it extracts a tree over existing files."""
+    found = command_effects(cmd)
+    targets = [*found.writes, *(r.target for r in cmd.redirects if r.writes and not r.dynamic)]
+    if found.tree_writes or any(r.writes and r.dynamic for r in cmd.redirects):
+        return True
+    for raw in targets:
+        try:
+            path = ctx.current_dir / os.path.expanduser(raw)
+        except (OSError, ValueError):
+            return True
+        if raw != "/dev/null" and os.path.lexists(path):
+            return True
+    return False
 
 
 def _bash_checks(

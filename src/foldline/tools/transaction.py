@@ -40,6 +40,10 @@ async def apply_change(
     a checkpoint, and return `result` with what happened said after it."""
     store = ctx.checkpoints
     assert store is not None, "a layer needs a checkpoint store"
+    if _empty(layer.upper):  # most commands change nothing: no walk, no review, no thread
+        store.discard(layer)
+        nothing: JSONObject = {"workspace": "no change", "held_back": [], "conflicts": []}
+        return _said(result, "Workspace: no change", nothing, error=False)
     limits = ctx.limits
     try:
         diff = await anyio.to_thread.run_sync(
@@ -112,6 +116,11 @@ def confirm_through(ask: AskCallback) -> Callable[[str, str], Awaitable[bool]]:
         return await ask(HELD_CHANGES, {"changes": details}, Decision("ask", title))
 
     return confirm
+
+
+def _empty(folder: Path) -> bool:
+    with os.scandir(folder) as entries:
+        return next(entries, None) is None
 
 
 def _umask() -> int:
