@@ -1,4 +1,4 @@
-"""What the copy-on-write layer costs (docs/design.md §9.5), side by side in one run.
+"""What the copy-on-write layer costs (docs/design.md §9.6), side by side in one run.
 
 1. A sandboxed command that changes nothing (`true`), with and without the layer: median and
    spread of `--runs` calls each, interleaved so machine load hits both alike. Target: the layer

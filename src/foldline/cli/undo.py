@@ -1,4 +1,4 @@
-"""`foldline undo` and `foldline checkpoints`: the workspace's undo store from a shell (§9.5).
+"""`foldline undo` and `foldline checkpoints`: the workspace's undo store from a shell (§9.6).
 
 `foldline undo` takes back the last tool call that changed the workspace (a Bash command or an
 edit) of the workspace's latest session, as `/undo` does in the REPL, so a `chat -p` script can

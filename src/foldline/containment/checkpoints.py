@@ -1,4 +1,4 @@
-"""The checkpoint store: a tool call's change applied as a transaction, and its undo (§9.5).
+"""The checkpoint store: a tool call's change applied as a transaction, and its undo (§9.6).
 
 Owns `CheckpointStore`: where a session's layers and checkpoints live (`<workspace>/.foldline/undo`,
 on the workspace's filesystem so every step is a rename, never a copy), `apply` (a `Diff` from a

@@ -1,4 +1,4 @@
-"""The copy-on-write layer a sandboxed command writes to, and the final diff read from it (§9.5).
+"""The copy-on-write layer a sandboxed command writes to, and the final diff read from it (§9.6).
 
 Owns `Layer` (one command's upper and work folders, kept on the workspace's filesystem so that
 applying a change is a rename), `layer_argv` (the `unshare … mount -t overlay …` prefix that puts

@@ -1,4 +1,4 @@
-"""One policy over a tool call's final change: what is applied, what needs the user's yes (§9.5).
+"""One policy over a tool call's final change: what is applied, what needs the user's yes (§9.6).
 
 Owns `review`: given a `Diff` (from a Bash command's layer, or the one file an Edit or Write makes)
 it names the changed paths that a program outside the sandbox will later run or trust, each with

@@ -1,5 +1,5 @@
 """A tool call's change to the workspace as one transaction: read whole, held to the policy, applied
-with its undo, and said in one line (§9.5).
+with its undo, and said in one line (§9.6).
 
 Owns `apply_change` (a Bash command's layer) and `write_file` (the one file Write or Edit makes,
 staged on a layer of its own so that it goes through the same policy and checkpoint as a
