@@ -159,6 +159,8 @@ def _sandbox(settings: Settings, workspace: Path, config: Config, *, interactive
         click.echo(f"warning: {line}", err=True)
     elif interactive and (line := sandbox.summary()) is not None:  # -p prints the answer alone
         click.echo(line, err=True)
+    elif sandbox.active and not sandbox.layered:  # a script must know its changes cannot be undone
+        click.echo(f"warning: Bash changes cannot be undone here ({sandbox.layer_problem})", err=True)
     return sandbox
 
 
