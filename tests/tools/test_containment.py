@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from foldline.config import ToolsConfig
+from foldline.containment.programs import find_program
 from foldline.containment.sandbox import SandboxPolicy, detect_sandbox
 from foldline.tools import PermissionRules, ToolContext, authorize, check_permission
 from foldline.tools.base import ToolResult
@@ -312,8 +313,8 @@ def test_grep_does_not_follow_a_planted_link_out_of_the_workspace(tmp_path: Path
     (ws / "inside.txt").symlink_to(ws / "own.txt")  # a link within the workspace is fine
     for engine in ("python", "ripgrep"):
         tool = GrepTool(engine)  # type: ignore[arg-type]
-        if engine == "ripgrep" and tool._ripgrep_binary(ToolContext(workspace=ws)) is None:
-            continue
+        if engine == "ripgrep" and find_program("rg", ws) is None:
+            continue  # no rg on this machine: the python engine alone is checked
         found = anyio.run(tool.run, {"pattern": "AKIA", "output_mode": "content"}, ToolContext(workspace=ws))
         assert "AKIASECRET" not in str(found.content), engine
         assert "AKIA-but-ours" in str(found.content), engine

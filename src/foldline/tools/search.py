@@ -6,6 +6,9 @@ Invariants:
 - Version-control directories (`.git`, `.hg`, `.svn`) are never searched or listed, nor is anything
   `ctx.read_denied` names (a `Read(**/.env)` deny also hides `.env` from Grep and Glob).
 - Results are bounded (`search_max_results` or the call's `head_limit`) and say when they were cut.
+- A file is read only when it is a regular file, opened without following a link (the walk has
+  resolved it inside the workspace or the searched folder), so a FIFO or device never blocks or
+  floods it; rg gets the searched folder resolved, and refuses one that links out of the workspace.
 - Grep's Python engine is the reference behaviour; `rg` is used only when asked for (`"ripgrep"`)
   or, with `"auto"`, when it is on PATH. Binary files (NUL in the first 8 KiB) never match.
 """
@@ -24,6 +27,7 @@ import anyio
 from foldline._glob import glob_regex, literal_prefix
 from foldline._types import JSONObject
 from foldline.containment.programs import find_program
+from foldline.containment.safe_read import read_regular_file
 from foldline.errors import ToolError
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
 from foldline.tools.files import is_binary, split_lines
@@ -179,13 +183,10 @@ def _python_grep(
         relative = path.relative_to(root).as_posix() if path != root else path.name
         if wanted is not None and not wanted.fullmatch(relative):
             continue
-        try:
-            if path.stat().st_size > ctx.limits.search_max_file_bytes:
-                continue
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if is_binary(data):
+        # opened without following links or blocking: a FIFO or `/dev/zero` swapped in since the
+        # walk saw a regular file is skipped, not waited on or read whole
+        data = read_regular_file(Path(os.path.realpath(path)), limit_bytes=ctx.limits.search_max_file_bytes)
+        if data is None or is_binary(data):
             continue
         lines = split_lines(data.decode("utf-8", errors="replace"))
         found = [(n, line[:_MAX_MATCH_CHARS]) for n, line in enumerate(lines, 1) if regex.search(line)]
@@ -214,7 +215,7 @@ def _ripgrep(
         args.append("--ignore-case")
     if glob:
         args += ["--glob", glob]
-    args += ["--regexp", regex.pattern, "--", str(root)]
+    args += ["--regexp", regex.pattern, "--", str(_rg_root(root, ctx))]
     # bytes, not text mode: universal newlines would break lines at a lone CR, which the Python
     # engine (and `split_lines`) keeps inside the line
     proc = subprocess.run(args, capture_output=True, check=False)
@@ -228,6 +229,22 @@ def _ripgrep(
         if not ctx.read_denied(path):
             hits.setdefault(path, []).append((int(number), text[:_MAX_MATCH_CHARS]))
     return hits
+
+
+def _rg_root(root: Path, ctx: ToolContext) -> Path:
+    """The folder rg searches: `root` resolved (rg is handed no link to follow), never one that a
+    link inside the workspace carries out of it (a link swapped in after the permission check).
+
+    Raises:
+        ToolError: `root` lies inside the workspace but resolves outside it, or is no regular file
+            or folder.
+    """
+    real = Path(os.path.realpath(root))
+    if Path(os.path.abspath(root)).is_relative_to(ctx.workspace) and not real.is_relative_to(ctx.workspace):
+        raise ToolError(f"{root} is a link to {real}, outside the workspace: search {real} itself")
+    if not (real.is_dir() or real.is_file()):
+        raise ToolError(f"{root} is not a regular file or folder (a FIFO or device is never searched)")
+    return real
 
 
 class GlobTool(BaseTool):
