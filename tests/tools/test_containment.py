@@ -212,6 +212,62 @@ def test_a_workspace_that_is_no_repository_cannot_become_one(tmp_path: Path, lay
     assert not (ws / ".git").exists()
 
 
+def _other_repo_with_token(tmp_path: Path) -> Path:
+    """A repository of the user's outside the workspace whose config holds a credential."""
+    other = _repo(tmp_path / "other")
+    _git("config", "remote.origin.url", "https://me:ghp_SECRETTOKEN@example.com/r.git", cwd=other)
+    _git("config", "core.fsmonitor", "echo ghp_SECRETFSMON", cwd=other)
+    return other
+
+
+@needs_bwrap
+def test_a_nested_gitdir_pointing_out_of_the_workspace_is_not_read_into_the_result(tmp_path: Path) -> None:
+    """`sub/.git` says `gitdir: ~/other/.git` and the index records `sub`: the after-call check
+    reports the gitlink, but never reads (and quotes) the config of a repository outside."""
+    ws = _repo(tmp_path / "ws")
+    other = _other_repo_with_token(tmp_path)
+    payload = (
+        "import os, subprocess\n"
+        "os.makedirs('sub')\n"
+        f"open('sub/.git', 'w').write('gitdir: {other}/.git\\n')\n"
+        "subprocess.run(['git', 'update-index', '--add', '--cacheinfo',"
+        " '160000,0123456789012345678901234567890123456789,sub'], check=True)\n"
+        "print('planted')\n"
+    )
+    result = _bash(_python(payload), _ctx(ws))
+    text = str(result.content)
+    assert "planted" in text, text  # it ran
+    assert "`sub` as a submodule (gitlink)" in text
+    assert "SECRET" not in text
+
+
+@needs_bwrap
+def test_a_gitmodules_link_out_of_the_workspace_is_reported_but_not_quoted(tmp_path: Path) -> None:
+    ws = _repo(tmp_path / "ws")
+    other = _other_repo_with_token(tmp_path)
+    result = _bash(f"ln -s {other}/.git/config .gitmodules && echo planted", _ctx(ws))
+    text = str(result.content)
+    assert "planted" in text, text
+    assert "`.gitmodules` changed" in text
+    assert "SECRET" not in text
+
+
+@needs_bwrap
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "plant", ["mkfifo .gitmodules", "ln -s /dev/zero .gitmodules"], ids=["fifo", "dev-zero"]
+)
+def test_a_fifo_or_device_planted_where_the_check_reads_neither_hangs_nor_floods_it(
+    tmp_path: Path, plant: str
+) -> None:
+    """Before the fix the after-call check opened the FIFO (the call never returned) or read
+    `/dev/zero` until foldline was killed for memory."""
+    ws = _repo(tmp_path / "ws")
+    result = _bash(f"{plant} && echo planted", _ctx(ws))
+    assert "planted" in str(result.content), result.content
+    assert "`.gitmodules` changed" in str(result.content)
+
+
 # --- settings a repository carries ------------------------------------------------------------
 
 

@@ -79,6 +79,8 @@ _RUNS = re.compile(
     r"|submodule\..+\.update|uploadpack\.packobjectshook)$"
 )
 """Config keys that name a program, or a place git fetches from or reads more config from."""
+_UNREADABLE = b"\0not a regular file inside the workspace"
+"""What stands for a `.gitmodules` that exists but is not read (no git config holds a NUL)."""
 _USERINFO = re.compile(r"://[^/@\s]*@")
 """The `user:token@` of a URL: never quoted back, whatever config it came from."""
 
@@ -103,7 +105,9 @@ def snapshot(workspace: Path) -> GitState:
     """The workspace's `GitState` now (cheap: the index is parsed only when it changed)."""
     gitdir = _own_git_dir(workspace)
     links = _gitlinks(gitdir / "index", workspace) if gitdir is not None else frozenset()
-    modules = read_workspace_file(workspace / ".gitmodules", workspace)  # a link is no `.gitmodules`
+    modules = read_workspace_file(workspace / ".gitmodules", workspace)  # a link is never followed
+    if modules is None and os.path.lexists(workspace / ".gitmodules"):
+        modules = _UNREADABLE  # a link, FIFO or device there is still a change to report
     nested = {}
     for link in sorted(links):
         inner = _repo_git_dir(workspace / link, workspace)
