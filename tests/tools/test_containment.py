@@ -133,6 +133,7 @@ def test_a_gitlink_to_a_nested_repository_is_reported_with_its_fsmonitor(tmp_pat
         pytest.param(".git/info/attributes", "", id="info"),
         pytest.param(".git/objects/info/alternates", "", id="alternates"),
         pytest.param(".git/hooks/pre-commit", "", id="hooks"),
+        pytest.param(".git/modules/lib/config", "", id="modules"),
     ],
 )
 def test_nothing_git_reads_as_configuration_can_be_created(tmp_path: Path, target: str, setup: str) -> None:
@@ -146,10 +147,12 @@ def test_nothing_git_reads_as_configuration_can_be_created(tmp_path: Path, targe
         if path.is_dir():
             path.rmdir()
     before = sorted(p.relative_to(ws) for p in (ws / ".git").rglob("*"))
-    code = f"import os; os.makedirs(os.path.dirname('{target}'), exist_ok=True); "
+    code = f"print('started'); import os; os.makedirs(os.path.dirname('{target}'), exist_ok=True); "
     code += f"open('{target}', 'w').write('x')"
     result = _bash(_python(code), _ctx(ws))
     assert result.is_error, result.content
+    assert "started" in str(result.content)  # it ran: the write failed, not the sandbox's start
+    assert "Read-only file system" in str(result.content)
     assert not (ws / target).exists()
     assert sorted(p.relative_to(ws) for p in (ws / ".git").rglob("*")) == before  # placeholders gone
 
@@ -183,9 +186,11 @@ def test_a_linked_worktrees_commondir_cannot_be_rewritten(tmp_path: Path) -> Non
     (common,) = (ws / ".git" / "worktrees").glob("*/commondir")
     before = common.read_text()
     evil = tmp_path / "ws" / "evil"
-    code = f"open('{common}', 'w').write('{evil}')"
+    code = f"print('started'); open('{common}', 'w').write('{evil}')"
     result = _bash(_python(code), _ctx(ws))
     assert result.is_error, result.content
+    assert "started" in str(result.content)  # it ran
+    assert "Read-only file system" in str(result.content)
     assert common.read_text() == before
 
 
@@ -354,7 +359,8 @@ def test_programs_planted_on_a_path_inside_the_workspace_never_run(
     rules = PermissionRules.from_lists(deny=["Read(**/.env)"])
     check_permission("Bash", {"command": "git log -p"}, ctx, rules)
     if ctx.sandbox is not None and ctx.sandbox.active:
-        _bash("true", ctx)
+        ran = _bash("echo sandboxed-and-ran", ctx)
+        assert "sandboxed-and-ran" in str(ran.content), ran.content  # bwrap and bash, the real ones
     assert sorted(p.name for p in tmp_path.glob("pwned-*")) == []
 
 
@@ -385,12 +391,15 @@ def test_a_denied_file_cannot_be_carried_off_by_renaming_its_folder(tmp_path: Pa
     (ws / "secrets").mkdir(parents=True)
     (ws / "secrets" / ".env").write_text("TOKEN=s3cr3t\n")
     rules = PermissionRules.from_lists(deny=["Read(./secrets/.env)"])
-    moved = _bash(_python("import os; os.rename('secrets', 'x')"), _ctx(ws, rules), rules)
+    moved = _bash(_python("print('started'); import os; os.rename('secrets', 'x')"), _ctx(ws, rules), rules)
     assert moved.is_error, moved.content
+    assert "started" in str(moved.content)  # it ran: the rename itself failed
     assert (ws / "secrets" / ".env").exists()
     for path in ("x/.env", "secrets/.env"):
-        code = f"print(open('{path}').read())"
+        code = f"import os; print('exists' if os.path.exists('{path}') else 'absent')\n"
+        code += f"print(open('{path}').read())"
         read = _bash(_python(code), _ctx(ws, rules), rules)
+        assert ("absent" if path.startswith("x/") else "exists") in str(read.content), read.content
         assert "s3cr3t" not in str(read.content)
 
 
@@ -402,9 +411,10 @@ def test_every_denied_file_is_hidden_however_many(tmp_path: Path) -> None:
         folder.mkdir(parents=True)
         (folder / ".env").write_text(f"KEY=secret-{i:03d}\n")
     rules = PermissionRules.from_lists(deny=["Read(**/.env)"])
-    code = "import glob\nfor p in sorted(glob.glob('*/.env')):\n"
+    code = "import glob\nfound = sorted(glob.glob('*/.env'))\nprint(f'{len(found)} files')\nfor p in found:\n"
     code += "    try: print(open(p).read())\n    except OSError: pass"
     result = _bash(_python(code), _ctx(ws, rules), rules)
+    assert "250 files" in str(result.content), result.content  # it ran, and saw every name
     assert "secret-" not in str(result.content)
 
 
@@ -423,6 +433,7 @@ def test_a_tree_too_big_to_walk_in_one_call_hides_what_it_did_not_reach(tmp_path
     code = "for p in ('pkg00/.env', 'pkg39/.env'):\n"
     code += "    try: print(open(p).read())\n    except OSError as e: print(e)"
     result = _bash(_python(code), _ctx(ws, rules, limits), rules)
+    assert str(result.content).count("[Errno") == 2, result.content  # it ran, and was refused both
     assert "deep-secret" not in str(result.content)
 
 
@@ -634,6 +645,10 @@ def test_a_protected_path_linked_to_nothing_stops_the_sandbox_with_a_reason(tmp_
     assert result.is_error
     assert "config.worktree is a link to" in str(result.content)
     assert not (ws / "wt.cfg").exists()
+    (ws / ".git" / "config.worktree").unlink()  # as the message says: then the sandbox runs again
+    again = _bash("echo ran", _ctx(ws))
+    assert not again.is_error, again.content
+    assert "ran" in str(again.content)
 
 
 def test_the_session_start_git_status_never_runs_a_nested_repositorys_fsmonitor(tmp_path: Path) -> None:

@@ -83,6 +83,13 @@ def _writer(lang: str, target: str) -> str:
     return f"sh -c 'echo pwned >> {target}'"
 
 
+def _opaque(shell: str) -> str:
+    """`shell` run from an interpreter: the checker cannot read it, so only the sandbox holds it."""
+    return (
+        f"python3 -c \"import subprocess, sys; sys.exit(subprocess.run('{shell}', shell=True).returncode)\""
+    )
+
+
 LANGS = ("python3", "perl", "sh")
 PROTECTED = (".git/config", ".git/hooks/pre-commit", ".foldline/settings.local.json", ".claude/settings.json")
 
@@ -93,12 +100,16 @@ def test_a_one_liner_in_bypass_mode_cannot_write_outside_the_workspace(
     lang: str, repo: Path, tmp_path: Path
 ) -> None:
     outside = tmp_path / "outside.txt"
-    result = _bash(_writer(lang, str(outside)), ToolContext(workspace=repo, sandbox=_sandbox()))
-    assert not outside.exists(), result.content  # a private /tmp took the write, if anything did
+    command = f"{_writer(lang, str(outside))} && cat {outside}"
+    result = _bash(command, ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert "pwned" in str(result.content), result.content  # it ran: the private /tmp took the write
+    assert not outside.exists(), result.content
     elsewhere = Path("/var/tmp") / f"foldline-sandbox-escape-{os.getpid()}-{lang}"  # not under /tmp
     try:
-        blocked = _bash(_writer(lang, str(elsewhere)), ToolContext(workspace=repo, sandbox=_sandbox()))
+        command = f"echo started && {_writer(lang, str(elsewhere))}"
+        blocked = _bash(command, ToolContext(workspace=repo, sandbox=_sandbox()))
         assert blocked.is_error, blocked.content
+        assert "started" in str(blocked.content)  # it ran: the write failed, not the start
         assert not elsewhere.exists()
     finally:
         elsewhere.unlink(missing_ok=True)
@@ -110,9 +121,14 @@ def test_a_one_liner_in_bypass_mode_cannot_write_outside_the_workspace(
 def test_a_one_liner_in_bypass_mode_cannot_write_a_protected_path(lang: str, target: str, repo: Path) -> None:
     path = repo / target
     before = path.read_bytes() if path.exists() else None
-    result = _bash(_writer(lang, target), ToolContext(workspace=repo, sandbox=_sandbox()))
+    result = _bash(
+        f"echo started && {_writer(lang, target)}", ToolContext(workspace=repo, sandbox=_sandbox())
+    )
     assert result.is_error, result.content
-    if lang != "sh":
+    if lang == "sh":  # the checker reads through `sh -c` and asks; nobody answers
+        assert str(result.content).startswith("refused by the checker"), result.content
+    else:
+        assert "started" in str(result.content)  # it ran: the write failed, not the start
         assert "Read-only file system" in str(result.content)
         assert "Note: Bash runs in foldline's OS sandbox" in str(result.content)  # the model is told why
     assert (path.read_bytes() if path.exists() else None) == before
@@ -120,9 +136,11 @@ def test_a_one_liner_in_bypass_mode_cannot_write_a_protected_path(lang: str, tar
 
 @needs_bwrap
 def test_git_cannot_be_swapped_for_a_repository_the_command_wrote(repo: Path) -> None:
-    command = "mv .git .git-old; mkdir -p .git/hooks && echo pwned > .git/hooks/pre-commit"
-    result = _bash(command, ToolContext(workspace=repo, sandbox=_sandbox()))
+    shell = "echo started; mv .git .git-old; mkdir -p .git/hooks && echo pwned > .git/hooks/pre-commit"
+    result = _bash(_opaque(shell), ToolContext(workspace=repo, sandbox=_sandbox()))
     assert result.is_error
+    assert "started" in str(result.content), result.content  # it ran
+    assert "Device or resource busy" in str(result.content)  # `.git` is a mount point
     assert not (repo / ".git-old").exists()
     assert not (repo / ".git" / "hooks" / "pre-commit").exists()
 
@@ -148,10 +166,13 @@ def test_git_cannot_be_pointed_at_a_common_dir_the_command_wrote(repo: Path) -> 
 
 @needs_bwrap
 def test_missing_protected_folders_cannot_be_created_and_none_is_left_behind(workspace: Path) -> None:
-    command = "mkdir -p .foldline .git/hooks; echo '{}' > .foldline/settings.local.json"
-    result = _bash(command, ToolContext(workspace=workspace, sandbox=_sandbox()))
+    command = (
+        "echo ran > ran.txt; mkdir -p .foldline .claude .git/hooks; echo {} > .foldline/settings.local.json; "
+        "echo {} > .claude/settings.local.json"
+    )
+    result = _bash(_opaque(command), ToolContext(workspace=workspace, sandbox=_sandbox()))
     assert result.is_error, result.content
-    assert sorted(p.name for p in workspace.iterdir()) == []
+    assert sorted(p.name for p in workspace.iterdir()) == ["ran.txt"]  # it ran; nothing else is left
 
 
 @pytest.fixture
