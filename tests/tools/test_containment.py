@@ -478,11 +478,16 @@ def test_secrets_in_the_environment_do_not_reach_the_sandbox(
 def test_a_sandboxed_command_has_resource_limits(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    limits = ToolsConfig(sandbox_file_bytes=1024 * 1024)
-    result = _bash("ulimit -f; ulimit -d; head -c 2000000 /dev/zero > big", _ctx(ws, limits=limits))
+    limits = ToolsConfig(
+        sandbox_file_bytes=1024 * 1024, sandbox_data_bytes=512 * 1024**2, sandbox_processes=321
+    )
+    result = _bash(
+        "ulimit -f; ulimit -d; ulimit -u; head -c 2000000 /dev/zero > big", _ctx(ws, limits=limits)
+    )
     assert result.is_error
     assert (ws / "big").stat().st_size <= 1024 * 1024
-    assert "1024" in str(result.content).splitlines()[0]  # ulimit -f counts 1 KiB blocks
+    # ulimit counts 1 KiB blocks; -u is the process limit (root ignores it, but it is set)
+    assert str(result.content).splitlines()[:3] == ["1024", str(512 * 1024), "321"], result.content
 
 
 def test_read_refuses_a_fifo_instead_of_blocking(tmp_path: Path) -> None:
@@ -649,6 +654,60 @@ def test_a_protected_path_linked_to_nothing_stops_the_sandbox_with_a_reason(tmp_
     again = _bash("echo ran", _ctx(ws))
     assert not again.is_error, again.content
     assert "ran" in str(again.content)
+
+
+def test_foldlines_own_git_never_runs_the_workspaces_fsmonitor(tmp_path: Path) -> None:
+    """A repository config naming an fsmonitor (a command wrote it, or the clone came with it):
+    foldline's host-side `git status` must not run it, while a plain `git status` does."""
+    from foldline.system_prompt import environment_block
+
+    ws = _repo(tmp_path / "ws")
+    (ws / "new.txt").write_text("x\n")
+    marker = tmp_path / "pwned"
+    _git("config", "core.fsmonitor", f"touch {marker}; echo", cwd=ws)
+    block = environment_block(ws)
+    assert "new.txt" in block  # git ran, and its status is there
+    assert not marker.exists()
+    _git("status", "--short", cwd=ws)
+    assert marker.exists()  # the config really runs it, for a git without foldline's switches
+
+
+def test_foldlines_own_git_ignores_the_callers_git_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`GIT_DIR` (or `GIT_CONFIG_*`) in foldline's environment would point its git at another
+    repository or config: the environment block describes the workspace's own."""
+    from foldline.system_prompt import environment_block
+
+    ws = _repo(tmp_path / "ws")
+    _git("checkout", "-qb", "workspace-branch", cwd=ws)
+    other = _repo(tmp_path / "other")
+    _git("checkout", "-qb", "other-branch", cwd=other)
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.fsmonitor")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", f"touch {tmp_path / 'pwned'}; echo")
+    block = environment_block(ws)
+    assert "Git branch: workspace-branch" in block, block
+    assert "other-branch" not in block
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_workspace_reached_through_a_link_still_keeps_its_path_folders_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workspace given as `~/link-to-project`: a PATH folder inside it, named by its real path,
+    is still inside it (both are resolved before the comparison)."""
+    ws = tmp_path / "real-ws"
+    marker = tmp_path / "pwned"
+    _plant(ws / ".venv" / "bin", "git", marker)
+    alias = tmp_path / "alias"
+    alias.symlink_to(ws, target_is_directory=True)
+    monkeypatch.setenv("PATH", f"{ws / '.venv' / 'bin'}:{os.environ['PATH']}")
+    found = find_program("git", alias)
+    assert found is not None  # the lookup ran, and found the real git
+    assert not Path(os.path.realpath(found)).is_relative_to(ws.resolve()), found
+    assert find_program("git", ws) == found
 
 
 def test_the_session_start_git_status_never_runs_a_nested_repositorys_fsmonitor(tmp_path: Path) -> None:
