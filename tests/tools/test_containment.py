@@ -467,11 +467,25 @@ def test_secrets_in_the_environment_do_not_reach_the_sandbox(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("HTTPS_PROXY", "http://me:proxy-s3cret@proxy.example:3128")
+    monkeypatch.setenv("http_proxy", "me:proxy-s3cret@proxy.example:3128")
     result = _bash("env", _ctx(ws))
     assert "sk-ant-secret" not in str(result.content)
     assert "aws-secret" not in str(result.content)
+    assert "proxy-s3cret" not in str(result.content)
+    assert "HTTPS_PROXY=http://proxy.example:3128" in str(result.content)  # the proxy itself still works
+    assert "http_proxy=proxy.example:3128" in str(result.content)
     assert "LC_ALL=C.UTF-8" in str(result.content)  # what toolchains need still comes through
     assert "PATH=" in str(result.content)
+
+
+def test_a_proxy_credential_passes_only_when_the_user_names_the_variable() -> None:
+    environ = {"HTTPS_PROXY": "https://me:s3cret@proxy:3128", "NO_PROXY": "me@local", "PATH": "/bin"}
+    stripped = detect_sandbox(SandboxPolicy(mode="off")).environment(environ)
+    assert stripped["HTTPS_PROXY"] == "https://proxy:3128"
+    assert stripped["NO_PROXY"] == "me@local"  # a list of hosts, no credential
+    named = detect_sandbox(SandboxPolicy(mode="off", env=("HTTPS_PROXY",))).environment(environ)
+    assert named["HTTPS_PROXY"] == "https://me:s3cret@proxy:3128"  # the user's own settings asked
 
 
 @needs_bwrap

@@ -27,7 +27,7 @@ What a sandboxed command sees:
 - no network unless `network: true`: all or nothing (`--unshare-net`);
 - no capabilities (`--cap-drop ALL`), its own pid and IPC namespaces, killed when foldline dies,
   limits on memory, file size and processes (`prlimit`), and an environment from an allowlist
-  (no API keys, tokens or cloud credentials).
+  (no API keys, tokens or cloud credentials; proxy URLs without their `user:password@`).
 
 Invariants:
 - The sandbox is decided once per session: `detect_sandbox` runs the same bwrap flags on `true`
@@ -79,6 +79,9 @@ ENV_ALLOW = frozenset(
 what toolchains need to find themselves. An allowlist, because secrets have no common name
 (`ANTHROPIC_API_KEY`, `AWS_SECRET_ACCESS_KEY`, `GH_TOKEN`, `DATABASE_URL`, ...)."""
 
+_PROXY_NAMES = frozenset({"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"})
+_PROXY_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*://)?)[^/@\s]*@")
+"""`scheme://user:password@` at the start of a proxy URL (curl also takes it without a scheme)."""
 _ESCAPED = re.compile(r"\\(.)", re.DOTALL)
 _WILDCARD = re.compile(r"[*?\[{]")
 _BASE_FLAGS = (
@@ -191,10 +194,13 @@ class Sandbox:
 
     def environment(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment a sandboxed command starts with: `ENV_ALLOW`, `LC_*` and the user's
-        `sandbox.env` names, from `environ` (default: this process's)."""
+        `sandbox.env` names, from `environ` (default: this process's). A proxy URL loses its
+        `user:password@` (a credential like any other) unless the user's `sandbox.env` names it."""
         source = os.environ if environ is None else environ
         keep = ENV_ALLOW | set(self.policy.env)
         env = {k: v for k, v in source.items() if k in keep or k.startswith("LC_")}
+        for name in env.keys() & (_PROXY_NAMES - set(self.policy.env)):  # unless the user named it
+            env[name] = _PROXY_USERINFO.sub(r"\1", env[name])
         env["TMPDIR"] = "/tmp"  # the private /tmp, wherever TMPDIR pointed (it may be read-only here)
         return env
 
