@@ -619,3 +619,34 @@ def test_chat_says_once_what_the_sandbox_does(tmp_path: Path, monkeypatch: pytes
     line = next(x for x in output.splitlines() if "bubblewrap sandbox" in x)
     assert "no network" in line
     assert "run without asking" in line
+
+
+@needs_bwrap
+def test_a_workspace_that_is_the_home_keeps_its_secrets_hidden_and_config_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cd ~ && foldline chat`: the workspace bind undoes the hidden home, so the home's keys and
+    tokens are hidden again and what other programs read as config stays read-only."""
+    home = tmp_path / "me"
+    secrets = {
+        ".ssh/id_ed25519": "ssh-SECRET",
+        ".aws/credentials": "aws-SECRET",
+        ".netrc": "netrc-SECRET",
+        ".git-credentials": "https://me:gitcred-SECRET@example.com",
+        ".config/gh/hosts.yml": "gh-SECRET",
+        ".docker/config.json": "docker-SECRET",
+    }
+    config = {".bashrc": "# mine\n", ".gitconfig": "[user]\n\tname = me\n", ".config/git/config": "[x]\n"}
+    for rel, text in {**secrets, **config}.items():
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(text)
+    monkeypatch.setenv("HOME", str(home))
+    ctx = ToolContext(workspace=home, sandbox=_sandbox())
+    reads = "; ".join(f"cat {rel}" for rel in secrets)
+    writes = "; ".join(f"echo pwned >> {rel}" for rel in config)
+    result = _bash(_opaque(f"echo started; {reads}; {writes}; echo work > notes.txt"), ctx)
+    assert "started" in str(result.content), result.content  # it ran
+    assert "SECRET" not in str(result.content)
+    assert (home / "notes.txt").read_text() == "work\n"  # the workspace itself is writable
+    assert {rel: (home / rel).read_text() for rel in config} == config
+    assert {rel: (home / rel).read_text() for rel in secrets} == secrets

@@ -8,7 +8,9 @@ What a sandboxed command sees:
 - the whole filesystem read-only (`--ro-bind / /`, submounts included), a `/dev` and `/proc` of its
   own, and an empty private `/tmp` of bounded size;
 - the user's home replaced by an empty tmpfs (writable, thrown away after the call), except the
-  paths the settings list in `homeReadable`, bound back read-only;
+  paths the settings list in `homeReadable`, bound back read-only; a workspace that is the home
+  itself is bound back whole, but its secrets (`.ssh`, `.aws`, `.netrc`, ...) stay hidden and its
+  config (`.config`, shell rc files, `.gitconfig`) read-only;
 - the workspace read-write, except what would run code or change rules outside the sandbox later
   (see `git_state`): in each git directory the workspace's repository uses, everything git reads
   as configuration or as a path to follow (`GIT_READ_ONLY`), bound read-only whether it exists or
@@ -276,6 +278,9 @@ class Sandbox:
         mounts += [_Mount("--ro-bind", gitdir) for gitdir in outer]
         # and what the checker asks before writing (`.ssh`, `.npmrc`, shell rc files), at the top
         mounts += [m for p in _top_level_protected(workspace) for m in _held(p)]
+        # a home that is the workspace is bound back whole: its secrets hidden again, after the holds
+        if workspace == home:
+            mounts += _home_as_workspace(home, self.policy.home_readable)
         read_only = self._expand(self.read_only, workspace, hide=False)
         hidden = self._expand(self.hidden, workspace, hide=True)
         mounts += [_Mount("--ro-bind", path) for path in read_only]
@@ -326,6 +331,26 @@ class Sandbox:
             readable = (Path(os.path.realpath(os.path.expanduser(p))) for p in self.policy.home_readable)
             return any(path.is_relative_to(r) for r in readable)
         return not (path.is_relative_to("/tmp") or path.is_relative_to("/run"))
+
+
+_HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".netrc", ".git-credentials", ".config/gh", ".docker/config.json",
+                 ".kube", ".npmrc", ".pypirc", ".password-store", ".local/share/keyrings")  # fmt: skip
+"""Under the home, what holds keys, tokens and passwords: hidden even when the home is the workspace."""
+_HOME_CONFIG = (".config", ".local/bin")
+"""Under the home, what other programs read as config or run from PATH: read-only then."""
+
+
+def _home_as_workspace(home: Path, readable: tuple[str, ...]) -> list[_Mount]:
+    """For a workspace that is the home itself (which the tmpfs over the home no longer hides):
+    its secrets hidden, unless the settings' `homeReadable` names them, and its config read-only
+    (the shell rc files and `.gitconfig` are held as protected entries of the workspace)."""
+    allowed = [Path(os.path.realpath(os.path.expanduser(p))) for p in readable]
+    mounts = [m for rel in _HOME_CONFIG for m in _held(home / rel)]
+    for rel in _HOME_SECRETS:
+        path = home / rel
+        if path.exists() and not any(path.is_relative_to(a) for a in allowed):
+            mounts += _hide(path)
+    return mounts
 
 
 def _git_mounts(workspace: Path, gitdirs: list[Path]) -> list[_Mount]:
