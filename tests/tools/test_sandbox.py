@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -650,3 +651,50 @@ def test_a_workspace_that_is_the_home_keeps_its_secrets_hidden_and_config_read_o
     assert (home / "notes.txt").read_text() == "work\n"  # the workspace itself is writable
     assert {rel: (home / rel).read_text() for rel in config} == config
     assert {rel: (home / rel).read_text() for rel in secrets} == secrets
+
+
+@pytest.fixture
+def own_venv(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """foldline installed into a venv inside the workspace, with an editable-style `.pth`."""
+    from foldline.containment import paths
+
+    venv = workspace / ".venv"
+    site_packages = (
+        venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    )
+    (site_packages / "foldline").mkdir(parents=True)
+    (site_packages / "foldline" / "engine.py").write_text("# foldline\n")
+    (site_packages / "_foldline.pth").write_text(f"{workspace / 'src'}\n")
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").write_text("")
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
+    monkeypatch.setattr(paths, "_PACKAGE", site_packages / "foldline")
+    return site_packages
+
+
+def test_the_checker_asks_before_writing_foldlines_own_code_in_the_workspace(
+    workspace: Path, own_venv: Path
+) -> None:
+    ctx = ToolContext(workspace=workspace)
+    for target in (own_venv / "foldline" / "engine.py", own_venv / "_foldline.pth", own_venv / "other.py"):
+        decision = check_permission("Write", {"file_path": str(target)}, ctx, mode="acceptEdits")
+        assert decision.behavior == "ask", target
+        assert "foldline's own code or interpreter" in decision.reason
+    ordinary = check_permission("Write", {"file_path": str(workspace / "app.py")}, ctx, mode="acceptEdits")
+    assert ordinary.behavior == "allow"  # the same check, on a file of the project
+
+
+@needs_bwrap
+def test_the_sandbox_holds_foldlines_own_code_in_the_workspace_read_only(
+    workspace: Path, own_venv: Path
+) -> None:
+    ctx = ToolContext(workspace=workspace, sandbox=_sandbox())
+    engine, pth = own_venv / "foldline" / "engine.py", own_venv / "_foldline.pth"
+    command = f"echo started; echo pwned >> {engine}; echo pwned >> {pth}; echo ok > app.py"
+    result = _bash(_opaque(command), ctx)
+    assert "started" in str(result.content), result.content
+    assert str(result.content).count("Read-only file system") == 2
+    assert (workspace / "app.py").read_text() == "ok\n"
+    assert engine.read_text() == "# foldline\n"
+    assert "pwned" not in pth.read_text()

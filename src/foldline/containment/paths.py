@@ -1,14 +1,22 @@
 """Which paths are protected: writing them changes what runs, or what is trusted, later (§9.4).
 
 Owns `is_protected_path`, the one answer the permission checker (which asks before such a write)
-and the sandbox (which binds such paths read-only) share.
+and the sandbox (which binds such paths read-only) share, and `own_install`: foldline's own
+package, the interpreter running it (its prefix: a venv's packages are what foldline imports) and
+the `.pth` files its start-up runs. Where they lie inside the workspace (a project venv foldline
+was installed into, an editable install of foldline's own checkout), a write there is code foldline
+itself runs next time, outside the sandbox: the checker asks and the sandbox binds them read-only.
 """
 
 from __future__ import annotations
 
+import os
+import site
+import sys
+from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["is_protected_path"]
+__all__ = ["is_protected_path", "own_install"]
 
 _PROTECTED_DIRS = frozenset({".git", ".foldline", ".claude", ".ssh", ".gnupg", ".aws", ".kube", ".docker"})
 _SHELL_RC = frozenset(
@@ -24,3 +32,27 @@ def is_protected_path(path: Path) -> bool:
     case-insensitive filesystem is still `.git`."""
     parts = {p.casefold() for p in path.parts}
     return bool(_PROTECTED_DIRS.intersection(parts)) or path.name.casefold() in _SHELL_RC
+
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+"""The `foldline` package folder this code runs from."""
+
+
+def own_install(workspace: Path) -> tuple[Path, ...]:
+    """foldline's package, the running interpreter and its prefix, and the `.pth` files of its
+    site-packages folders (all resolved): those that lie inside `workspace`, none inside another."""
+    found = _own_install(sys.prefix, sys.executable, str(_PACKAGE))
+    root = os.path.realpath(workspace)
+    inside = [p for p in found if p.is_relative_to(root)]
+    return tuple(p for p in inside if not any(p != q and p.is_relative_to(q) for q in inside))
+
+
+@lru_cache(maxsize=8)
+def _own_install(prefix: str, executable: str, package: str) -> tuple[Path, ...]:
+    found = [prefix, executable, package]
+    for folder in (*site.getsitepackages([prefix]), site.getusersitepackages()):
+        try:
+            found += [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".pth")]
+        except OSError:
+            continue
+    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in found if p))

@@ -17,8 +17,9 @@ What a sandboxed command sees:
   not (a missing one gets a placeholder git reads as absent, made for the call and removed after);
   a `.git` that is no repository, bound read-only whole (a command cannot turn the workspace, or
   a package of a monorepo, into a repository of its own); `.foldline` and `.claude`; the top-level
-  entries `is_protected_path` names (`.ssh`, `.npmrc`, shell rc files); what an Edit/Write deny or
-  ask rule names. `.git` itself is a mount point, so it cannot be renamed away;
+  entries `is_protected_path` names (`.ssh`, `.npmrc`, shell rc files); foldline's own package,
+  interpreter and `.pth` files when they lie inside (`paths.own_install`); what an Edit/Write deny
+  or ask rule names. `.git` itself is a mount point, so it cannot be renamed away;
 - what a Read deny rule names hidden: `/dev/null` over a file, an empty read-only tmpfs over a
   directory; every folder between the workspace and a hidden or read-only path is a mount point of
   its own, so renaming a parent cannot carry the file out from under the rule's name. A rule whose
@@ -52,7 +53,7 @@ from typing import Literal
 from foldline._glob import glob_regex, literal_prefix
 from foldline.config import ToolsConfig
 from foldline.containment import git_state
-from foldline.containment.paths import is_protected_path
+from foldline.containment.paths import is_protected_path, own_install
 from foldline.containment.programs import find_program
 from foldline.errors import ToolError
 
@@ -281,6 +282,7 @@ class Sandbox:
         # a home that is the workspace is bound back whole: its secrets hidden again, after the holds
         if workspace == home:
             mounts += _home_as_workspace(home, self.policy.home_readable)
+        mounts += [_Mount("--ro-bind", p) for p in own_install(workspace) if p.exists()]  # foldline's code
         read_only = self._expand(self.read_only, workspace, hide=False)
         hidden = self._expand(self.hidden, workspace, hide=True)
         mounts += [_Mount("--ro-bind", path) for path in read_only]
