@@ -260,17 +260,24 @@ def test_a_gitmodules_link_out_of_the_workspace_is_reported_but_not_quoted(tmp_p
 @needs_bwrap
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    "plant", ["mkfifo .gitmodules", "ln -s /dev/zero .gitmodules"], ids=["fifo", "dev-zero"]
+    ("plant", "said"),
+    [
+        pytest.param("mkfifo .gitmodules", "`.gitmodules` changed", id="fifo"),
+        pytest.param("ln -s /dev/zero .gitmodules", "`.gitmodules` changed", id="dev-zero"),
+        pytest.param("mkdir .husky && mkfifo .husky/pre-commit", ".husky/pre-commit changed", id="hook-fifo"),
+    ],
 )
 def test_a_fifo_or_device_planted_where_the_check_reads_neither_hangs_nor_floods_it(
-    tmp_path: Path, plant: str
+    tmp_path: Path, plant: str, said: str
 ) -> None:
     """Before the fix the after-call check opened the FIFO (the call never returned) or read
     `/dev/zero` until foldline was killed for memory."""
     ws = _repo(tmp_path / "ws")
-    result = _bash(f"{plant} && echo planted", _ctx(ws))
+    _git("config", "core.hooksPath", ".husky", cwd=ws)  # files in the hooks folder are read too
+    code = f"import subprocess; subprocess.run({plant!r}, shell=True, check=True); print('planted')"
+    result = _bash(_python(code), _ctx(ws))
     assert "planted" in str(result.content), result.content
-    assert "`.gitmodules` changed" in str(result.content)
+    assert said in str(result.content)
 
 
 # --- settings a repository carries ------------------------------------------------------------

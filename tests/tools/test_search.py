@@ -212,3 +212,24 @@ async def test_read_deny_rules_hide_files_from_grep_and_glob(tree: Path) -> None
     # without the filter both are visible: the rules, not the layout, hide them
     open_ctx = ToolContext(workspace=tree)
     assert ".env" in await grep(open_ctx, pattern="SECRET")
+
+
+def test_rg_is_handed_the_folder_resolved_and_never_one_a_link_carries_out(tmp_path: Path) -> None:
+    """The folder a link inside the workspace names may change after the permission check: rg gets
+    the resolved path, and one that leads out of the workspace is refused (a FIFO too)."""
+    from foldline.errors import ToolError
+    from foldline.tools.search import _rg_root
+
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (ws / "inside").symlink_to(ws / "src", target_is_directory=True)
+    (ws / "out").symlink_to(tmp_path / "outside", target_is_directory=True)
+    os.mkfifo(ws / "pipe")
+    ctx = ToolContext(workspace=ws)
+    assert _rg_root(ws / "inside", ctx) == ws / "src"
+    assert _rg_root(tmp_path / "outside", ctx) == tmp_path / "outside"  # asked for, and approved
+    with pytest.raises(ToolError, match="outside the workspace"):
+        _rg_root(ws / "out", ctx)
+    with pytest.raises(ToolError, match="not a regular file or folder"):
+        _rg_root(ws / "pipe", ctx)

@@ -79,8 +79,9 @@ _RUNS = re.compile(
     r"|submodule\..+\.update|uploadpack\.packobjectshook)$"
 )
 """Config keys that name a program, or a place git fetches from or reads more config from."""
-_UNREADABLE = b"\0not a regular file inside the workspace"
-"""What stands for a `.gitmodules` that exists but is not read (no git config holds a NUL)."""
+_UNREADABLE = b"\0not a regular file inside the workspace: "
+"""What stands for a file that exists but is not read, before the link's target if it is one (no
+git config holds a NUL): a change to it is still reported, and nothing outside is read."""
 _USERINFO = re.compile(r"://[^/@\s]*@")
 """The `user:token@` of a URL: never quoted back, whatever config it came from."""
 
@@ -105,9 +106,7 @@ def snapshot(workspace: Path) -> GitState:
     """The workspace's `GitState` now (cheap: the index is parsed only when it changed)."""
     gitdir = _own_git_dir(workspace)
     links = _gitlinks(gitdir / "index", workspace) if gitdir is not None else frozenset()
-    modules = read_workspace_file(workspace / ".gitmodules", workspace)  # a link is never followed
-    if modules is None and os.path.lexists(workspace / ".gitmodules"):
-        modules = _UNREADABLE  # a link, FIFO or device there is still a change to report
+    modules = _state_of(workspace / ".gitmodules", workspace, follow_links=False)  # as git: no link
     nested = {}
     for link in sorted(links):
         inner = _repo_git_dir(workspace / link, workspace)
@@ -120,7 +119,7 @@ def snapshot(workspace: Path) -> GitState:
     executed: dict[str, bytes | None] = {}
     for path in executed_files(workspace, git_dirs(workspace, state)):
         files = sorted(path.iterdir()) if path.is_dir() else [path]
-        executed.update((str(f), read_workspace_file(f, workspace)) for f in files)
+        executed.update((str(f), _state_of(f, workspace, follow_links=True)) for f in files)
         if not path.exists():
             executed[str(path)] = None
     return GitState(links, modules, nested, loose, pack_names, executed)
@@ -285,6 +284,19 @@ def _repo_git_dir(folder: Path, workspace: Path | None) -> Path | None:
             return None
         return linked[0]
     return None
+
+
+def _state_of(path: Path, workspace: Path, *, follow_links: bool) -> bytes | None:
+    """What `path` holds, for comparison before and after a call: its bytes (read inside the
+    workspace only), `_UNREADABLE` and a link's target when it is something else, None when absent."""
+    data = read_workspace_file(path, workspace, follow_links=follow_links)
+    if data is not None or not os.path.lexists(path):
+        return data
+    try:
+        target = os.readlink(path).encode("utf-8", "surrogateescape")
+    except OSError:
+        target = b""  # a FIFO, a device, a folder
+    return _UNREADABLE + target
 
 
 def _read(path: Path, workspace: Path) -> bytes:
