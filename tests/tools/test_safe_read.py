@@ -85,6 +85,12 @@ def test_a_file_past_the_cap_counts_as_unreadable(ws: Path) -> None:
     assert read_workspace_file(ws / "big", ws, limit_bytes=1001) == b"x" * 1001
 
 
+def test_a_read_past_its_time_counts_as_unreadable(ws: Path) -> None:
+    (ws / "big").write_bytes(b"x" * (3 * 1024 * 1024))  # more than one chunk: the clock is checked
+    assert read_workspace_file(ws / "big", ws, timeout_s=0) is None
+    assert read_workspace_file(ws / "big", ws) == b"x" * (3 * 1024 * 1024)
+
+
 def test_control_characters_are_escaped_and_text_kept() -> None:
     said = escape_controls("allow\x1b[2J\x1b]0;pwned\x07 Bash\rhidden\ttab\nline\u202e")
     assert not set(said) & {"\x1b", "\r", "\x07", "\u202e"}
