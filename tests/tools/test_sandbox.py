@@ -698,3 +698,22 @@ def test_the_sandbox_holds_foldlines_own_code_in_the_workspace_read_only(
     assert (workspace / "app.py").read_text() == "ok\n"
     assert engine.read_text() == "# foldline\n"
     assert "pwned" not in pth.read_text()
+
+
+def test_a_workspace_that_is_the_home_still_asks_before_reading_its_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "me"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("key")
+    (home / "notes.txt").write_text("notes")
+    monkeypatch.setenv("HOME", str(home))
+    for workspace in (home, tmp_path):  # the home itself, and a folder that holds it
+        ctx = ToolContext(workspace=workspace)
+        key = check_permission("Read", {"file_path": str(home / ".ssh" / "id_ed25519")}, ctx)
+        assert key.behavior == "ask", workspace
+        assert "keys or tokens of your home folder" in key.reason
+        notes = check_permission("Read", {"file_path": str(home / "notes.txt")}, ctx)
+        assert notes.behavior == "allow"  # the same check lets the rest of the workspace be read
+        bash = check_permission("Bash", {"command": f"cat {home / '.ssh' / 'id_ed25519'}"}, ctx)
+        assert bash.behavior == "ask"

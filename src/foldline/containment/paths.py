@@ -16,7 +16,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["is_protected_path", "own_install"]
+__all__ = ["HOME_SECRETS", "is_home_secret", "is_protected_path", "own_install"]
 
 _PROTECTED_DIRS = frozenset({".git", ".foldline", ".claude", ".ssh", ".gnupg", ".aws", ".kube", ".docker"})
 _SHELL_RC = frozenset(
@@ -24,6 +24,17 @@ _SHELL_RC = frozenset(
      ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".cshrc", ".tcshrc", ".inputrc", "config.fish",
      ".gitconfig", ".netrc", ".npmrc", ".pypirc", ".git-credentials"}
 )  # fmt: skip
+
+HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".netrc", ".git-credentials", ".config/gh", ".docker/config.json",
+                ".kube", ".npmrc", ".pypirc", ".password-store", ".local/share/keyrings")  # fmt: skip
+"""Under the home, what holds keys, tokens and passwords: hidden from a sandboxed command, and a
+read asks, even when the home is (inside) the workspace."""
+
+
+def is_home_secret(path: Path, home: Path) -> bool:
+    """Whether `path` (resolved) lies in one of the home's `HOME_SECRETS`."""
+    real = Path(os.path.realpath(home))
+    return any(path.is_relative_to(real / rel) for rel in HOME_SECRETS)
 
 
 def is_protected_path(path: Path) -> bool:

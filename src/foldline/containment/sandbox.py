@@ -53,7 +53,7 @@ from typing import Literal
 from foldline._glob import glob_regex, literal_prefix
 from foldline.config import ToolsConfig
 from foldline.containment import git_state
-from foldline.containment.paths import is_protected_path, own_install
+from foldline.containment.paths import HOME_SECRETS, is_protected_path, own_install
 from foldline.containment.programs import find_program
 from foldline.errors import ToolError
 
@@ -335,9 +335,6 @@ class Sandbox:
         return not (path.is_relative_to("/tmp") or path.is_relative_to("/run"))
 
 
-_HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".netrc", ".git-credentials", ".config/gh", ".docker/config.json",
-                 ".kube", ".npmrc", ".pypirc", ".password-store", ".local/share/keyrings")  # fmt: skip
-"""Under the home, what holds keys, tokens and passwords: hidden even when the home is the workspace."""
 _HOME_CONFIG = (".config", ".local/bin")
 """Under the home, what other programs read as config or run from PATH: read-only then."""
 
@@ -348,7 +345,7 @@ def _home_as_workspace(home: Path, readable: tuple[str, ...]) -> list[_Mount]:
     (the shell rc files and `.gitconfig` are held as protected entries of the workspace)."""
     allowed = [Path(os.path.realpath(os.path.expanduser(p))) for p in readable]
     mounts = [m for rel in _HOME_CONFIG for m in _held(home / rel)]
-    for rel in _HOME_SECRETS:
+    for rel in HOME_SECRETS:
         path = home / rel
         if path.exists() and not any(path.is_relative_to(a) for a in allowed):
             mounts += _hide(path)

@@ -11,7 +11,8 @@ one path a file tool touches. Each check is decided on its own, in this order, f
    `.ssh`, shell rc files) or foldline's own package or interpreter inside the workspace, or the
    command cannot be verified, or it sets a variable outside a short allowlist (`LANG`, `LC_*`,
    `TZ`, `NO_COLOR`, ...), or git would use a repository other than the workspace's own, or a
-   path goes through `/proc/self` -> ask;
+   path goes through `/proc/self`, or it reads the home's keys and tokens (`HOME_SECRETS`) in a
+   workspace that is the home or holds it -> ask;
 4. an **allow** rule matches -> allow;
 5. the mode decides: `bypassPermissions` allows; reads inside the workspace, and of output foldline
    saved for the model to read back (`ToolContext.own_output_dirs`), are allowed; in
@@ -62,7 +63,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from foldline._glob import glob_escape, glob_regex, literal_prefix
-from foldline.containment.paths import is_protected_path, own_install
+from foldline.containment.paths import is_home_secret, is_protected_path, own_install
 from foldline.containment.programs import find_program, git_environment, host_git
 from foldline.errors import UserError
 from foldline.tools._semantics import NO_FILE_OPERANDS, Effects, modeled
@@ -279,6 +280,13 @@ def _check_access(
             return Decision("ask", f"a rule asks before touching {access.path}", str(rule))
     if access.write and (is_protected_path(access.path) or is_protected_path(access.literal)):
         return Decision("ask", f"{access.path} is a protected path; writing it needs approval")
+    if (
+        not access.write
+        and access.path.is_relative_to(ctx.workspace)
+        and is_home_secret(access.path, Path.home())
+    ):
+        # the workspace is the home, or holds it: "reading inside the workspace" must not cover its keys
+        return Decision("ask", f"{access.path} holds keys or tokens of your home folder")
     if access.write and any(access.path.is_relative_to(p) for p in own_install(ctx.workspace)):
         return Decision(
             "ask", f"{access.path} is foldline's own code or interpreter, which runs outside the sandbox"
