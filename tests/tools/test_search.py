@@ -233,3 +233,26 @@ def test_rg_is_handed_the_folder_resolved_and_never_one_a_link_carries_out(tmp_p
         _rg_root(ws / "out", ctx)
     with pytest.raises(ToolError, match="not a regular file or folder"):
         _rg_root(ws / "pipe", ctx)
+
+
+def test_grep_and_glob_over_a_workspace_that_is_the_home_skip_its_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio
+
+    home = tmp_path / "me"
+    for rel in (".ssh/id_ed25519", ".netrc", ".config/gh/hosts.yml", "notes.txt", ".config/app.toml"):
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(f"TOKEN in {rel}\n")
+    monkeypatch.setenv("HOME", str(home))
+    ctx = ToolContext(workspace=home)
+    found = anyio.run(GrepTool("python").run, {"pattern": "TOKEN", "output_mode": "content"}, ctx)
+    assert sorted(line.split(":")[0] for line in str(found.content).splitlines()) == [
+        str(home / ".config" / "app.toml"),
+        str(home / "notes.txt"),
+    ]
+    listed = anyio.run(GlobTool().run, {"pattern": "**/*"}, ctx)
+    assert sorted(str(listed.content).splitlines()) == [
+        str(home / ".config" / "app.toml"),
+        str(home / "notes.txt"),
+    ]

@@ -3,7 +3,8 @@
 Invariants:
 - Both are read-only and concurrency-safe; the walk runs in a worker thread and stops early when
   `ctx.abort` is set.
-- Version-control directories (`.git`, `.hg`, `.svn`) are never searched or listed, nor is anything
+- Version-control directories (`.git`, `.hg`, `.svn`) are never searched or listed, nor are the
+  home's keys and tokens (`HOME_SECRETS`, for a workspace that is the home), nor anything
   `ctx.read_denied` names (a `Read(**/.env)` deny also hides `.env` from Grep and Glob).
 - Results are bounded (`search_max_results` or the call's `head_limit`) and say when they were cut.
 - A file is read only when it is a regular file, opened without following a link (the walk has
@@ -26,6 +27,7 @@ import anyio
 
 from foldline._glob import glob_regex, literal_prefix
 from foldline._types import JSONObject
+from foldline.containment.paths import HOME_SECRETS, is_home_secret
 from foldline.containment.programs import find_program
 from foldline.containment.safe_read import read_regular_file
 from foldline.errors import ToolError
@@ -49,13 +51,23 @@ def _walk(root: Path, ctx: ToolContext) -> Iterator[Path]:
         if not ctx.read_denied(root):
             yield root
         return
+    home = Path.home()
     for dirpath, dirnames, filenames in os.walk(root):
         if ctx.abort.is_set():
             return
-        kept = (d for d in dirnames if d not in _VCS_DIRS and not ctx.read_denied(Path(dirpath, d)))
+        real = Path(os.path.realpath(dirpath))  # once per folder: the home's keys are never searched
+        kept = (
+            d
+            for d in dirnames
+            if d not in _VCS_DIRS
+            and not ctx.read_denied(Path(dirpath, d))
+            and not is_home_secret(real / d, home)
+        )
         dirnames[:] = sorted(kept)
         for name in sorted(filenames):
             path = Path(dirpath, name)
+            if is_home_secret(real / name, home):
+                continue
             if path.is_file() and not ctx.read_denied(path) and _stays_inside(path, root, ctx):
                 yield path
 
@@ -215,7 +227,12 @@ def _ripgrep(
         args.append("--ignore-case")
     if glob:
         args += ["--glob", glob]
-    args += ["--regexp", regex.pattern, "--", str(_rg_root(root, ctx))]
+    top = _rg_root(root, ctx)
+    home = Path(os.path.realpath(Path.home()))
+    if home.is_relative_to(top):  # after the caller's glob: a later glob wins in rg
+        under = "" if home == top else f"/{home.relative_to(top).as_posix()}"
+        args += [arg for rel in HOME_SECRETS for arg in ("--glob", f"!{under}/{rel}")]
+    args += ["--regexp", regex.pattern, "--", str(top)]
     # bytes, not text mode: universal newlines would break lines at a lone CR, which the Python
     # engine (and `split_lines`) keeps inside the line
     proc = subprocess.run(args, capture_output=True, check=False)
