@@ -27,7 +27,8 @@ import anyio
 from foldline.containment import git_state
 from foldline.containment.checkpoints import CheckpointStore
 from foldline.containment.layer import read_diff
-from foldline.containment.policy import own_install_paths, review
+from foldline.containment.paths import own_install
+from foldline.containment.policy import review
 from foldline.containment.sandbox import SandboxPolicy, detect_sandbox
 from foldline.tools.base import ToolContext
 from foldline.tools.bash import BashTool
@@ -68,7 +69,7 @@ def _apply_many(ws: Path, spread: bool) -> None:
     start = time.perf_counter()
     diff = read_diff(layer, ws, max_entries=1_000_000, timeout_s=60, max_compare=1 << 26)
     gitdirs = git_state.git_dirs(ws, git_state.snapshot(ws))
-    held = review(diff, ws, layer.upper, gitdirs=gitdirs, executed=[], own=own_install_paths())
+    held = review(diff, ws, layer.upper, gitdirs=gitdirs, executed=[], own=own_install(ws))
     applied = store.apply(layer, diff, tool="bench", what="10k files", turn=1)
     took = time.perf_counter() - start
     where = "into 100 existing folders" if spread else "into a new folder"

@@ -148,3 +148,29 @@ def test_save_rule_creates_the_file_and_refuses_non_rules(dirs: tuple[Path, Path
     assert json.loads(local_settings_path(ws).read_text()) == {"permissions": {"allow": ["Edit(/src/a.py)"]}}
     with pytest.raises(UserError):
         save_rule(ws, "Bash(")
+
+
+@pytest.mark.parametrize("name", [".foldline/settings.json", ".claude/settings.local.json"])
+def test_an_unconfirmed_workspace_file_cannot_turn_on_accept_edits(
+    dirs: tuple[Path, Path], name: str
+) -> None:
+    """acceptEdits lets every Write and Edit in the workspace through without asking: from a file
+    the user never confirmed it is ignored like bypassPermissions, and said."""
+    home, ws = dirs
+    path = write(ws / name, perms(defaultMode="acceptEdits", deny=["Bash(curl:*)"]))
+    settings = load_settings(ws, home=home)
+    assert [str(r) for r in settings.rules.deny] == ["Bash(curl:*)"]  # the file was read
+    assert settings.mode is None
+    assert "ignored defaultMode acceptEdits" in settings.warnings[0]
+    assert settings.untrusted == (path,)
+    trust(path, home)
+    assert load_settings(ws, home=home).mode == "acceptEdits"
+
+
+def test_control_characters_from_a_workspace_file_reach_the_warnings_escaped(dirs: tuple[Path, Path]) -> None:
+    home, ws = dirs
+    write(ws / ".foldline/settings.json", perms(allow=["Bash(echo \x1b]0;owned\x07\x1b[2J\rok)"]))
+    [warning] = load_settings(ws, home=home).warnings
+    assert "\x1b" not in warning
+    assert "\r" not in warning
+    assert "Bash(echo \\x1b]0;owned\\x07\\x1b[2J\\rok)" in warning  # said, as text

@@ -263,6 +263,13 @@ class ToolsConfig:
     the git lines are left out (`foldline.system_prompt`)."""
     environment_status_lines: int = 20
     """Changed paths the environment block lists from `git status` before it says how many more."""
+    host_read_max_bytes: int = 64 * 1024**2
+    """The most foldline reads on the host of one file a sandboxed command may have written (git's
+    index and configs, settings and instruction files): past it the file counts as unreadable, so a
+    planted `/dev/zero` or giant file costs no memory (`containment.safe_read`)."""
+    host_read_timeout_s: float = 5.0
+    """How long one such read may take (a file on a stalled network or FUSE mount) before it counts
+    as unreadable."""
     sandbox_probe_timeout_s: float = 10.0
     """How long the start-up check that bubblewrap can run may take before the sandbox counts as
     unavailable."""

@@ -24,6 +24,9 @@ Invariants:
   chat's start): until then its allow rules, a `defaultMode` other than `default`/`plan` and its
   sandbox loosening are ignored with a warning; its deny and ask rules always hold. A cloned
   repository, or a command the agent ran, may have written it. `Settings.untrusted` lists them.
+  Such a file is read once, as a regular file inside the workspace (`containment.safe_read`: no
+  link out, no FIFO or device, bounded), and those very bytes are what the trust check hashes.
+  Text from it in `Settings.warnings` has its control characters escaped.
 - "Yes, always" answers are saved by `save_rule` to the local foldline file only.
 - `sandbox` (the Bash sandbox, `foldline.containment.sandbox`) is `"auto"`, `"required"`, `"off"`,
   or an object `{"mode": ..., "network": bool, "homeReadable": [paths], "autoAllow": bool, "bwrap":
@@ -42,12 +45,22 @@ from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
 from foldline._json import JSONDecodeError, dumps, loads
+from foldline.containment.safe_read import escape_controls, read_regular_file, read_workspace_file
 from foldline.containment.sandbox import SandboxMode, SandboxPolicy
 from foldline.containment.trust import is_trusted, trust
 from foldline.errors import UserError
 from foldline.tools.permissions import Behavior, PermissionMode, PermissionRules, Rule
 
-__all__ = ["Scope", "Settings", "SettingsSource", "load_settings", "local_settings_path", "save_rule"]
+__all__ = [
+    "Scope",
+    "Settings",
+    "SettingsSource",
+    "describe_effect",
+    "load_settings",
+    "local_settings_path",
+    "read_settings_bytes",
+    "save_rule",
+]
 
 Scope = Literal["user", "project", "local"]
 _LISTS: tuple[Behavior, ...] = ("allow", "ask", "deny")
@@ -97,9 +110,32 @@ def local_settings_path(workspace: Path) -> Path:
     return workspace / ".foldline" / "settings.local.json"
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_settings_bytes(path: Path, workspace: Path | None) -> bytes | None:
+    """The bytes of a settings file, read once; None when there is none. Inside `workspace` only
+    a regular file inside it counts (a link may point elsewhere inside it); the user's own files
+    (`workspace` None) may be links anywhere.
+
+    Raises:
+        UserError: the file exists but is no regular file (inside the workspace), or is too big.
+    """
+    if not os.path.lexists(path):
+        return None
+    if workspace is None:
+        raw = read_regular_file(path, follow_links=True)
+    else:
+        raw = read_workspace_file(path, workspace, follow_links=True)
+    if raw is None:
+        where = " inside the workspace" if workspace is not None else ""
+        raise UserError(
+            f"{escape_controls(str(path))}: not a regular settings file{where} (a link out of it, a FIFO "
+            "or a device), or too big to read; remove it or replace it with the JSON file it should be"
+        )
+    return raw
+
+
+def _read(path: Path, raw: bytes | None = None) -> dict[str, Any]:
     try:
-        data = loads(path.read_bytes())
+        data = loads(path.read_bytes() if raw is None else raw)
     except JSONDecodeError as e:
         raise UserError(
             f"{path}: line {e.lineno}: not valid JSON ({e.msg}); fix or remove the settings file"
@@ -124,7 +160,7 @@ def _rules_of(data: Mapping[str, Any], path: Path) -> dict[Behavior, list[str]]:
             try:
                 Rule.parse(text)
             except UserError as e:
-                raise UserError(f"{path}: permissions.{name}: {e}") from e
+                raise UserError(escape_controls(f"{path}: permissions.{name}: {e}")) from e
         out[name] = items
     return out
 
@@ -238,11 +274,12 @@ def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
     sandbox_keys: dict[str, Any] = {}
     untrusted: list[Path] = []
     for source in _files(workspace, home):
-        if not source.path.is_file():
+        raw = read_settings_bytes(source.path, None if source.scope == "user" else workspace)
+        if raw is None:
             continue
         read.append(source)
-        data = _read(source.path)
-        trusted = source.scope == "user" or is_trusted(source.path, home)
+        data = _read(source.path, raw)
+        trusted = source.scope == "user" or is_trusted(source.path, home, raw)
         rules, found, sandbox, ignored = _restrict(
             source,
             _rules_of(data, source.path),
@@ -254,7 +291,7 @@ def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
             why = "may not loosen this" if trusted else "is not confirmed by you"
             hint = "" if trusted else "; to confirm it, run `foldline trust` in the workspace"
             said = f"{source.path}: this {source.scope} file {why}"
-            warnings.append(f"{said}; ignored {'; '.join(ignored)}{hint}")
+            warnings.append(escape_controls(f"{said}; ignored {'; '.join(ignored)}{hint}"))
             if not trusted:
                 untrusted.append(source.path)
         for name, items in rules.items():
@@ -289,8 +326,9 @@ def save_rule(workspace: Path, rule: str, behavior: Behavior = "allow", *, home:
     home = Path.home() if home is None else home
     # foldline writes it for the user: trusted after, unless it was an unconfirmed file before
     # (then confirming it is still the user's call: it may hold rules they never saw)
-    keep_trusted = not path.exists() or is_trusted(path, home)
-    data = _read(path) if path.exists() else {}
+    raw = read_settings_bytes(path, workspace)
+    keep_trusted = raw is None or is_trusted(path, home, raw)
+    data = _read(path, raw) if raw is not None else {}
     permissions = data.setdefault("permissions", {})
     if not isinstance(permissions, dict):
         raise UserError(f"{path}: `permissions` must be an object with allow / ask / deny lists")
@@ -300,10 +338,33 @@ def save_rule(workspace: Path, rule: str, behavior: Behavior = "allow", *, home:
     if rule not in items:
         items.append(rule)
     path.parent.mkdir(parents=True, exist_ok=True)
+    written = dumps(data, indent=True) + b"\n"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".settings.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(dumps(data, indent=True).decode() + "\n")
+    with os.fdopen(fd, "wb") as f:
+        f.write(written)
     os.replace(tmp, path)  # readers see the old file or the new one, never half of it
     if keep_trusted:
-        trust(path, home)
+        trust(path, home, written)  # what foldline wrote, not what a read-back finds
     return path
+
+
+def describe_effect(path: Path, raw: bytes, workspace: Path) -> list[str]:
+    """What the workspace settings file `path` holding `raw` would do once confirmed, one line per
+    effect, control characters escaped (the trust prompt shows it before asking).
+
+    Raises:
+        UserError: `raw` is not a valid settings file.
+    """
+    local = path.name.endswith(".local.json")
+    source = SettingsSource("local" if local else "project", path)
+    data = _read(path, raw)
+    rules, mode, sandbox, ignored = _restrict(
+        source, _rules_of(data, path), _mode_of(data, path), _sandbox_of(data, path), True
+    )
+    verbs = {"allow": "allows without asking", "ask": "asks before", "deny": "denies"}
+    said = [f"{verbs[name]}: {', '.join(items)}" for name, items in rules.items() if items]
+    if mode is not None:
+        said.append(f"sets the permission mode to {mode}")
+    said += [f"sets sandbox {key} to {dumps(value).decode()}" for key, value in sandbox.items()]
+    said += [f"ignored even when trusted: {what}" for what in ignored]
+    return [escape_controls(line) for line in said] or ["changes nothing (no rules, mode or sandbox keys)"]

@@ -15,6 +15,7 @@ import pytest
 
 from foldline.config import ToolsConfig
 from foldline.containment.checkpoints import CheckpointStore
+from foldline.containment.programs import find_program
 from foldline.containment.sandbox import SandboxPolicy, detect_sandbox
 from foldline.tools import PermissionRules, ToolContext, authorize, check_permission
 from foldline.tools.base import ToolResult
@@ -43,13 +44,17 @@ def _repo(path: Path) -> Path:
     return path
 
 
-def _ctx(ws: Path, rules: PermissionRules | None = None, limits: ToolsConfig | None = None) -> ToolContext:
+def _ctx(
+    ws: Path, rules: PermissionRules | None = None, limits: ToolsConfig | None = None, *, layer: bool = True
+) -> ToolContext:
+    """A session's context; `layer=False` runs Bash in place, with the after-call checks a
+    machine without the copy-on-write layer relies on."""
     read_only, hidden = rule_patterns(rules, ws) if rules is not None else ((), ())
     sandbox = detect_sandbox(
         SandboxPolicy(), read_only=read_only, hidden=hidden, limits=limits or ToolsConfig(), workspace=ws
     )
     denied = read_denied_filter(rules, ws) if rules is not None else None
-    store = CheckpointStore(ws, "containment")  # as a session runs Bash: on a layer, undoable
+    store = CheckpointStore(ws, "containment") if layer else None  # a session's Bash: on a layer
     if denied is None:
         return ToolContext(workspace=ws, sandbox=sandbox, checkpoints=store)
     return ToolContext(workspace=ws, sandbox=sandbox, read_denied=denied, checkpoints=store)
@@ -139,6 +144,7 @@ def test_a_gitlink_to_a_nested_repository_is_held_back_with_its_fsmonitor(tmp_pa
         pytest.param(".git/info/attributes", "", id="info"),
         pytest.param(".git/objects/info/alternates", "", id="alternates"),
         pytest.param(".git/hooks/pre-commit", "", id="hooks"),
+        pytest.param(".git/modules/lib/config", "", id="modules"),
     ],
 )
 def test_nothing_git_reads_as_configuration_can_be_created(tmp_path: Path, target: str, setup: str) -> None:
@@ -152,10 +158,12 @@ def test_nothing_git_reads_as_configuration_can_be_created(tmp_path: Path, targe
         if path.is_dir():
             path.rmdir()
     before = sorted(p.relative_to(ws) for p in (ws / ".git").rglob("*"))
-    code = f"import os; os.makedirs(os.path.dirname('{target}'), exist_ok=True); "
+    code = f"print('started'); import os; os.makedirs(os.path.dirname('{target}'), exist_ok=True); "
     code += f"open('{target}', 'w').write('x')"
     result = _bash(_python(code), _ctx(ws))
     assert result.is_error, result.content
+    assert "started" in str(result.content)  # it ran: the write failed, not the sandbox's start
+    assert "Read-only file system" in str(result.content)
     assert not (ws / target).exists()
     assert sorted(p.relative_to(ws) for p in (ws / ".git").rglob("*")) == before  # placeholders gone
 
@@ -190,9 +198,11 @@ def test_a_linked_worktrees_commondir_cannot_be_rewritten(tmp_path: Path) -> Non
     (common,) = (ws / ".git" / "worktrees").glob("*/commondir")
     before = common.read_text()
     evil = tmp_path / "ws" / "evil"
-    code = f"open('{common}', 'w').write('{evil}')"
+    code = f"print('started'); open('{common}', 'w').write('{evil}')"
     result = _bash(_python(code), _ctx(ws))
     assert result.is_error, result.content
+    assert "started" in str(result.content)  # it ran
+    assert "Read-only file system" in str(result.content)
     assert common.read_text() == before
 
 
@@ -217,6 +227,69 @@ def test_a_workspace_that_is_no_repository_cannot_become_one(tmp_path: Path, lay
     real = _bash("git init -q && echo made", _ctx(ws))  # not even through git itself
     assert real.is_error
     assert not (ws / ".git").exists()
+
+
+def _other_repo_with_token(tmp_path: Path) -> Path:
+    """A repository of the user's outside the workspace whose config holds a credential."""
+    other = _repo(tmp_path / "other")
+    _git("config", "remote.origin.url", "https://me:ghp_SECRETTOKEN@example.com/r.git", cwd=other)
+    _git("config", "core.fsmonitor", "echo ghp_SECRETFSMON", cwd=other)
+    return other
+
+
+@needs_bwrap
+def test_a_nested_gitdir_pointing_out_of_the_workspace_is_not_read_into_the_result(tmp_path: Path) -> None:
+    """`sub/.git` says `gitdir: ~/other/.git` and the index records `sub`: the after-call check
+    reports the gitlink, but never reads (and quotes) the config of a repository outside."""
+    ws = _repo(tmp_path / "ws")
+    other = _other_repo_with_token(tmp_path)
+    payload = (
+        "import os, subprocess\n"
+        "os.makedirs('sub')\n"
+        f"open('sub/.git', 'w').write('gitdir: {other}/.git\\n')\n"
+        "subprocess.run(['git', 'update-index', '--add', '--cacheinfo',"
+        " '160000,0123456789012345678901234567890123456789,sub'], check=True)\n"
+        "print('planted')\n"
+    )
+    result = _bash(_python(payload), _ctx(ws, layer=False))
+    text = str(result.content)
+    assert "planted" in text, text  # it ran
+    assert "`sub` as a submodule (gitlink)" in text
+    assert "SECRET" not in text
+
+
+@needs_bwrap
+def test_a_gitmodules_link_out_of_the_workspace_is_reported_but_not_quoted(tmp_path: Path) -> None:
+    ws = _repo(tmp_path / "ws")
+    other = _other_repo_with_token(tmp_path)
+    result = _bash(f"ln -s {other}/.git/config .gitmodules && echo planted", _ctx(ws, layer=False))
+    text = str(result.content)
+    assert "planted" in text, text
+    assert "`.gitmodules` changed" in text
+    assert "SECRET" not in text
+
+
+@needs_bwrap
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("plant", "said"),
+    [
+        pytest.param("mkfifo .gitmodules", "`.gitmodules` changed", id="fifo"),
+        pytest.param("ln -s /dev/zero .gitmodules", "`.gitmodules` changed", id="dev-zero"),
+        pytest.param("mkdir .husky && mkfifo .husky/pre-commit", ".husky/pre-commit changed", id="hook-fifo"),
+    ],
+)
+def test_a_fifo_or_device_planted_where_the_check_reads_neither_hangs_nor_floods_it(
+    tmp_path: Path, plant: str, said: str
+) -> None:
+    """Before the fix the after-call check opened the FIFO (the call never returned) or read
+    `/dev/zero` until foldline was killed for memory."""
+    ws = _repo(tmp_path / "ws")
+    _git("config", "core.hooksPath", ".husky", cwd=ws)  # files in the hooks folder are read too
+    code = f"import subprocess; subprocess.run({plant!r}, shell=True, check=True); print('planted')"
+    result = _bash(_python(code), _ctx(ws, layer=False))
+    assert "planted" in str(result.content), result.content
+    assert said in str(result.content)
 
 
 # --- settings a repository carries ------------------------------------------------------------
@@ -305,7 +378,8 @@ def test_programs_planted_on_a_path_inside_the_workspace_never_run(
     rules = PermissionRules.from_lists(deny=["Read(**/.env)"])
     check_permission("Bash", {"command": "git log -p"}, ctx, rules)
     if ctx.sandbox is not None and ctx.sandbox.active:
-        _bash("true", ctx)
+        ran = _bash("echo sandboxed-and-ran", ctx)
+        assert "sandboxed-and-ran" in str(ran.content), ran.content  # bwrap and bash, the real ones
     assert sorted(p.name for p in tmp_path.glob("pwned-*")) == []
 
 
@@ -320,8 +394,8 @@ def test_grep_does_not_follow_a_planted_link_out_of_the_workspace(tmp_path: Path
     (ws / "inside.txt").symlink_to(ws / "own.txt")  # a link within the workspace is fine
     for engine in ("python", "ripgrep"):
         tool = GrepTool(engine)  # type: ignore[arg-type]
-        if engine == "ripgrep" and tool._ripgrep_binary(ToolContext(workspace=ws)) is None:
-            continue
+        if engine == "ripgrep" and find_program("rg", ws) is None:
+            continue  # no rg on this machine: the python engine alone is checked
         found = anyio.run(tool.run, {"pattern": "AKIA", "output_mode": "content"}, ToolContext(workspace=ws))
         assert "AKIASECRET" not in str(found.content), engine
         assert "AKIA-but-ours" in str(found.content), engine
@@ -336,12 +410,15 @@ def test_a_denied_file_cannot_be_carried_off_by_renaming_its_folder(tmp_path: Pa
     (ws / "secrets").mkdir(parents=True)
     (ws / "secrets" / ".env").write_text("TOKEN=s3cr3t\n")
     rules = PermissionRules.from_lists(deny=["Read(./secrets/.env)"])
-    moved = _bash(_python("import os; os.rename('secrets', 'x')"), _ctx(ws, rules), rules)
+    moved = _bash(_python("print('started'); import os; os.rename('secrets', 'x')"), _ctx(ws, rules), rules)
     assert moved.is_error, moved.content
+    assert "started" in str(moved.content)  # it ran: the rename itself failed
     assert (ws / "secrets" / ".env").exists()
     for path in ("x/.env", "secrets/.env"):
-        code = f"print(open('{path}').read())"
+        code = f"import os; print('exists' if os.path.exists('{path}') else 'absent')\n"
+        code += f"print(open('{path}').read())"
         read = _bash(_python(code), _ctx(ws, rules), rules)
+        assert ("absent" if path.startswith("x/") else "exists") in str(read.content), read.content
         assert "s3cr3t" not in str(read.content)
 
 
@@ -353,9 +430,10 @@ def test_every_denied_file_is_hidden_however_many(tmp_path: Path) -> None:
         folder.mkdir(parents=True)
         (folder / ".env").write_text(f"KEY=secret-{i:03d}\n")
     rules = PermissionRules.from_lists(deny=["Read(**/.env)"])
-    code = "import glob\nfor p in sorted(glob.glob('*/.env')):\n"
+    code = "import glob\nfound = sorted(glob.glob('*/.env'))\nprint(f'{len(found)} files')\nfor p in found:\n"
     code += "    try: print(open(p).read())\n    except OSError: pass"
     result = _bash(_python(code), _ctx(ws, rules), rules)
+    assert "250 files" in str(result.content), result.content  # it ran, and saw every name
     assert "secret-" not in str(result.content)
 
 
@@ -374,6 +452,7 @@ def test_a_tree_too_big_to_walk_in_one_call_hides_what_it_did_not_reach(tmp_path
     code = "for p in ('pkg00/.env', 'pkg39/.env'):\n"
     code += "    try: print(open(p).read())\n    except OSError as e: print(e)"
     result = _bash(_python(code), _ctx(ws, rules, limits), rules)
+    assert str(result.content).count("[Errno") == 2, result.content  # it ran, and was refused both
     assert "deep-secret" not in str(result.content)
 
 
@@ -407,22 +486,41 @@ def test_secrets_in_the_environment_do_not_reach_the_sandbox(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("HTTPS_PROXY", "http://me:proxy-s3cret@proxy.example:3128")
+    monkeypatch.setenv("http_proxy", "me:proxy-s3cret@proxy.example:3128")
     result = _bash("env", _ctx(ws))
     assert "sk-ant-secret" not in str(result.content)
     assert "aws-secret" not in str(result.content)
+    assert "proxy-s3cret" not in str(result.content)
+    assert "HTTPS_PROXY=http://proxy.example:3128" in str(result.content)  # the proxy itself still works
+    assert "http_proxy=proxy.example:3128" in str(result.content)
     assert "LC_ALL=C.UTF-8" in str(result.content)  # what toolchains need still comes through
     assert "PATH=" in str(result.content)
+
+
+def test_a_proxy_credential_passes_only_when_the_user_names_the_variable() -> None:
+    environ = {"HTTPS_PROXY": "https://me:s3cret@proxy:3128", "NO_PROXY": "me@local", "PATH": "/bin"}
+    stripped = detect_sandbox(SandboxPolicy(mode="off")).environment(environ)
+    assert stripped["HTTPS_PROXY"] == "https://proxy:3128"
+    assert stripped["NO_PROXY"] == "me@local"  # a list of hosts, no credential
+    named = detect_sandbox(SandboxPolicy(mode="off", env=("HTTPS_PROXY",))).environment(environ)
+    assert named["HTTPS_PROXY"] == "https://me:s3cret@proxy:3128"  # the user's own settings asked
 
 
 @needs_bwrap
 def test_a_sandboxed_command_has_resource_limits(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    limits = ToolsConfig(sandbox_file_bytes=1024 * 1024)
-    result = _bash("ulimit -f; ulimit -d; head -c 2000000 /dev/zero > big", _ctx(ws, limits=limits))
+    limits = ToolsConfig(
+        sandbox_file_bytes=1024 * 1024, sandbox_data_bytes=512 * 1024**2, sandbox_processes=321
+    )
+    result = _bash(
+        "ulimit -f; ulimit -d; ulimit -u; head -c 2000000 /dev/zero > big", _ctx(ws, limits=limits)
+    )
     assert result.is_error
     assert (ws / "big").stat().st_size <= 1024 * 1024
-    assert "1024" in str(result.content).splitlines()[0]  # ulimit -f counts 1 KiB blocks
+    # ulimit counts 1 KiB blocks; -u is the process limit (root ignores it, but it is set)
+    assert str(result.content).splitlines()[:3] == ["1024", str(512 * 1024), "321"], result.content
 
 
 def test_read_refuses_a_fifo_instead_of_blocking(tmp_path: Path) -> None:
@@ -585,6 +683,64 @@ def test_a_protected_path_linked_to_nothing_stops_the_sandbox_with_a_reason(tmp_
     assert result.is_error
     assert "config.worktree is a link to" in str(result.content)
     assert not (ws / "wt.cfg").exists()
+    (ws / ".git" / "config.worktree").unlink()  # as the message says: then the sandbox runs again
+    again = _bash("echo ran", _ctx(ws))
+    assert not again.is_error, again.content
+    assert "ran" in str(again.content)
+
+
+def test_foldlines_own_git_never_runs_the_workspaces_fsmonitor(tmp_path: Path) -> None:
+    """A repository config naming an fsmonitor (a command wrote it, or the clone came with it):
+    foldline's host-side `git status` must not run it, while a plain `git status` does."""
+    from foldline.system_prompt import environment_block
+
+    ws = _repo(tmp_path / "ws")
+    (ws / "new.txt").write_text("x\n")
+    marker = tmp_path / "pwned"
+    _git("config", "core.fsmonitor", f"touch {marker}; echo", cwd=ws)
+    block = environment_block(ws)
+    assert "new.txt" in block  # git ran, and its status is there
+    assert not marker.exists()
+    _git("status", "--short", cwd=ws)
+    assert marker.exists()  # the config really runs it, for a git without foldline's switches
+
+
+def test_foldlines_own_git_ignores_the_callers_git_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`GIT_DIR` (or `GIT_CONFIG_*`) in foldline's environment would point its git at another
+    repository or config: the environment block describes the workspace's own."""
+    from foldline.system_prompt import environment_block
+
+    ws = _repo(tmp_path / "ws")
+    _git("checkout", "-qb", "workspace-branch", cwd=ws)
+    other = _repo(tmp_path / "other")
+    _git("checkout", "-qb", "other-branch", cwd=other)
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.fsmonitor")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", f"touch {tmp_path / 'pwned'}; echo")
+    block = environment_block(ws)
+    assert "Git branch: workspace-branch" in block, block
+    assert "other-branch" not in block
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_workspace_reached_through_a_link_still_keeps_its_path_folders_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workspace given as `~/link-to-project`: a PATH folder inside it, named by its real path,
+    is still inside it (both are resolved before the comparison)."""
+    ws = tmp_path / "real-ws"
+    marker = tmp_path / "pwned"
+    _plant(ws / ".venv" / "bin", "git", marker)
+    alias = tmp_path / "alias"
+    alias.symlink_to(ws, target_is_directory=True)
+    monkeypatch.setenv("PATH", f"{ws / '.venv' / 'bin'}:{os.environ['PATH']}")
+    found = find_program("git", alias)
+    assert found is not None  # the lookup ran, and found the real git
+    assert not Path(os.path.realpath(found)).is_relative_to(ws.resolve()), found
+    assert find_program("git", ws) == found
 
 
 def test_the_session_start_git_status_never_runs_a_nested_repositorys_fsmonitor(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +85,13 @@ def _writer(lang: str, target: str) -> str:
     return f"sh -c 'echo pwned >> {target}'"
 
 
+def _opaque(shell: str) -> str:
+    """`shell` run from an interpreter: the checker cannot read it, so only the sandbox holds it."""
+    return (
+        f"python3 -c \"import subprocess, sys; sys.exit(subprocess.run('{shell}', shell=True).returncode)\""
+    )
+
+
 LANGS = ("python3", "perl", "sh")
 PROTECTED = (".git/config", ".git/hooks/pre-commit", ".foldline/settings.local.json", ".claude/settings.json")
 
@@ -94,12 +102,16 @@ def test_a_one_liner_in_bypass_mode_cannot_write_outside_the_workspace(
     lang: str, repo: Path, tmp_path: Path
 ) -> None:
     outside = tmp_path / "outside.txt"
-    result = _bash(_writer(lang, str(outside)), ToolContext(workspace=repo, sandbox=_sandbox()))
-    assert not outside.exists(), result.content  # a private /tmp took the write, if anything did
+    command = f"{_writer(lang, str(outside))} && cat {outside}"
+    result = _bash(command, ToolContext(workspace=repo, sandbox=_sandbox()))
+    assert "pwned" in str(result.content), result.content  # it ran: the private /tmp took the write
+    assert not outside.exists(), result.content
     elsewhere = Path("/var/tmp") / f"foldline-sandbox-escape-{os.getpid()}-{lang}"  # not under /tmp
     try:
-        blocked = _bash(_writer(lang, str(elsewhere)), ToolContext(workspace=repo, sandbox=_sandbox()))
+        command = f"echo started && {_writer(lang, str(elsewhere))}"
+        blocked = _bash(command, ToolContext(workspace=repo, sandbox=_sandbox()))
         assert blocked.is_error, blocked.content
+        assert "started" in str(blocked.content)  # it ran: the write failed, not the start
         assert not elsewhere.exists()
     finally:
         elsewhere.unlink(missing_ok=True)
@@ -111,9 +123,14 @@ def test_a_one_liner_in_bypass_mode_cannot_write_outside_the_workspace(
 def test_a_one_liner_in_bypass_mode_cannot_write_a_protected_path(lang: str, target: str, repo: Path) -> None:
     path = repo / target
     before = path.read_bytes() if path.exists() else None
-    result = _bash(_writer(lang, target), ToolContext(workspace=repo, sandbox=_sandbox()))
+    result = _bash(
+        f"echo started && {_writer(lang, target)}", ToolContext(workspace=repo, sandbox=_sandbox())
+    )
     assert result.is_error, result.content
-    if lang != "sh":
+    if lang == "sh":  # the checker reads through `sh -c` and asks; nobody answers
+        assert str(result.content).startswith("refused by the checker"), result.content
+    else:
+        assert "started" in str(result.content)  # it ran: the write failed, not the start
         assert "Read-only file system" in str(result.content)
         assert "Note: Bash runs in foldline's OS sandbox" in str(result.content)  # the model is told why
     assert (path.read_bytes() if path.exists() else None) == before
@@ -121,9 +138,11 @@ def test_a_one_liner_in_bypass_mode_cannot_write_a_protected_path(lang: str, tar
 
 @needs_bwrap
 def test_git_cannot_be_swapped_for_a_repository_the_command_wrote(repo: Path) -> None:
-    command = "mv .git .git-old; mkdir -p .git/hooks && echo pwned > .git/hooks/pre-commit"
-    result = _bash(command, ToolContext(workspace=repo, sandbox=_sandbox()))
+    shell = "echo started; mv .git .git-old; mkdir -p .git/hooks && echo pwned > .git/hooks/pre-commit"
+    result = _bash(_opaque(shell), ToolContext(workspace=repo, sandbox=_sandbox()))
     assert result.is_error
+    assert "started" in str(result.content), result.content  # it ran
+    assert "Device or resource busy" in str(result.content)  # `.git` is a mount point
     assert not (repo / ".git-old").exists()
     assert not (repo / ".git" / "hooks" / "pre-commit").exists()
 
@@ -149,10 +168,13 @@ def test_git_cannot_be_pointed_at_a_common_dir_the_command_wrote(repo: Path) -> 
 
 @needs_bwrap
 def test_missing_protected_folders_cannot_be_created_and_none_is_left_behind(workspace: Path) -> None:
-    command = "mkdir -p .foldline .git/hooks; echo '{}' > .foldline/settings.local.json"
-    result = _bash(command, ToolContext(workspace=workspace, sandbox=_sandbox()))
+    command = (
+        "echo ran > ran.txt; mkdir -p .foldline .claude .git/hooks; echo {} > .foldline/settings.local.json; "
+        "echo {} > .claude/settings.local.json"
+    )
+    result = _bash(_opaque(command), ToolContext(workspace=workspace, sandbox=_sandbox()))
     assert result.is_error, result.content
-    assert sorted(p.name for p in workspace.iterdir()) == []
+    assert sorted(p.name for p in workspace.iterdir()) == ["ran.txt"]  # it ran; nothing else is left
 
 
 @pytest.fixture
@@ -619,3 +641,100 @@ def test_chat_says_once_what_the_sandbox_does(tmp_path: Path, monkeypatch: pytes
     line = next(x for x in output.splitlines() if "bubblewrap sandbox" in x)
     assert "no network" in line
     assert "run without asking" in line
+
+
+@needs_bwrap
+def test_a_workspace_that_is_the_home_keeps_its_secrets_hidden_and_config_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cd ~ && foldline chat`: the workspace bind undoes the hidden home, so the home's keys and
+    tokens are hidden again and what other programs read as config stays read-only."""
+    home = tmp_path / "me"
+    secrets = {
+        ".ssh/id_ed25519": "ssh-SECRET",
+        ".aws/credentials": "aws-SECRET",
+        ".netrc": "netrc-SECRET",
+        ".git-credentials": "https://me:gitcred-SECRET@example.com",
+        ".config/gh/hosts.yml": "gh-SECRET",
+        ".docker/config.json": "docker-SECRET",
+    }
+    config = {".bashrc": "# mine\n", ".gitconfig": "[user]\n\tname = me\n", ".config/git/config": "[x]\n"}
+    for rel, text in {**secrets, **config}.items():
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(text)
+    monkeypatch.setenv("HOME", str(home))
+    ctx = ToolContext(workspace=home, sandbox=_sandbox())
+    reads = "; ".join(f"cat {rel}" for rel in secrets)
+    writes = "; ".join(f"echo pwned >> {rel}" for rel in config)
+    result = _bash(_opaque(f"echo started; {reads}; {writes}; echo work > notes.txt"), ctx)
+    assert "started" in str(result.content), result.content  # it ran
+    assert "SECRET" not in str(result.content)
+    assert (home / "notes.txt").read_text() == "work\n"  # the workspace itself is writable
+    assert {rel: (home / rel).read_text() for rel in config} == config
+    assert {rel: (home / rel).read_text() for rel in secrets} == secrets
+
+
+@pytest.fixture
+def own_venv(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """foldline installed into a venv inside the workspace, with an editable-style `.pth`."""
+    from foldline.containment import paths
+
+    venv = workspace / ".venv"
+    site_packages = (
+        venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    )
+    (site_packages / "foldline").mkdir(parents=True)
+    (site_packages / "foldline" / "engine.py").write_text("# foldline\n")
+    (site_packages / "_foldline.pth").write_text(f"{workspace / 'src'}\n")
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").write_text("")
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
+    monkeypatch.setattr(paths, "_PACKAGE", site_packages / "foldline")
+    return site_packages
+
+
+def test_the_checker_asks_before_writing_foldlines_own_code_in_the_workspace(
+    workspace: Path, own_venv: Path
+) -> None:
+    ctx = ToolContext(workspace=workspace)
+    for target in (own_venv / "foldline" / "engine.py", own_venv / "_foldline.pth", own_venv / "other.py"):
+        decision = check_permission("Write", {"file_path": str(target)}, ctx, mode="acceptEdits")
+        assert decision.behavior == "ask", target
+        assert "foldline's own code or interpreter" in decision.reason
+    ordinary = check_permission("Write", {"file_path": str(workspace / "app.py")}, ctx, mode="acceptEdits")
+    assert ordinary.behavior == "allow"  # the same check, on a file of the project
+
+
+@needs_bwrap
+def test_the_sandbox_holds_foldlines_own_code_in_the_workspace_read_only(
+    workspace: Path, own_venv: Path
+) -> None:
+    ctx = ToolContext(workspace=workspace, sandbox=_sandbox())
+    engine, pth = own_venv / "foldline" / "engine.py", own_venv / "_foldline.pth"
+    command = f"echo started; echo pwned >> {engine}; echo pwned >> {pth}; echo ok > app.py"
+    result = _bash(_opaque(command), ctx)
+    assert "started" in str(result.content), result.content
+    assert str(result.content).count("Read-only file system") == 2
+    assert (workspace / "app.py").read_text() == "ok\n"
+    assert engine.read_text() == "# foldline\n"
+    assert "pwned" not in pth.read_text()
+
+
+def test_a_workspace_that_is_the_home_still_asks_before_reading_its_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "me"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("key")
+    (home / "notes.txt").write_text("notes")
+    monkeypatch.setenv("HOME", str(home))
+    for workspace in (home, tmp_path):  # the home itself, and a folder that holds it
+        ctx = ToolContext(workspace=workspace)
+        key = check_permission("Read", {"file_path": str(home / ".ssh" / "id_ed25519")}, ctx)
+        assert key.behavior == "ask", workspace
+        assert "keys or tokens of your home folder" in key.reason
+        notes = check_permission("Read", {"file_path": str(home / "notes.txt")}, ctx)
+        assert notes.behavior == "allow"  # the same check lets the rest of the workspace be read
+        bash = check_permission("Bash", {"command": f"cat {home / '.ssh' / 'id_ed25519'}"}, ctx)
+        assert bash.behavior == "ask"

@@ -212,3 +212,47 @@ async def test_read_deny_rules_hide_files_from_grep_and_glob(tree: Path) -> None
     # without the filter both are visible: the rules, not the layout, hide them
     open_ctx = ToolContext(workspace=tree)
     assert ".env" in await grep(open_ctx, pattern="SECRET")
+
+
+def test_rg_is_handed_the_folder_resolved_and_never_one_a_link_carries_out(tmp_path: Path) -> None:
+    """The folder a link inside the workspace names may change after the permission check: rg gets
+    the resolved path, and one that leads out of the workspace is refused (a FIFO too)."""
+    from foldline.errors import ToolError
+    from foldline.tools.search import _rg_root
+
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (ws / "inside").symlink_to(ws / "src", target_is_directory=True)
+    (ws / "out").symlink_to(tmp_path / "outside", target_is_directory=True)
+    os.mkfifo(ws / "pipe")
+    ctx = ToolContext(workspace=ws)
+    assert _rg_root(ws / "inside", ctx) == ws / "src"
+    assert _rg_root(tmp_path / "outside", ctx) == tmp_path / "outside"  # asked for, and approved
+    with pytest.raises(ToolError, match="outside the workspace"):
+        _rg_root(ws / "out", ctx)
+    with pytest.raises(ToolError, match="not a regular file or folder"):
+        _rg_root(ws / "pipe", ctx)
+
+
+def test_grep_and_glob_over_a_workspace_that_is_the_home_skip_its_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio
+
+    home = tmp_path / "me"
+    for rel in (".ssh/id_ed25519", ".netrc", ".config/gh/hosts.yml", "notes.txt", ".config/app.toml"):
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(f"TOKEN in {rel}\n")
+    monkeypatch.setenv("HOME", str(home))
+    ctx = ToolContext(workspace=home)
+    found = anyio.run(GrepTool("python").run, {"pattern": "TOKEN", "output_mode": "content"}, ctx)
+    assert sorted(line.split(":")[0] for line in str(found.content).splitlines()) == [
+        str(home / ".config" / "app.toml"),
+        str(home / "notes.txt"),
+    ]
+    listed = anyio.run(GlobTool().run, {"pattern": "**/*"}, ctx)
+    assert sorted(str(listed.content).splitlines()) == [
+        str(home / ".config" / "app.toml"),
+        str(home / "notes.txt"),
+    ]

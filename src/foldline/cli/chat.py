@@ -140,7 +140,7 @@ def _settings(workspace: Path, *, ask: bool) -> Settings:
     try:
         settings = load_settings(workspace)
         if ask and settings.untrusted:
-            if confirm_settings(settings.untrusted):
+            if confirm_settings(settings.untrusted, workspace):
                 settings = load_settings(workspace)
     except FoldlineError as e:
         raise click.ClickException(explain(e)) from e

@@ -2,9 +2,11 @@
 
 A settings file inside the workspace (`.foldline/settings*.json`, `.claude/settings*.json`) may
 come with a cloned repository or from a command the agent ran; until the user confirms it, it
-loosens nothing (`foldline.settings`). This command shows each unconfirmed file whole and records
-the confirmation (`foldline.containment.trust`), keyed by the file's content: any later change makes
-it unconfirmed again. `foldline chat` asks the same question at start in a terminal.
+loosens nothing (`foldline.settings`). This command shows each unconfirmed file whole (control
+characters escaped) and what it would do once confirmed, then asks, and records the confirmation
+(`foldline.containment.trust`) of exactly the bytes it showed: each file is read once, so a change
+made while the user reads is not what gets trusted, and any later change makes it unconfirmed
+again. `foldline chat` asks the same question at start in a terminal.
 """
 
 from __future__ import annotations
@@ -14,24 +16,35 @@ from pathlib import Path
 import click
 
 from foldline.cli import cli
+from foldline.containment.safe_read import escape_controls
 from foldline.containment.trust import trust as record_trust
 from foldline.errors import FoldlineError
-from foldline.settings import load_settings
+from foldline.settings import describe_effect, load_settings, read_settings_bytes
 
 __all__ = ["confirm_settings", "trust"]
 
 
-def confirm_settings(paths: tuple[Path, ...], *, home: Path | None = None, assume_yes: bool = False) -> bool:
-    """Show each of `paths` and ask once whether to trust them all (or take `assume_yes`); record
-    the answer. Returns whether they are now trusted."""
+def confirm_settings(
+    paths: tuple[Path, ...], workspace: Path, *, home: Path | None = None, assume_yes: bool = False
+) -> bool:
+    """Show each of `paths` (settings files inside `workspace`) and what it would do, and ask once
+    whether to trust them all (or take `assume_yes`); record the answer for the bytes shown.
+    Returns whether they are now trusted."""
     home = Path.home() if home is None else home
+    shown: list[tuple[Path, bytes]] = []
     for path in paths:
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as e:
-            raise click.ClickException(f"{path}: cannot read it ({e.strerror})") from e
-        click.echo(f"── {path}", err=True)
-        click.echo(text.rstrip("\n"), err=True)
+            raw = read_settings_bytes(path, workspace)
+            effect = describe_effect(path, raw, workspace) if raw is not None else []
+        except FoldlineError as e:
+            raise click.ClickException(str(e)) from e
+        if raw is None:
+            raise click.ClickException(f"{escape_controls(str(path))}: it is gone; nothing to confirm")
+        shown.append((path, raw))
+        click.echo(f"── {escape_controls(str(path))}", err=True)
+        click.echo(escape_controls(raw.decode("utf-8", errors="replace").rstrip("\n")), err=True)
+        click.echo("Once trusted, it:", err=True)
+        click.echo("\n".join(f"  - {line}" for line in effect), err=True)
     question = (
         f"Trust {'this settings file' if len(paths) == 1 else 'these settings files'}? They may allow "
         "commands without asking, change the permission mode and open the Bash sandbox"
@@ -39,8 +52,8 @@ def confirm_settings(paths: tuple[Path, ...], *, home: Path | None = None, assum
     if not assume_yes and not click.confirm(question, default=False, err=True):
         click.echo("Not trusted: their allow rules, mode and sandbox settings stay ignored.", err=True)
         return False
-    for path in paths:
-        record_trust(path, home)
+    for path, raw in shown:
+        record_trust(path, home, raw)
     files = f"{len(paths)} file{'s' if len(paths) != 1 else ''}"
     click.echo(f"Trusted {files} (until the next change).", err=True)
     return True
@@ -63,4 +76,4 @@ def trust(workspace: Path, yes: bool) -> None:
     if not settings.untrusted:
         click.echo("Nothing to confirm: no settings file here asks for more than it is given.", err=True)
         return
-    confirm_settings(settings.untrusted, assume_yes=yes)
+    confirm_settings(settings.untrusted, workspace.resolve(), assume_yes=yes)

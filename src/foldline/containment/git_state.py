@@ -11,6 +11,11 @@ later, outside it, and the two ways the sandbox deals with them:
   the nested repository, with that repository's config) and `.gitmodules`.
 
 The index is parsed here rather than listed with git, so the check runs no program at all.
+
+Every file read here goes through `safe_read`: inside the workspace no link is followed and only a
+regular file of bounded size is read, a `.gitmodules` or nested `.git` that leads out of the
+workspace is not read at all, and outside it (a worktree's git directory) a file is read only
+to find paths, never quoted into what the model is told.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from foldline.containment.safe_read import read_regular_file, read_workspace_file
 
 __all__ = [
     "GIT_READ_ONLY",
@@ -73,6 +80,11 @@ _RUNS = re.compile(
     r"|submodule\..+\.update|uploadpack\.packobjectshook)$"
 )
 """Config keys that name a program, or a place git fetches from or reads more config from."""
+_UNREADABLE = b"\0not a regular file inside the workspace: "
+"""What stands for a file that exists but is not read, before the link's target if it is one (no
+git config holds a NUL): a change to it is still reported, and nothing outside is read."""
+_USERINFO = re.compile(r"://[^/@\s]*@")
+"""The `user:token@` of a URL: never quoted back, whatever config it came from."""
 
 
 @dataclass(frozen=True)
@@ -94,16 +106,13 @@ class GitState:
 def snapshot(workspace: Path) -> GitState:
     """The workspace's `GitState` now (cheap: the index is parsed only when it changed)."""
     gitdir = _own_git_dir(workspace)
-    links = _gitlinks(gitdir / "index") if gitdir is not None else frozenset()
-    try:
-        modules: bytes | None = (workspace / ".gitmodules").read_bytes()
-    except OSError:
-        modules = None
+    links = _gitlinks(gitdir / "index", workspace) if gitdir is not None else frozenset()
+    modules = _state_of(workspace / ".gitmodules", workspace, follow_links=False)  # as git: no link
     nested = {}
     for link in sorted(links):
-        inner = _repo_git_dir(workspace / link)
+        inner = _repo_git_dir(workspace / link, workspace)
         if inner is not None:
-            nested[link] = _read(inner / "config") + _read(inner / "config.worktree")
+            nested[link] = _read(inner / "config", workspace) + _read(inner / "config.worktree", workspace)
     loose, pack_names = (
         (_loose_count(gitdir), frozenset(p.name for p in packs(gitdir))) if gitdir else (0, frozenset())
     )
@@ -111,7 +120,7 @@ def snapshot(workspace: Path) -> GitState:
     executed: dict[str, bytes | None] = {}
     for path in executed_files(workspace, git_dirs(workspace, state)):
         files = sorted(path.iterdir()) if path.is_dir() else [path]
-        executed.update((str(f), _read(f) if f.is_file() else None) for f in files)
+        executed.update((str(f), _state_of(f, workspace, follow_links=True)) for f in files)
         if not path.exists():
             executed[str(path)] = None
     return GitState(links, modules, nested, loose, pack_names, executed)
@@ -159,7 +168,7 @@ def git_dirs(workspace: Path, state: GitState) -> list[Path]:
         if dot_git.is_file():
             found.update(dict.fromkeys(linked_git_dirs(dot_git)))
     for link in sorted(state.gitlinks):
-        inner = _repo_git_dir(workspace / link)
+        inner = _repo_git_dir(workspace / link, workspace)
         if inner is not None:
             found[inner] = None
     return [d for d in found if d.is_relative_to(workspace)]
@@ -208,11 +217,15 @@ def executed_files(workspace: Path, gitdirs: list[Path], home: Path | None = Non
     program-valued keys (`filter.x.clean = ./scripts/clean.sh`, `alias.x = !./tool`). The
     configs read are the repositories' own and the user's global ones."""
     home = Path.home() if home is None else home
-    configs = [(g / name, g) for g in gitdirs for name in ("config", "config.worktree")]
-    configs += [(home / ".gitconfig", workspace), (home / ".config" / "git" / "config", workspace)]
+    configs = [(_read(g / name, workspace), g) for g in gitdirs for name in ("config", "config.worktree")]
+    # the user's own configs, outside the workspace: a dotfiles manager may link them anywhere
+    configs += [
+        (read_regular_file(home / ".gitconfig", follow_links=True) or b"", workspace),
+        (read_regular_file(home / ".config" / "git" / "config", follow_links=True) or b"", workspace),
+    ]
     found: dict[Path, None] = {}
     for config, base in configs:
-        for key, value in _entries_of(_read(config)):
+        for key, value in _entries_of(config):
             if key == "core.hookspath" or key == "include.path" or key.endswith(".path"):
                 raw = value
                 folder = workspace if key == "core.hookspath" else base
@@ -230,29 +243,35 @@ def executed_files(workspace: Path, gitdirs: list[Path], home: Path | None = Non
 
 
 def linked_git_dirs(dot_git: Path) -> list[Path]:
-    """A `.git` file's `gitdir:` and, for a worktree, the main repository's `commondir`."""
+    """A `.git` file's `gitdir:` and, for a worktree, the main repository's `commondir` (read as
+    regular files that are no links themselves, bounded; only the paths they name are used)."""
     try:
-        first = dot_git.read_text(encoding="utf-8").splitlines()[0]
-    except (OSError, IndexError, UnicodeDecodeError):
+        first = (read_regular_file(dot_git) or b"").decode("utf-8").splitlines()[0]
+    except (IndexError, UnicodeDecodeError):
         return []
     if not first.startswith("gitdir:"):
         return []
     gitdir = Path(os.path.realpath(dot_git.parent / first.removeprefix("gitdir:").strip()))
     found = [gitdir] if gitdir.is_dir() else []
-    try:
-        common = (gitdir / "commondir").read_text(encoding="utf-8").strip()
-    except OSError:
+    common = read_regular_file(gitdir / "commondir")
+    if common is None:
         return found
-    return [*found, Path(os.path.realpath(gitdir / common))]
+    return [*found, Path(os.path.realpath(gitdir / common.decode("utf-8", "replace").strip()))]
 
 
 def _own_git_dir(workspace: Path) -> Path | None:
-    return _repo_git_dir(workspace)
+    return _repo_git_dir(workspace, None)  # a worktree's lies outside: the user made it so
 
 
-def _repo_git_dir(folder: Path) -> Path | None:
+def _repo_git_dir(folder: Path, workspace: Path | None) -> Path | None:
     """The git directory of a repository whose work tree is `folder` (a `.git` folder holding
-    `HEAD`, or the folder a `.git` file names), resolved; None when there is none."""
+    `HEAD`, or the folder a `.git` file names), resolved; None when there is none, or when
+    `workspace` is given and the folder or its git directory lies outside it (a nested repository
+    a command planted: its `gitdir:` or a linked folder must not carry a read out)."""
+    if workspace is not None and not Path(os.path.realpath(folder)).is_relative_to(
+        os.path.realpath(workspace)
+    ):
+        return None
     dot_git = folder / ".git"
     if dot_git.is_symlink():
         return None
@@ -260,20 +279,43 @@ def _repo_git_dir(folder: Path) -> Path | None:
         return Path(os.path.realpath(dot_git)) if (dot_git / "HEAD").is_file() else None
     if dot_git.is_file():
         linked = linked_git_dirs(dot_git)
-        return linked[0] if linked else None
+        if not linked or (
+            workspace is not None and not linked[0].is_relative_to(os.path.realpath(workspace))
+        ):
+            return None
+        return linked[0]
     return None
 
 
-def _read(path: Path) -> bytes:
+def _state_of(path: Path, workspace: Path, *, follow_links: bool) -> bytes | None:
+    """What `path` holds, for comparison before and after a call: its bytes (read inside the
+    workspace only), `_UNREADABLE` and a link's target when it is something else, None when absent."""
+    data = read_workspace_file(path, workspace, follow_links=follow_links)
+    if data is not None or not os.path.lexists(path):
+        return data
     try:
-        return path.read_bytes()
+        target = os.readlink(path).encode("utf-8", "surrogateescape")
     except OSError:
-        return b""
+        target = b""  # a FIFO, a device, a folder
+    return _UNREADABLE + target
+
+
+def _read(path: Path, workspace: Path) -> bytes:
+    """A git file's bytes (empty when unreadable): no link followed inside the workspace; outside
+    it (a worktree's git directory) the file itself may be no link."""
+    where = Path(os.path.abspath(path))
+    if where.is_relative_to(os.path.realpath(workspace)) or where.is_relative_to(os.path.abspath(workspace)):
+        return read_workspace_file(path, workspace) or b""
+    return read_regular_file(path) or b""
 
 
 def _program_keys(config: bytes) -> list[str]:
     """The keys of a git config text that `_RUNS` names, as `section.sub.key=value`."""
-    return [f"{key}={value[:80]}" for key, value in _entries_of(config) if _RUNS.match(key)]
+    return [
+        f"{key}={_USERINFO.sub('://***@', value)[:80]}"
+        for key, value in _entries_of(config)
+        if _RUNS.match(key)
+    ]
 
 
 def _entries_of(config: bytes) -> list[tuple[str, str]]:
@@ -293,23 +335,19 @@ def _entries_of(config: bytes) -> list[tuple[str, str]]:
     return found
 
 
-def _gitlinks(index: Path) -> frozenset[str]:
+def _gitlinks(index: Path, workspace: Path) -> frozenset[str]:
     try:
-        st = index.stat()
+        st = index.lstat()
     except OSError:
         return frozenset()
-    return _parse_gitlinks(str(index), st.st_mtime_ns, st.st_size)
+    return _parse_gitlinks(str(index), str(workspace), st.st_mtime_ns, st.st_size)
 
 
 @lru_cache(maxsize=32)
-def _parse_gitlinks(index: str, _mtime_ns: int, _size: int) -> frozenset[str]:
+def _parse_gitlinks(index: str, workspace: str, _mtime_ns: int, _size: int) -> frozenset[str]:
     """The gitlink paths of a git index file (versions 2 to 4, SHA-1 or SHA-256 object names);
     what cannot be parsed counts as none (the index is git's, the check only reports)."""
-    try:
-        data = Path(index).read_bytes()
-    except OSError:
-        return frozenset()
-    entries = index_entries(data)
+    entries = index_entries(_read(Path(index), Path(workspace)))
     return frozenset(name for name, (mode, _hidden) in entries.items() if mode >> 12 == 0o16)
 
 

@@ -27,17 +27,15 @@ from __future__ import annotations
 
 import difflib
 import os
-import stat
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import foldline
 from foldline.containment import git_state
 from foldline.containment.layer import Change, Diff
 from foldline.containment.paths import is_protected_path
+from foldline.containment.safe_read import escape_controls, read_regular_file
 
-__all__ = ["Held", "describe", "own_install_paths", "review"]
+__all__ = ["Held", "describe", "review"]
 
 _GIT_HELD = frozenset(
     {"config", "config.worktree", "commondir", "gitdir", "hooks", "info", "modules", "worktrees"}
@@ -60,19 +58,6 @@ class Held:
     reason: str
 
 
-def own_install_paths() -> tuple[Path, ...]:
-    """Where the interpreter and package running foldline live, resolved: a change there changes
-    foldline itself (a `.pth` file runs at every start)."""
-    import site
-
-    found = [sys.prefix, sys.exec_prefix, os.path.dirname(foldline.__file__)]
-    try:
-        found += site.getsitepackages()
-    except AttributeError:  # pragma: no cover - a virtualenv's old site module
-        pass
-    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in found))
-
-
 def review(
     diff: Diff,
     workspace: Path,
@@ -86,7 +71,7 @@ def review(
 ) -> list[Held]:
     """The paths of `diff` that need the user's yes. `upper` holds the new versions (the layer's
     upper folder); `gitdirs` the git directories in use inside the workspace; `executed` the files
-    a trusted git config names; `own` what `own_install_paths` found."""
+    a trusted git config names; `own` what `paths.own_install` found."""
     held: list[Held] = []
     rel_gitdirs = [g.relative_to(workspace).as_posix() for g in gitdirs if g.is_relative_to(workspace)]
     rel_exec = [p.relative_to(workspace).as_posix() for p in executed if p.is_relative_to(workspace)]
@@ -120,7 +105,7 @@ def describe(held: list[Held], workspace: Path, upper: Path, *, max_lines: int =
             (old or "").splitlines(), new.splitlines(), f"a/{item.path}", f"b/{item.path}", lineterm="", n=1
         )
         body = list(diff)[:max_lines]
-        lines += [f"    {_printable(line)}" for line in body]
+        lines += [f"    {escape_controls(line)}" for line in body]
     return "\n".join(lines)
 
 
@@ -183,12 +168,16 @@ def _git_inner(inner: list[str], rel: str, workspace: Path, upper: Path, max_byt
     if inner[:2] == ["refs", "replace"]:
         return "a replace ref: git would show other content than the commits hold"
     if head == "packed-refs":
-        old = _read(workspace / rel, max_bytes) or b""
-        new = _read(upper / rel, max_bytes) or b""
-        if _replace_refs(new) - _replace_refs(old):
+        packed = _read(upper / rel, max_bytes)
+        if packed is None:  # fail closed: refs that cannot be read could replace anything
+            return "packed refs too large (or too odd) to check for replace refs"
+        if _replace_refs(packed) - _replace_refs(_read(workspace / rel, max_bytes) or b""):
             return "packed replace refs: git would show other content than the commits hold"
     if head == "index":
-        return _index_reason(_read(workspace / rel, max_bytes), _read(upper / rel, max_bytes))
+        index = _read(upper / rel, max_bytes)
+        if index is None:  # fail closed: flags that cannot be read could hide anything
+            return "an index too large (or too odd) to check for flags that hide changes"
+        return _index_reason(_read(workspace / rel, max_bytes), index)
     if joined in _TODO_LISTS:
         text = (_read(upper / rel, max_bytes) or b"").decode("utf-8", "replace")
         if any(line.split(" ", 1)[0] in ("exec", "x") for line in text.splitlines()):
@@ -224,17 +213,7 @@ def _inside(upper: Path, rel: str, budget: int) -> list[str]:
 
 
 def _read(path: Path, max_bytes: int) -> bytes | None:
-    """A regular file's bytes, never through a link, at most `max_bytes`; None otherwise."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, max_bytes)
-    finally:
-        os.close(fd)
+    return read_regular_file(path, limit_bytes=max_bytes)
 
 
 def _text(path: Path) -> str | None:
@@ -242,8 +221,3 @@ def _text(path: Path) -> str | None:
     if data is None or b"\0" in data:
         return None
     return data.decode("utf-8", "replace")
-
-
-def _printable(line: str) -> str:
-    """A line from a workspace file, with its control characters escaped for the terminal."""
-    return "".join(c if c.isprintable() or c == "\t" else f"\\x{ord(c):02x}" for c in line)

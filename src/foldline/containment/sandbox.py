@@ -8,15 +8,18 @@ What a sandboxed command sees:
 - the whole filesystem read-only (`--ro-bind / /`, submounts included), a `/dev` and `/proc` of its
   own, and an empty private `/tmp` of bounded size;
 - the user's home replaced by an empty tmpfs (writable, thrown away after the call), except the
-  paths the settings list in `homeReadable`, bound back read-only;
+  paths the settings list in `homeReadable`, bound back read-only; a workspace that is the home
+  itself is bound back whole, but its secrets (`.ssh`, `.aws`, `.netrc`, ...) stay hidden and its
+  config (`.config`, shell rc files, `.gitconfig`) read-only;
 - the workspace read-write, except what would run code or change rules outside the sandbox later
   (see `git_state`): in each git directory the workspace's repository uses, everything git reads
   as configuration or as a path to follow (`GIT_READ_ONLY`), bound read-only whether it exists or
   not (a missing one gets a placeholder git reads as absent, made for the call and removed after);
   a `.git` that is no repository, bound read-only whole (a command cannot turn the workspace, or
   a package of a monorepo, into a repository of its own); `.foldline` and `.claude`; the top-level
-  entries `is_protected_path` names (`.ssh`, `.npmrc`, shell rc files); what an Edit/Write deny or
-  ask rule names. `.git` itself is a mount point, so it cannot be renamed away;
+  entries `is_protected_path` names (`.ssh`, `.npmrc`, shell rc files); foldline's own package,
+  interpreter and `.pth` files when they lie inside (`paths.own_install`); what an Edit/Write deny
+  or ask rule names. `.git` itself is a mount point, so it cannot be renamed away;
 - what a Read deny rule names hidden: `/dev/null` over a file, an empty read-only tmpfs over a
   directory; every folder between the workspace and a hidden or read-only path is a mount point of
   its own, so renaming a parent cannot carry the file out from under the rule's name. A rule whose
@@ -27,7 +30,7 @@ What a sandboxed command sees:
 - no network unless `network: true`: all or nothing (`--unshare-net`);
 - no capabilities (`--cap-drop ALL`), its own pid and IPC namespaces, killed when foldline dies,
   limits on memory, file size and processes (`prlimit`), and an environment from an allowlist
-  (no API keys, tokens or cloud credentials).
+  (no API keys, tokens or cloud credentials; proxy URLs without their `user:password@`).
 
 Invariants:
 - The sandbox is decided once per session: `detect_sandbox` runs the same bwrap flags on `true`
@@ -52,7 +55,7 @@ from foldline.config import ToolsConfig
 from foldline.containment import git_state
 from foldline.containment.checkpoints import store_root
 from foldline.containment.layer import Layer, layer_argv, probe_layer
-from foldline.containment.paths import is_protected_path
+from foldline.containment.paths import HOME_SECRETS, is_protected_path, own_install
 from foldline.containment.programs import find_program
 from foldline.errors import ToolError
 
@@ -81,6 +84,9 @@ ENV_ALLOW = frozenset(
 what toolchains need to find themselves. An allowlist, because secrets have no common name
 (`ANTHROPIC_API_KEY`, `AWS_SECRET_ACCESS_KEY`, `GH_TOKEN`, `DATABASE_URL`, ...)."""
 
+_PROXY_NAMES = frozenset({"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"})
+_PROXY_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*://)?)[^/@\s]*@")
+"""`scheme://user:password@` at the start of a proxy URL (curl also takes it without a scheme)."""
 _ESCAPED = re.compile(r"\\(.)", re.DOTALL)
 _WILDCARD = re.compile(r"[*?\[{]")
 _BASE_FLAGS = (
@@ -215,10 +221,13 @@ class Sandbox:
 
     def environment(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment a sandboxed command starts with: `ENV_ALLOW`, `LC_*` and the user's
-        `sandbox.env` names, from `environ` (default: this process's)."""
+        `sandbox.env` names, from `environ` (default: this process's). A proxy URL loses its
+        `user:password@` (a credential like any other) unless the user's `sandbox.env` names it."""
         source = os.environ if environ is None else environ
         keep = ENV_ALLOW | set(self.policy.env)
         env = {k: v for k, v in source.items() if k in keep or k.startswith("LC_")}
+        for name in env.keys() & (_PROXY_NAMES - set(self.policy.env)):  # unless the user named it
+            env[name] = _PROXY_USERINFO.sub(r"\1", env[name])
         env["TMPDIR"] = "/tmp"  # the private /tmp, wherever TMPDIR pointed (it may be read-only here)
         return env
 
@@ -247,9 +256,6 @@ class Sandbox:
             parent_times = _times_of({p.parent for p in _missing(workspace, gitdirs)})
             made = _make_missing(workspace, gitdirs)
             mounts = self._mounts(workspace, gitdirs, outer, opaque=opaque)
-            store = store_root(workspace)
-            if store.is_dir():  # the layers and what /undo keeps: never the command's to read or write
-                mounts += _hide(store)
             args = [self.bwrap, *_BASE_FLAGS]
             if layer is not None and os.getuid() != 0:
                 # root inside the layer's namespace (to mount it); the command runs as the user again
@@ -316,9 +322,15 @@ class Sandbox:
         mounts += _git_mounts(workspace, gitdirs)
         for name in _PROTECTED_DIRS:
             mounts += _held(workspace / name)
+        if store_root(workspace).is_dir():  # the layers and what /undo keeps: never the command's
+            mounts += _hide(store_root(workspace))
         mounts += [_Mount("--ro-bind", gitdir) for gitdir in outer]
         # and what the checker asks before writing (`.ssh`, `.npmrc`, shell rc files), at the top
         mounts += [m for p in _top_level_protected(workspace) for m in _held(p)]
+        # a home that is the workspace is bound back whole: its secrets hidden again, after the holds
+        if workspace == home:
+            mounts += _home_as_workspace(home, self.policy.home_readable)
+        mounts += [_Mount("--ro-bind", p) for p in own_install(workspace) if p.exists()]  # foldline's code
         read_only = self._expand(self.read_only, workspace, hide=False)
         hidden = self._expand(self.hidden, workspace, hide=True)
         mounts += [_Mount("--ro-bind", path) for path in read_only]
@@ -369,6 +381,23 @@ class Sandbox:
             readable = (Path(os.path.realpath(os.path.expanduser(p))) for p in self.policy.home_readable)
             return any(path.is_relative_to(r) for r in readable)
         return not (path.is_relative_to("/tmp") or path.is_relative_to("/run"))
+
+
+_HOME_CONFIG = (".config", ".local/bin")
+"""Under the home, what other programs read as config or run from PATH: read-only then."""
+
+
+def _home_as_workspace(home: Path, readable: tuple[str, ...]) -> list[_Mount]:
+    """For a workspace that is the home itself (which the tmpfs over the home no longer hides):
+    its secrets hidden, unless the settings' `homeReadable` names them, and its config read-only
+    (the shell rc files and `.gitconfig` are held as protected entries of the workspace)."""
+    allowed = [Path(os.path.realpath(os.path.expanduser(p))) for p in readable]
+    mounts = [m for rel in _HOME_CONFIG for m in _held(home / rel)]
+    for rel in HOME_SECRETS:
+        path = home / rel
+        if path.exists() and not any(path.is_relative_to(a) for a in allowed):
+            mounts += _hide(path)
+    return mounts
 
 
 def _git_mounts(workspace: Path, gitdirs: list[Path]) -> list[_Mount]:

@@ -7,6 +7,9 @@ confirmed it once (`foldline trust`, or the prompt at chat's start). What was co
 file's content: the store, `~/.foldline/trusted-settings.json`, maps each file's resolved path to
 the sha256 of its bytes, so any later change makes it untrusted again. The store lives in the
 home, which the Bash sandbox hides, so no command can confirm a file for the user.
+
+Both take the bytes the caller read (and showed, or parsed) rather than reading the file again:
+what is confirmed is exactly what the user saw, never what a command wrote there in between.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from foldline._json import JSONDecodeError, dumps, loads
+from foldline.containment.safe_read import read_regular_file
 
 __all__ = ["is_trusted", "store_path", "trust"]
 
@@ -26,11 +30,9 @@ def store_path(home: Path) -> Path:
     return home / ".foldline" / "trusted-settings.json"
 
 
-def _digest(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
+def _digest(path: Path, content: bytes | None) -> str | None:
+    data = read_regular_file(path) if content is None else content
+    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 def _load(home: Path) -> dict[str, str]:
@@ -44,15 +46,17 @@ def _load(home: Path) -> dict[str, str]:
     return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def is_trusted(path: Path, home: Path) -> bool:
-    """Whether the user confirmed `path` with exactly the bytes it holds now."""
-    digest = _digest(path)
+def is_trusted(path: Path, home: Path, content: bytes | None = None) -> bool:
+    """Whether the user confirmed `path` holding exactly `content` (default: the bytes it holds
+    now, read as a regular file that is no link)."""
+    digest = _digest(path, content)
     return digest is not None and _load(home).get(os.path.realpath(path)) == digest
 
 
-def trust(path: Path, home: Path) -> None:
-    """Record `path`'s current content as confirmed by the user (atomically; other entries kept)."""
-    digest = _digest(path)
+def trust(path: Path, home: Path, content: bytes | None = None) -> None:
+    """Record `path` holding `content` (default: its current bytes) as confirmed by the user
+    (atomically; other entries kept)."""
+    digest = _digest(path, content)
     if digest is None:
         return
     files = _load(home)

@@ -6,9 +6,10 @@ the returned entries (later files read as more specific). Parent directories and
 directory are not searched.
 
 Invariants:
-- Only regular files inside the workspace are read: a symlink that resolves outside it is skipped,
-  so a checked-out repository cannot pull in arbitrary files. A file reached twice (one name
-  symlinked to the other) is injected once.
+- Only regular files inside the workspace are read (`containment.safe_read`): a symlink that
+  resolves outside it is skipped, so a checked-out repository cannot pull in arbitrary files; a
+  FIFO, a device or a file past `ToolsConfig.host_read_max_bytes` is skipped too. A file reached
+  twice (one name symlinked to the other) is injected once.
 - The entries are fresh values (new uuid, timestamp, no parent); the engine links and appends them.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from foldline.containment.safe_read import read_workspace_file
 from foldline.timeline import AttachmentEntry, new_uuid, now_iso
 
 __all__ = ["INSTRUCTION_FILES", "load_instruction_files"]
@@ -40,10 +42,13 @@ def load_instruction_files(workspace: Path, *, session_id: str = "") -> list[Att
     seen: set[Path] = set()
     for relative in INSTRUCTION_FILES:
         path = Path(os.path.realpath(root / relative))
-        if path in seen or not path.is_relative_to(root) or not path.is_file():
+        if path in seen:
+            continue
+        data = read_workspace_file(path, root)
+        if data is None:
             continue
         seen.add(path)  # CLAUDE.md is often a symlink to FOLDLINE.md: inject it once
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = data.decode("utf-8", errors="replace")
         if not text.strip():
             continue
         entries.append(

@@ -8,9 +8,11 @@ one path a file tool touches. Each check is decided on its own, in this order, f
 1. a **deny** rule matches -> deny (deny always wins; no mode overrides it);
 2. `plan` mode and the check writes or runs something -> deny;
 3. an **ask** rule matches, or the check writes a protected path (`.git`, `.foldline`, `.claude`,
-   `.ssh`, shell rc files), or the command cannot be verified, or it sets a variable outside a
-   short allowlist (`LANG`, `LC_*`, `TZ`, `NO_COLOR`, ...), or git would use a repository other
-   than the workspace's own, or a path goes through `/proc/self` -> ask;
+   `.ssh`, shell rc files) or foldline's own package or interpreter inside the workspace, or the
+   command cannot be verified, or it sets a variable outside a short allowlist (`LANG`, `LC_*`,
+   `TZ`, `NO_COLOR`, ...), or git would use a repository other than the workspace's own, or a
+   path goes through `/proc/self`, or it reads the home's keys and tokens (`HOME_SECRETS`) in a
+   workspace that is the home or holds it -> ask;
 4. an **allow** rule matches -> allow;
 5. the mode decides: `bypassPermissions` allows; reads inside the workspace, and of output foldline
    saved for the model to read back (`ToolContext.own_output_dirs`), are allowed; in
@@ -61,7 +63,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from foldline._glob import glob_escape, glob_regex, literal_prefix
-from foldline.containment.paths import is_protected_path
+from foldline.containment.paths import is_home_secret, is_protected_path, own_install
 from foldline.containment.programs import find_program, git_environment, host_git
 from foldline.errors import UserError
 from foldline.tools._semantics import NO_FILE_OPERANDS, Effects, modeled
@@ -278,6 +280,17 @@ def _check_access(
             return Decision("ask", f"a rule asks before touching {access.path}", str(rule))
     if access.write and (is_protected_path(access.path) or is_protected_path(access.literal)):
         return Decision("ask", f"{access.path} is a protected path; writing it needs approval")
+    if (
+        not access.write
+        and access.path.is_relative_to(ctx.workspace)
+        and is_home_secret(access.path, Path.home())
+    ):
+        # the workspace is the home, or holds it: "reading inside the workspace" must not cover its keys
+        return Decision("ask", f"{access.path} holds keys or tokens of your home folder")
+    if access.write and any(access.path.is_relative_to(p) for p in own_install(ctx.workspace)):
+        return Decision(
+            "ask", f"{access.path} is foldline's own code or interpreter, which runs outside the sandbox"
+        )
     for rule in rules.allow:
         if rule.names(names) and _path_matches(rule, access, ctx, for_allow=True):
             return Decision("allow", f"allowed by {rule}", str(rule))
@@ -712,6 +725,8 @@ def _contained(decision: Decision, access: _Access | None, ctx: ToolContext) -> 
     if access is not None:
         paths = (access.path, access.literal)
         if not all(p.is_relative_to(ctx.workspace) and not is_protected_path(p) for p in paths):
+            return decision
+        if any(access.path.is_relative_to(p) for p in own_install(ctx.workspace)):
             return decision
     return Decision(decision.behavior, decision.reason, decision.rule, contained=True)
 

@@ -3,9 +3,13 @@
 Invariants:
 - Both are read-only and concurrency-safe; the walk runs in a worker thread and stops early when
   `ctx.abort` is set.
-- Version-control directories (`.git`, `.hg`, `.svn`) are never searched or listed, nor is anything
+- Version-control directories (`.git`, `.hg`, `.svn`) are never searched or listed, nor are the
+  home's keys and tokens (`HOME_SECRETS`, for a workspace that is the home), nor anything
   `ctx.read_denied` names (a `Read(**/.env)` deny also hides `.env` from Grep and Glob).
 - Results are bounded (`search_max_results` or the call's `head_limit`) and say when they were cut.
+- A file is read only when it is a regular file, opened without following a link (the walk has
+  resolved it inside the workspace or the searched folder), so a FIFO or device never blocks or
+  floods it; rg gets the searched folder resolved, and refuses one that links out of the workspace.
 - Grep's Python engine is the reference behaviour; `rg` is used only when asked for (`"ripgrep"`)
   or, with `"auto"`, when it is on PATH. Binary files (NUL in the first 8 KiB) never match.
 """
@@ -23,7 +27,9 @@ import anyio
 
 from foldline._glob import glob_regex, literal_prefix
 from foldline._types import JSONObject
+from foldline.containment.paths import HOME_SECRETS, is_home_secret
 from foldline.containment.programs import find_program
+from foldline.containment.safe_read import read_regular_file
 from foldline.errors import ToolError
 from foldline.tools.base import BaseTool, ToolContext, ToolResult
 from foldline.tools.files import is_binary, split_lines
@@ -45,13 +51,23 @@ def _walk(root: Path, ctx: ToolContext) -> Iterator[Path]:
         if not ctx.read_denied(root):
             yield root
         return
+    home = Path.home()
     for dirpath, dirnames, filenames in os.walk(root):
         if ctx.abort.is_set():
             return
-        kept = (d for d in dirnames if d not in _VCS_DIRS and not ctx.read_denied(Path(dirpath, d)))
+        real = Path(os.path.realpath(dirpath))  # once per folder: the home's keys are never searched
+        kept = (
+            d
+            for d in dirnames
+            if d not in _VCS_DIRS
+            and not ctx.read_denied(Path(dirpath, d))
+            and not is_home_secret(real / d, home)
+        )
         dirnames[:] = sorted(kept)
         for name in sorted(filenames):
             path = Path(dirpath, name)
+            if is_home_secret(real / name, home):
+                continue
             if path.is_file() and not ctx.read_denied(path) and _stays_inside(path, root, ctx):
                 yield path
 
@@ -179,13 +195,10 @@ def _python_grep(
         relative = path.relative_to(root).as_posix() if path != root else path.name
         if wanted is not None and not wanted.fullmatch(relative):
             continue
-        try:
-            if path.stat().st_size > ctx.limits.search_max_file_bytes:
-                continue
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if is_binary(data):
+        # opened without following links or blocking: a FIFO or `/dev/zero` swapped in since the
+        # walk saw a regular file is skipped, not waited on or read whole
+        data = read_regular_file(Path(os.path.realpath(path)), limit_bytes=ctx.limits.search_max_file_bytes)
+        if data is None or is_binary(data):
             continue
         lines = split_lines(data.decode("utf-8", errors="replace"))
         found = [(n, line[:_MAX_MATCH_CHARS]) for n, line in enumerate(lines, 1) if regex.search(line)]
@@ -214,7 +227,12 @@ def _ripgrep(
         args.append("--ignore-case")
     if glob:
         args += ["--glob", glob]
-    args += ["--regexp", regex.pattern, "--", str(root)]
+    top = _rg_root(root, ctx)
+    home = Path(os.path.realpath(Path.home()))
+    if home.is_relative_to(top):  # after the caller's glob: a later glob wins in rg
+        under = "" if home == top else f"/{home.relative_to(top).as_posix()}"
+        args += [arg for rel in HOME_SECRETS for arg in ("--glob", f"!{under}/{rel}")]
+    args += ["--regexp", regex.pattern, "--", str(top)]
     # bytes, not text mode: universal newlines would break lines at a lone CR, which the Python
     # engine (and `split_lines`) keeps inside the line
     proc = subprocess.run(args, capture_output=True, check=False)
@@ -228,6 +246,22 @@ def _ripgrep(
         if not ctx.read_denied(path):
             hits.setdefault(path, []).append((int(number), text[:_MAX_MATCH_CHARS]))
     return hits
+
+
+def _rg_root(root: Path, ctx: ToolContext) -> Path:
+    """The folder rg searches: `root` resolved (rg is handed no link to follow), never one that a
+    link inside the workspace carries out of it (a link swapped in after the permission check).
+
+    Raises:
+        ToolError: `root` lies inside the workspace but resolves outside it, or is no regular file
+            or folder.
+    """
+    real = Path(os.path.realpath(root))
+    if Path(os.path.abspath(root)).is_relative_to(ctx.workspace) and not real.is_relative_to(ctx.workspace):
+        raise ToolError(f"{root} is a link to {real}, outside the workspace: search {real} itself")
+    if not (real.is_dir() or real.is_file()):
+        raise ToolError(f"{root} is not a regular file or folder (a FIFO or device is never searched)")
+    return real
 
 
 class GlobTool(BaseTool):

@@ -20,7 +20,8 @@ from foldline._types import JSONObject
 from foldline.containment import git_state
 from foldline.containment.checkpoints import Applied
 from foldline.containment.layer import Change, Diff, Layer, read_diff
-from foldline.containment.policy import Held, describe, own_install_paths, review
+from foldline.containment.paths import own_install
+from foldline.containment.policy import Held, describe, review
 from foldline.errors import ToolError
 from foldline.tools.base import ToolContext, ToolResult
 from foldline.tools.permissions import AskCallback, Decision
@@ -141,7 +142,7 @@ def _review(ctx: ToolContext, diff: Diff, upper: Path, gitdirs: list[Path]) -> l
         upper,
         gitdirs=gitdirs,
         executed=git_state.executed_files(ctx.workspace, gitdirs),
-        own=own_install_paths(),
+        own=own_install(ctx.workspace),
         max_entries=ctx.limits.layer_max_entries,
         max_bytes=ctx.limits.policy_read_bytes,
     )
