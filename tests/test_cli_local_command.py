@@ -77,7 +77,7 @@ async def test_rewind_drops_the_last_turn_from_the_next_request(tmp_path: Path) 
     await chat.session.submit_message("keep this")
     await chat.session.submit_message("drop this")
     assert await run_slash(chat, "/rewind")
-    assert "rewound: the last turn (2 messages)" in out.getvalue()
+    assert "rewound a turn: 2 messages no longer sent to the model" in out.getvalue()
     await chat.session.submit_message("go on")
     sent = str(provider.calls[-1].body["messages"])
     assert "keep this" in sent
