@@ -28,6 +28,7 @@ from foldline._types import JSONObject
 from foldline.cachestats import cache_stats
 from foldline.cli._errors import explain
 from foldline.cli._prompt import escape_controls
+from foldline.cli._ui import Renderer
 from foldline.cli.sessions import title
 from foldline.config import Config
 from foldline.containment.checkpoints import Undone
@@ -78,6 +79,8 @@ class Chat(Protocol):
 
     session: Session
     console: Console
+    renderer: Renderer
+    """The session's UI events on the console; `/compact` shows its spinner on it."""
     sessions_dir: Path
     base_url: str | None
     """The server the chat talks to (None: the public API)."""
@@ -330,19 +333,33 @@ def _sync(action: Callable[[Chat], None], name: str) -> Callable[[Chat, str], Aw
     return run
 
 
-async def compact_command(session: Session, instructions: str, console: Console) -> None:
-    """`/compact [instructions]`: the same compaction `QueryEngine.compact` runs; its receipt is shown."""
+async def compact_command(
+    session: Session, instructions: str, console: Console, renderer: Renderer | None = None
+) -> None:
+    """`/compact [instructions]`: the same compaction `QueryEngine.compact` runs; its receipt is shown.
+
+    While it runs, `renderer`'s spinner says so with the seconds elapsed; when it ends, how long it
+    took is printed (on a pipe, where there is no spinner, that line is the only clock)."""
+    started = time.monotonic()
+    if renderer is not None:
+        renderer.begin_work("Compacting the conversation (manual)")
     try:
         added = await session.engine.compact(instructions)
     except FoldlineError as e:
         console.print(Text(explain(e), style="red"))
         return
+    finally:
+        if renderer is not None:
+            renderer.end_turn()
+    took = f"{time.monotonic() - started:.1f}s"
     if not added:  # the failure receipt was already printed as a notice
-        console.print(Text("nothing was compacted", style="yellow"))
+        console.print(Text(f"nothing was compacted ({took})", style="yellow"))
+    else:
+        console.print(Text(f"/compact took {took}", style="dim"))
 
 
 async def _compact_cmd(chat: Chat, arg: str) -> bool:
-    await chat.run_cancellable(compact_command(chat.session, arg, chat.console))
+    await chat.run_cancellable(compact_command(chat.session, arg, chat.console, chat.renderer))
     return True
 
 
