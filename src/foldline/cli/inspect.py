@@ -53,7 +53,10 @@ def _stats_table(stats: CacheStats) -> Table:
         ("uncached input", f"{totals.input:,}"),
         ("hit share", f"{totals.read_share_text()} of input tokens read from the cache"),
         ("cost (list prices)", totals.dollars_text()),
-        ("cache breaks", f"{len(stats.breaks)}, ${stats.break_cost:.4f} extra"),
+        (
+            "cache breaks",
+            f"{len(stats.breaks)}" + ("" if totals.unpriced else f", ${stats.break_cost:.4f} extra"),
+        ),
         ("expected drops", f"{stats.expected_drops} (after compaction or cache_edits: not breaks)"),
     ]
     for name, value in rows:
