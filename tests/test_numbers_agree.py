@@ -158,3 +158,44 @@ def test_inspect_never_prints_a_negative_threshold(recorded: Recorded) -> None:
         config = Config(context_window=window, reference_window=DESIGN_WINDOW)
         expected = (config.warning_threshold, config.autocompact_threshold, config.blocking_limit)
         assert tuple(int(g.replace(",", "")) for g in found.groups()) == expected
+
+
+def test_simulate_without_a_url_prints_what_foldline_serve_gives_for_the_same_seed(tmp_path: Path) -> None:
+    """Without --url it printed 0.0% and $0.20 (an in-process model with no prompt cache) where
+    the same seed against `foldline serve` printed 87.1% and $0.05. HTTP is the subject here: the
+    server is the `foldline serve` command itself, in its own process."""
+    import subprocess
+    import sys
+    import time
+
+    command = [sys.executable, "-c", "from foldline.cli import main; main()", "serve", "--port", "0"]
+    command += ["--backend", "simulated", "--seed", str(SEED), "--profile", PROFILE]
+    log = tmp_path / "serve.log"
+    with log.open("w") as err:  # a file, not a pipe: the access log must never block the server
+        server = subprocess.Popen(command, stderr=err, text=True)
+    try:
+        found = None
+        deadline = time.monotonic() + 60  # only against a hang: the banner comes in about a second
+        while found is None and server.poll() is None and time.monotonic() < deadline:
+            found = re.search(r"on (http://\S+) ", log.read_text())
+            time.sleep(0.1)
+        assert found is not None, log.read_text()
+        args = ["simulate", "--profile", PROFILE, "--seed", str(SEED), "--turns", str(TURNS)]
+        served = CliRunner().invoke(cli, [*args, "--url", found.group(1), "--workspace", str(tmp_path / "a")])
+        local = CliRunner().invoke(cli, [*args, "--workspace", str(tmp_path / "b")])
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert served.exit_code == 0, served.output
+    assert local.exit_code == 0, local.output
+
+    def economics(output: str) -> list[str]:
+        return [
+            line
+            for line in output.splitlines()
+            if line.startswith(("cache-read share", "cost at list", "  main"))
+        ]
+
+    assert len(economics(served.output)) == 3
+    assert economics(local.output) == economics(served.output)
+    assert "cache-read share       0.0%" not in local.output
