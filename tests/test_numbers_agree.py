@@ -22,6 +22,7 @@ from foldline.cli import cli
 from foldline.cli._slash import CATEGORIES, _cache, _context, _cost
 from foldline.cli.simulate import simulated_server
 from foldline.config import DESIGN_WINDOW, Config, TranscriptConfig
+from foldline.inspection import render_html, session_view
 from foldline.providers.anthropic import AnthropicProvider
 from foldline.session import Session
 from foldline.sessions import load_session
@@ -125,6 +126,9 @@ def test_every_view_of_one_session_gives_the_same_numbers(recorded: Recorded) ->
     for printed in (printed_cache.output, printed_inspect.output):
         assert f"{share} of input tokens read from the cache" in printed
         assert dollars in _flat(printed)
+    page = render_html(session_view(load_session(recorded.path), config))  # `inspect --html`'s cards
+    assert f"<b>{share}</b><span>of input read from cache" in page
+    assert f"<b>${totals.cost():.4f}</b><span>cost at list prices" in page
 
     # /context: the header's total is the grid's, and its thresholds are inspect's for that window
     header = re.search(r"context: ~([\d,]+) of ([\d,]+) tokens", context)
