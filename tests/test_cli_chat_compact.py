@@ -35,11 +35,15 @@ def test_compact_typed_into_the_repl_summarizes_and_the_chat_goes_on(
     workspace = tmp_path / "ws"
     workspace.mkdir()
     args = ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(workspace)]
-    stdin = "the port is 6543\nsecond\n/compact keep the port numbers\nthird\n/exit\n"
+    # a first turn long enough for its summary to be smaller (one that is not is not committed)
+    stdin = (
+        "the port is 6543" + " and more" * 1_000 + "\nsecond\n/compact keep the port numbers\nthird\n/exit\n"
+    )
     args += ["--sessions-dir", str(tmp_path / "sessions"), "--repl"]
     result = CliRunner().invoke(cli, args, input=stdin)
     assert result.exit_code == 0, result.output
     assert "compacted the conversation (manual, 1 summary request(s))" in result.output
+    assert "/compact took" in result.output  # on a pipe, where no spinner runs, the only clock
     summary_calls = [c for c in backend.calls if SUMMARY_ASK in c.last_user_text()]
     assert len(summary_calls) == 1
     assert "keep the port numbers" in summary_calls[0].last_user_text()  # the typed instructions
@@ -65,7 +69,7 @@ def test_after_compact_the_receipt_and_context_give_the_same_count(
     (workspace / "FOLDLINE.md").write_text("Use tabs. " * 300)  # an instruction file, re-attached
     args = ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(workspace)]
     args += ["--sessions-dir", str(tmp_path / "sessions"), "--repl"]
-    stdin = "the port is 6543 " + "and more " * 400 + "\nsecond\n/compact\n/context\n/exit\n"
+    stdin = "the port is 6543 " + "and more " * 2_000 + "\nsecond\n/compact\n/context\n/exit\n"
     result = CliRunner(env={"COLUMNS": "200"}).invoke(cli, args, input=stdin)
     assert result.exit_code == 0, result.output
     receipt = re.search(r"compacted the conversation \(manual.*?: ([\d,]+) -> ([\d,]+) tokens", result.output)
@@ -73,3 +77,21 @@ def test_after_compact_the_receipt_and_context_give_the_same_count(
     assert receipt is not None, result.output
     assert context is not None, result.output
     assert receipt.group(2) == context.group(1)
+
+
+def test_a_compact_that_would_grow_the_context_is_not_committed_and_says_so(
+    server: tuple[str, ScriptedBackend], tmp_path: Path
+) -> None:
+    """/compact on a short conversation made it bigger (1,693 -> 2,379 tokens) and was kept."""
+    url, backend = server
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    args = ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(workspace)]
+    args += ["--sessions-dir", str(tmp_path / "sessions"), "--repl"]
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(cli, args, input="hi\n/compact\n/exit\n")
+    assert result.exit_code == 0, result.output
+    assert [c for c in backend.calls if SUMMARY_ASK in c.last_user_text()]  # the summary was written
+    assert "would not make the context smaller" in result.output
+    assert "nothing was compacted" in result.output
+    [path] = list_session_files(tmp_path / "sessions")
+    assert not [r for r in load_transcript(path).records if isinstance(r, CompactBoundary)]

@@ -404,3 +404,51 @@ def test_autocompact_announces_the_summary_before_it_is_requested() -> None:
     assert notices
     assert notices[0] < seen.index("summary request")
     assert "Compacting the conversation (auto)" in seen[notices[0]].text  # type: ignore[union-attr]
+
+
+def _activity_text(renderer: Renderer) -> str:
+    from foldline.cli._ui import _Activity
+
+    out = Console(width=120, record=True, color_system=None)
+    out.print(_Activity(renderer))
+    return out.export_text()
+
+
+def test_compact_shows_its_phase_and_the_seconds_since_it_began(tmp_path: Path) -> None:
+    """/compact on a local model ran 75 s behind one static line: the spinner now says what runs
+    and for how long, from the start of /compact, and the time it took is printed at the end."""
+    import asyncio
+
+    from foldline.cli._slash import compact_command
+    from foldline.compact.prompts import SUMMARY_SECTIONS
+    from foldline.session import Session
+    from foldline.testing import FunctionProvider
+
+    console = Console(width=120, record=True, color_system=None)
+    renderer = Renderer(console, live=False)
+    seen: list[tuple[str, bool, str]] = []
+    summary = "\n\n".join(f"## {title}\nthe port is 6543" for title in SUMMARY_SECTIONS)
+
+    def answer(body: dict[str, object], betas: tuple[str, ...]) -> dict[str, object]:
+        if "write a detailed summary" not in json.dumps(body["messages"]):
+            return {"text": "noted"}
+        renderer.phase_since -= 75  # the local model takes 75 s over the summary
+        seen.append((renderer.phase, renderer._in_turn, _activity_text(renderer)))
+        return {"text": summary}
+
+    async def run() -> None:
+        async with Session.open(
+            tmp_path / "s.jsonl", provider=FunctionProvider(answer), workspace=tmp_path, on_event=renderer
+        ) as session:
+            await session.submit_message("the port is 6543" + " and more" * 2_000)
+            await compact_command(session, "", console, renderer)
+
+    asyncio.run(run())
+    [(phase, in_work, label)] = seen
+    assert phase == "Compacting the conversation (manual)"
+    assert in_work
+    assert "Compacting the conversation (manual)… 75s" in label
+    assert not renderer._in_turn  # the spinner is gone once it ended
+    shown = console.export_text()
+    assert "compacted the conversation (manual" in shown
+    assert "/compact took" in shown

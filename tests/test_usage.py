@@ -37,3 +37,26 @@ def test_a_break_needs_both_five_percent_and_two_thousand_tokens() -> None:
     # 100k->97k: 3% (no); 97k->96k: 1k tokens (no); 96k->50k: yes; 50k->49k: 2% (no);
     # 49k->1k: yes; 1k->0: 100% but only 1k tokens (no).
     assert [(b.call, b.before, b.after) for b in breaks] == [(4, 96_000, 50_000), (6, 49_000, 1_000)]
+
+
+def test_a_model_with_no_list_price_shows_no_dollars_in_cost_and_cache_alike() -> None:
+    """/cost said a local model has no list price while /cache priced the same calls as Sonnet."""
+    from rich.console import Console
+
+    from foldline.cachestats import cache_stats
+    from foldline.cli.inspect import _stats_table
+
+    usage = Usage(input_tokens=10_000, cache_read_input_tokens=5_000, output_tokens=1_000)
+    message = AssistantMessage(id="m", model="smollm2-135m-instruct", content=[], usage=usage)
+    records = [AssistantEntry(uuid="a", timestamp="2026-01-01T00:00:00Z", message=message)]
+    totals = usage_of(records)
+    assert totals.dollars_text() == "no dollars: smollm2-135m-instruct has no list price"
+    console = Console(width=200, record=True, color_system=None)
+    console.print(_stats_table(cache_stats(records)))  # what /cache and `foldline cache` print
+    shown = console.export_text()
+    assert "no dollars: smollm2-135m-instruct has no list price" in shown
+    assert f"{totals.read_share_text()} of input tokens" in shown
+    assert "$" not in shown  # nor a break's extra cost
+    sonnet = AssistantMessage(id="n", model="claude-sonnet-4-5", content=[], usage=usage)
+    priced = usage_of([AssistantEntry(uuid="b", timestamp="2026-01-01T00:00:00Z", message=sonnet)])
+    assert priced.dollars_text() == f"${priced.cost():.4f} (without caching ${priced.cost(cached=False):.4f})"

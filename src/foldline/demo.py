@@ -273,7 +273,7 @@ def summary_table(result: DemoResult) -> Table:
             str(r.api_calls),
             f"{r.peak_request:,}",
             f"{usage.prompt:,}",
-            f"{usage.read_share:.1%}",
+            usage.read_share_text(),
             f"${usage.cost():.2f}",
             f"{r.facts_retained}/{r.facts_asked}",
         )

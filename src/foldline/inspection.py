@@ -534,11 +534,21 @@ def _cards(view: SessionView) -> str:
         (f"{len(view.calls):,}", "API calls (main chain)"),
         (f"{view.turns:,}", "prompts typed"),
         (f"{_short(view.peak_context)}", "peak context tokens"),
-        (f"{s.hit_share:.0%}", "of input read from cache"),
+        (totals.read_share_text(), "of input read from cache"),
         (f"{_short(totals.cache_read)} / {_short(totals.cache_write)}", "cache reads / writes"),
-        (f"${view.cost:.4f}", "cost at list prices"),
-        (f"${view.uncached_cost:.4f}", "the same without caching"),
-        (f"{len(s.breaks)} (${s.break_cost:.4f})", "cache breaks (extra cost)"),
+    ]
+    if totals.unpriced:  # as `/cost` and `foldline cache` say it: no made-up dollars
+        cards += [
+            ("no dollars", totals.dollars_text().removeprefix("no dollars: ")),
+            (f"{len(s.breaks)}", "cache breaks"),
+        ]
+    else:
+        cards += [
+            (f"${view.cost:.4f}", "cost at list prices"),
+            (f"${view.uncached_cost:.4f}", "the same without caching"),
+            (f"{len(s.breaks)} (${s.break_cost:.4f})", "cache breaks (extra cost)"),
+        ]
+    cards += [
         (
             str(sum(view.count(k) for k in ("snip", "collapse", "compact", "receipt"))),
             "compaction events",

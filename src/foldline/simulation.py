@@ -54,7 +54,7 @@ from foldline.timeline import (
     seeded_uuids,
 )
 from foldline.tools import default_tools
-from foldline.usage import UsageTotals
+from foldline.usage import UsageTotals, usage_of
 
 __all__ = [
     "SIMULATION_SYSTEM_PROMPT",
@@ -242,6 +242,9 @@ class SimulationReport:
     """(subject, value, retained) per question asked."""
     receipts: dict[str, int] = field(default_factory=dict)
     """How often each level acted, from the transcript's receipts and control records."""
+    main_usage: UsageTotals = field(default_factory=UsageTotals)
+    """The transcript's usage (`usage.usage_of`): the main loop's replies, what `/cost`, `/cache` and
+    `foldline inspect` show of the session; `usage` adds the forks, which no transcript records."""
     turn_ends: list[int] = field(default_factory=list)
     """`len(requests)` after each completed turn: turn i's requests are `requests[ends[i-1]:ends[i]]`
     (a background fork a turn started is counted in the turn it finished in)."""
@@ -326,8 +329,12 @@ class SimulationReport:
             f"{self.fork_requests} forks, {self.http_400s} HTTP 400)",
             f"peak request           {self.peak_request:,} tokens; {self.over_limit()} requests over the "
             f"blocking limit ({self.blocking_limit:,})",
-            f"cache-read share       {usage.read_share:.1%} of all input tokens",
-            f"cost at list prices    ${usage.cost():.2f} (${usage.cost(cached=False):.2f} without caching)",
+            f"cache-read share       {usage.read_share_text()} of all input tokens",
+            f"cost at list prices    {usage.dollars_text()}",
+            f"  main loop            {self.main_usage.dollars_text()}, cache-read share "
+            f"{self.main_usage.read_share_text()}: the transcript's, as /cost and inspect show it",
+            f"  forks                {self.fork_requests} requests (ctx-agent, session memory, summaries; "
+            "not in the transcript)",
             f"planted facts          {self.facts_retained} of {self.facts_asked} asked retained "
             f"({self.facts_planted} planted)",
             f"level receipts         {receipts}",
@@ -531,14 +538,8 @@ async def simulate(
     # Closing drained the background tail (its forks are metered); read the records after it.
     final = session.engine.timeline.snapshot()
     report.wall_s = time.perf_counter() - started
-    report.main_requests = sum(
-        1
-        for r in final
-        if isinstance(r, AssistantEntry)
-        and r.message.usage is not None
-        and not r.is_api_error_message
-        and not r.is_virtual
-    )
+    report.main_requests = usage_of(final).requests
+    report.main_usage = usage_of(final)
     report.receipts = _count_receipts(final)
     score_facts(report, output_facts=output_facts)
     return report

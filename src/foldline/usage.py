@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from foldline.config import CacheConfig
-from foldline.pricing import call_cost
+from foldline.pricing import call_cost, prices_for
 from foldline.timeline import AnyRecord, AssistantEntry, Usage
 
 __all__ = ["CacheReadDrop", "UsageTotals", "cache_breaks", "is_cache_break", "usage_of"]
@@ -40,6 +40,8 @@ class UsageTotals:
     """What the calls cost at their models' list prices."""
     dollars_uncached: float = 0.0
     """What they would have cost with every input token at the base rate."""
+    unpriced: frozenset[str] = frozenset()
+    """Models of counted calls that have no list price (a local model): no dollars are shown."""
 
     @property
     def prompt(self) -> int:
@@ -60,6 +62,7 @@ class UsageTotals:
             self.output + other.output,
             self.dollars + other.dollars,
             self.dollars_uncached + other.dollars_uncached,
+            self.unpriced | other.unpriced,
         )
 
     def add(self, usage: Usage, model: str = "") -> None:
@@ -71,10 +74,26 @@ class UsageTotals:
         self.output += usage.output_tokens
         self.dollars += call_cost(usage, model)
         self.dollars_uncached += call_cost(usage, model, cached=False)
+        if model and not prices_for(model).known:
+            self.unpriced |= {model}
 
     def cost(self, *, cached: bool = True) -> float:
         """Dollars at list prices; `cached=False`: with every input token at the base rate (no caching)."""
         return self.dollars if cached else self.dollars_uncached
+
+    # The two texts every view of a session prints (`/cost`, `/cache`, `foldline cache`, `inspect`,
+    # `simulate`, the demo), so one session reads the same everywhere: same rounding, same rule for
+    # a model with no list price.
+
+    def dollars_text(self) -> str:
+        """The cost with and without caching, or why there are no dollars (a model with no list price)."""
+        if self.unpriced:
+            return f"no dollars: {', '.join(sorted(self.unpriced))} has no list price"
+        return f"${self.dollars:.4f} (without caching ${self.dollars_uncached:.4f})"
+
+    def read_share_text(self) -> str:
+        """The cache-read share of every input token."""
+        return f"{self.read_share:.1%}"
 
 
 def _billed(records: Iterable[AnyRecord]) -> Iterable[tuple[Usage, str]]:

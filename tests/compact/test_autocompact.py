@@ -372,3 +372,26 @@ async def test_the_summaries_own_compaction_brings_back_no_files(
     assert isinstance(result.records[0], CompactBoundary)
     files = [r for r in result.records if isinstance(r, AttachmentEntry) and r.attachment_type == "file"]
     assert len(files) == files_back
+
+
+@pytest.mark.parametrize("trigger", ["manual", "reactive"])
+async def test_a_compaction_that_would_not_shrink_the_context_is_not_committed(trigger: str) -> None:
+    """/compact on a small model made the context bigger (1,693 -> 2,379 tokens): the check compared the
+    messages' estimate with the count before, the receipt the count with the system prompt and tools.
+    One count now decides and is shown: a summary that leaves no fewer tokens is not committed."""
+    system = "You are a careful assistant. " * 200  # the fixed part the old check left out
+    config = Config()
+    records = conversation(3)
+    probe = AutoCompactStage(ScriptedProvider([{"text": summary_text()}]), system, [])
+    committed = await probe.compact(ctx_for(records, config, 100_000))
+    after = committed.records[-1].data["post_tokens"]  # type: ignore[union-attr]
+    assert isinstance(after, int)
+    assert after > 1_000  # the system prompt is in the count
+
+    stage = AutoCompactStage(ScriptedProvider([{"text": summary_text()}]), system, [])
+    ctx = ctx_for(records, config, after)  # today's context: just that many tokens
+    result = await (stage.compact(ctx) if trigger == "manual" else stage.on_prompt_too_long(ctx, None))
+    assert result.records == ()
+    assert stage.requests == 1  # the summary was asked for: refused after it, not skipped
+    assert f"{after:,} -> {after:,} tokens" in stage.receipts[-1].content
+    assert "nothing was committed" in stage.receipts[-1].content

@@ -311,3 +311,19 @@ async def test_a_single_turn_whose_summary_is_cut_is_left_out_of_later_runs() ->
         (4, 4),
         (5, 5),
     ]
+
+
+async def test_a_fold_summary_not_smaller_than_its_turns_is_a_failure_never_staged() -> None:
+    """A small model's fold summary can be longer than the short turns it replaces: committing it
+    would grow the context, so it is refused with both sizes, like a cut or empty one."""
+    records = conversation(3, words=5)
+    [span] = find_spans(records, CONFIG, min_tokens=0)[:1]
+    long = SUMMARY.replace("none", "FACT-1 = v1. " * 200)
+    agent = CtxAgent(FunctionProvider(lambda body, betas: {"text": long}), "sys", [], CONFIG)
+    result = await agent.summarize(records, span)
+    assert isinstance(result, FoldFailure), result
+    assert f"not smaller than the turns it would replace ({span.tokens:,})" in result.reason
+    short = CtxAgent(FunctionProvider(lambda body, betas: {"text": SUMMARY}), "sys", [], CONFIG)
+    shrinking = conversation(3)  # long turns: the same short summary is staged
+    [span] = find_spans(shrinking, CONFIG)[:1]
+    assert isinstance(await short.summarize(shrinking, span), StagedFold)

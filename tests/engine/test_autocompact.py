@@ -51,6 +51,11 @@ def _words(n: int, tag: str) -> str:
     return " ".join(f"{tag}{i}" for i in range(n))
 
 
+_ROOM = "; and keep this in mind" * 300
+"""Words that make a turn long enough for a summary and its re-attached files to be smaller than it:
+a compaction that would not shrink the context is not committed."""
+
+
 def _small(buffer: int = 12_000, **memory: Any) -> dict[str, Any]:
     """A 20K window, 2K reserve: threshold 20,000 - 2,000 - `buffer`, blocking limit 15,000."""
     return {
@@ -426,7 +431,7 @@ async def test_recently_read_files_are_reattached_within_budget(scripted: Callab
     (h.workspace / "notes.txt").write_text("the deploy key is in vault\n")
     engine = await h.engine()
     install_autocompact(engine)
-    await engine.submit_message("read notes.txt")
+    await engine.submit_message("read notes.txt" + _ROOM)
     (h.workspace / "notes.txt").write_text("the deploy key moved to the HSM\n")
     added = await engine.compact("keep the file names")
     files = [r for r in added if isinstance(r, AttachmentEntry) and r.attachment_type == "file"]
@@ -450,7 +455,7 @@ async def test_reattached_files_keep_to_the_count_and_token_limits(scripted: Cal
         (h.workspace / name).write_text(f"{name}: " + "y" * (4 * sizes[name]))
     engine = await h.engine()
     install_autocompact(engine)
-    await engine.submit_message("read every file")
+    await engine.submit_message("read every file" + _ROOM)
     added = await engine.compact()
     files = [r for r in added if isinstance(r, AttachmentEntry) and r.attachment_type == "file"]
     shown = {Path(str(f.path)).name: str(f.content) for f in files}
@@ -474,7 +479,7 @@ async def test_reattached_files_stop_at_the_count_limit(scripted: Callable[..., 
         (h.workspace / name).write_text(f"{name} is short\n")
     engine = await h.engine()
     install_autocompact(engine)
-    await engine.submit_message("read every file")
+    await engine.submit_message("read every file" + _ROOM)
     added = await engine.compact()
     files = [r for r in added if isinstance(r, AttachmentEntry) and r.attachment_type == "file"]
     assert [Path(str(f.path)).name for f in files] == ["g4.txt", "g3.txt"]  # the newest two

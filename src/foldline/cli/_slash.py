@@ -28,11 +28,11 @@ from foldline._types import JSONObject
 from foldline.cachestats import cache_stats
 from foldline.cli._errors import explain
 from foldline.cli._prompt import escape_controls
+from foldline.cli._ui import Renderer
 from foldline.cli.sessions import title
 from foldline.config import Config
 from foldline.containment.checkpoints import Undone
 from foldline.errors import FoldlineError, UserError
-from foldline.pricing import prices_for
 from foldline.projection import collapse_summary_text, project_view
 from foldline.session import Session
 from foldline.sessions import SessionInfo, list_sessions
@@ -79,6 +79,8 @@ class Chat(Protocol):
 
     session: Session
     console: Console
+    renderer: Renderer
+    """The session's UI events on the console; `/compact` shows its spinner on it."""
     sessions_dir: Path
     base_url: str | None
     """The server the chat talks to (None: the public API)."""
@@ -100,14 +102,19 @@ def _summary_texts(records: Sequence[AnyRecord]) -> set[str]:
 
 
 def context_breakdown(
-    records: Sequence[AnyRecord], system: str, tools: Sequence[JSONObject], window: int
+    records: Sequence[AnyRecord],
+    system: str,
+    tools: Sequence[JSONObject],
+    window: int,
+    total: int | None = None,
 ) -> list[tuple[str, int]]:
     """Estimated tokens per `CATEGORIES` entry in what the next request would carry.
 
     The messages are the API projection (after snips, cleared results, folds and the latest
     compact boundary); compact summaries and collapse folds count as summaries, tool_result blocks
     as tool results, everything else (prompts, answers, tool calls, attachments) as messages.
-    "free" is what is left of `window` (never negative).
+    "free" is what is left of `window` (never negative). With `total` (the engine's own count, what
+    `/context`'s header says) the estimates only split it: the categories sum to exactly `total`.
     """
     counts = dict.fromkeys(CATEGORIES, 0)
     counts["system"] = estimate_text(system)
@@ -129,8 +136,23 @@ def context_breakdown(
             for block in content:
                 kind = "tool results" if block.get("type") == "tool_result" else "messages"
                 counts[kind] += estimate_blocks([block])
+    if total is not None:
+        counts = _split(counts, total)
     counts["free"] = max(0, window - sum(counts.values()))
     return [(name, counts[name]) for name in CATEGORIES]
+
+
+def _split(estimates: dict[str, int], total: int) -> dict[str, int]:
+    """`total` shared out in proportion to `estimates` (largest remainder: the parts sum to `total`)."""
+    weight = sum(estimates.values())
+    if weight == 0:
+        return {**estimates, "messages": total}
+    exact = {name: total * tokens / weight for name, tokens in estimates.items() if tokens}
+    parts = {name: int(share) for name, share in exact.items()}
+    by_remainder = sorted(exact, key=lambda name: parts[name] - exact[name])
+    for name in by_remainder[: total - sum(parts.values())]:
+        parts[name] += 1
+    return {name: parts.get(name, 0) for name in estimates}
 
 
 def context_grid(breakdown: Sequence[tuple[str, int]], window: int, width: int | None = None) -> Table:
@@ -178,11 +200,12 @@ def _context(chat: Chat) -> None:
     engine = chat.session.engine
     records = engine.timeline.snapshot()
     config = engine.config
-    breakdown = context_breakdown(records, engine.system, tool_specs(list(engine.tools)), config.window)
     # the total is the engine's own count (the last reply's usage plus a padded estimate of what came
     # after, the system prompt and tools included when nothing anchors it), as compaction receipts
-    # give it; the categories below are plain estimates of where it goes
+    # give it; the grid splits that same total by the categories' estimates, so header and grid agree
     used = engine.window.context().tokens
+    tools = tool_specs(list(engine.tools))
+    breakdown = context_breakdown(records, engine.system, tools, config.window, total=used)
     chat.console.print(
         Text(
             f"context: ~{used:,} of {config.window:,} tokens ({used / config.window:.0%}); "
@@ -198,17 +221,12 @@ def _context(chat: Chat) -> None:
 
 
 def _cost(chat: Chat) -> None:
+    # The totals and their texts are `/cache`'s, `foldline inspect`'s and `foldline simulate`'s.
     totals = usage_of(chat.session.engine.timeline.snapshot())
-    model = chat.session.engine.config.model
-    dollars = (
-        f": ${totals.cost():.4f} (without caching ${totals.cost(cached=False):.4f})"
-        if prices_for(model).known
-        else f"; {model} has no list price, so no dollars are shown"
-    )
     chat.console.print(
         Text(
             f"{totals.requests} API calls, {totals.prompt:,} input tokens "
-            f"({totals.read_share:.0%} from cache), {totals.output:,} output{dollars}"
+            f"({totals.read_share_text()} from cache), {totals.output:,} output; cost {totals.dollars_text()}"
         )
     )
 
@@ -218,7 +236,7 @@ def _cache(chat: Chat) -> None:
     from foldline.cli.inspect import _print_breaks, _stats_table
 
     stats = cache_stats(chat.session.engine.timeline.snapshot())
-    chat.console.print(Text(f"cache reads: {stats.hit_share:.0%} of input tokens", style="bold"))
+    chat.console.print(Text(f"cache reads: {stats.totals.read_share_text()} of input tokens", style="bold"))
     chat.console.print(_stats_table(stats))
     _print_breaks(chat.console, stats)
     if not stats.diagnostics:
@@ -315,19 +333,33 @@ def _sync(action: Callable[[Chat], None], name: str) -> Callable[[Chat, str], Aw
     return run
 
 
-async def compact_command(session: Session, instructions: str, console: Console) -> None:
-    """`/compact [instructions]`: the same compaction `QueryEngine.compact` runs; its receipt is shown."""
+async def compact_command(
+    session: Session, instructions: str, console: Console, renderer: Renderer | None = None
+) -> None:
+    """`/compact [instructions]`: the same compaction `QueryEngine.compact` runs; its receipt is shown.
+
+    While it runs, `renderer`'s spinner says so with the seconds elapsed; when it ends, how long it
+    took is printed (on a pipe, where there is no spinner, that line is the only clock)."""
+    started = time.monotonic()
+    if renderer is not None:
+        renderer.begin_work("Compacting the conversation (manual)")
     try:
         added = await session.engine.compact(instructions)
     except FoldlineError as e:
         console.print(Text(explain(e), style="red"))
         return
+    finally:
+        if renderer is not None:
+            renderer.end_turn()
+    took = f"{time.monotonic() - started:.1f}s"
     if not added:  # the failure receipt was already printed as a notice
-        console.print(Text("nothing was compacted", style="yellow"))
+        console.print(Text(f"nothing was compacted ({took})", style="yellow"))
+    else:
+        console.print(Text(f"/compact took {took}", style="dim"))
 
 
 async def _compact_cmd(chat: Chat, arg: str) -> bool:
-    await chat.run_cancellable(compact_command(chat.session, arg, chat.console))
+    await chat.run_cancellable(compact_command(chat.session, arg, chat.console, chat.renderer))
     return True
 
 

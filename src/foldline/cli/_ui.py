@@ -241,6 +241,15 @@ class Renderer:
         self.phase, self.phase_since, self.progress = "waiting for the model", time.monotonic(), ""
         self._show_live()
 
+    def begin_work(self, phase: str) -> None:
+        """Work outside a turn the person waits on (`/compact`): the spinner says `phase` and the
+        seconds since it began, as a turn's does, until `end_turn`. A summary on a local model can
+        take over a minute: a static line would look like a hang."""
+        self._in_turn = True
+        self.phase, self.phase_since, self.progress = phase, time.monotonic(), ""
+        self._compacting = True  # its progress notice names the same work: the clock keeps running
+        self._show_live()
+
     def end_turn(self) -> None:
         """The turn is over (finished, failed or interrupted): print what is pending, drop the spinner."""
         self._flush_text()
@@ -288,7 +297,8 @@ class Renderer:
             self.print(Text(neutralize(event.text), style=style))
             if event.level == "progress" and self._in_turn:  # a summary the turn waits on: say so
                 self._flush_text()
-                self._set_phase(clip_words(neutralize(event.text).split(":")[0], 60))
+                if not self._compacting:  # under begin_work the phase already says it, since it began
+                    self._set_phase(clip_words(neutralize(event.text).split(":")[0], 60))
                 self._compacting = True
             elif self._compacting:  # the compaction failed or stopped: the turn goes on waiting
                 self._compacting = False

@@ -20,12 +20,13 @@ from rich.text import Text
 from foldline.cachestats import CacheStats, cache_stats
 from foldline.cli import cli, format_option
 from foldline.cli.sessions import _plain, resolve_session
-from foldline.config import Config
+from foldline.config import DESIGN_WINDOW, Config
 from foldline.errors import FoldlineError
 from foldline.inspection import SessionView, render_html, session_view
 from foldline.sessions import FormatChoice, LoadedSession, load_session
+from foldline.timeline import AssistantEntry
 
-__all__ = ["cache", "inspect"]
+__all__ = ["cache", "inspect", "session_config"]
 
 
 def _load(session: str, fmt: FormatChoice) -> LoadedSession:
@@ -50,9 +51,12 @@ def _stats_table(stats: CacheStats) -> Table:
         ("cache reads", f"{totals.cache_read:,}"),
         ("cache writes", written),
         ("uncached input", f"{totals.input:,}"),
-        ("hit share", f"{stats.hit_share:.1%} of input tokens read from the cache"),
-        ("cost (list prices)", f"${totals.cost():.4f} (without caching ${totals.cost(cached=False):.4f})"),
-        ("cache breaks", f"{len(stats.breaks)}, ${stats.break_cost:.4f} extra"),
+        ("hit share", f"{totals.read_share_text()} of input tokens read from the cache"),
+        ("cost (list prices)", totals.dollars_text()),
+        (
+            "cache breaks",
+            f"{len(stats.breaks)}" + ("" if totals.unpriced else f", ${stats.break_cost:.4f} extra"),
+        ),
         ("expected drops", f"{stats.expected_drops} (after compaction or cache_edits: not breaks)"),
     ]
     for name, value in rows:
@@ -81,6 +85,19 @@ def cache(session: str, fmt: FormatChoice) -> None:
     console.print(_plain(f"{loaded.path} ({loaded.format}, session {loaded.session_id})", style="bold"))
     console.print(_stats_table(stats))
     _print_breaks(console, stats)
+
+
+def session_config(loaded: LoadedSession, context_window: int | None) -> Config:
+    """The configuration `foldline chat` would run `loaded` with on `context_window`: its model, and
+    the thresholds scaled to a window below design.md's 200K (`reference_window`), as the engine
+    scales them; unscaled, an 8K window's warning was -44,808 tokens."""
+    models = [
+        r.message.model
+        for r in loaded.records
+        if isinstance(r, AssistantEntry) and r.message.model and not r.message.model.startswith("<")
+    ]  # Claude Code's "<synthetic>" replies name no model
+    model = models[-1] if models else Config().model
+    return Config(model=model, context_window=context_window, reference_window=DESIGN_WINDOW)
 
 
 def _summary(console: Console, view: SessionView) -> None:
@@ -116,14 +133,13 @@ def _summary(console: Console, view: SessionView) -> None:
 @click.option(
     "--context-window",
     type=click.IntRange(min=1),
-    default=Config().context_window,
-    show_default=True,
-    help="The model's context window, which the thresholds derive from.",
+    default=None,
+    help="The model's context window, which the thresholds derive from (default: the session model's).",
 )
-def inspect(session: str, fmt: FormatChoice, html_path: Path | None, context_window: int) -> None:
+def inspect(session: str, fmt: FormatChoice, html_path: Path | None, context_window: int | None) -> None:
     """Chart SESSION's context, cache and cost per call; a summary here, the page with --html FILE."""
     loaded = _load(session, fmt)
-    view = session_view(loaded, Config(context_window=context_window))
+    view = session_view(loaded, session_config(loaded, context_window))
     console = Console()
     _summary(console, view)
     if html_path is None:

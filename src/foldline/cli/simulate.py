@@ -1,22 +1,26 @@
 """`foldline simulate`: play a profile's user through a real session and print what it looked like.
 
-A thin shell over `foldline.simulation.simulate`. Without `--url` the simulated model runs in-process
-(`foldline.testing.SimulatedProvider`); with `--url` it talks to `foldline serve --backend simulated`
-(start that with the same `--seed` and `--profile`). The profile's workspace is generated under
-`--workspace` (default: a temporary directory, removed afterwards).
+A thin shell over `foldline.simulation.simulate`. With `--url` it talks to `foldline serve --backend
+simulated` (start that with the same `--seed` and `--profile`); without, it starts that same server
+in this process, on a free loopback port, for the run: the prompt cache, and so the cache-read share
+and the cost, are the server's either way (the in-process `SimulatedProvider` has no prompt cache, and
+billed every request uncached: 0.0% and $0.20 where the server said 87.1% and $0.05). The profile's
+workspace is generated under `--workspace` (default: a temporary directory, removed afterwards).
 """
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from foldline.cli import PROFILE_CHOICE, cli
 
-__all__ = ["simulate_command"]
+__all__ = ["simulate_command", "simulated_server"]
 
 
 @cli.command("simulate")
@@ -29,7 +33,9 @@ __all__ = ["simulate_command"]
 @click.option("--turns", default=20, show_default=True, type=click.IntRange(1), help="Prompts to type.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option(
-    "--url", default=None, help="A `foldline serve --backend simulated` to talk to (default: in-process)."
+    "--url",
+    default=None,
+    help="A `foldline serve --backend simulated` to talk to (default: that server, started in-process).",
 )
 @click.option(
     "--context-window",
@@ -58,17 +64,11 @@ def simulate_command(
     """Play a simulated user's session through the real engine and print its statistics."""
     from foldline.config import CollapseConfig, Config, TranscriptConfig
     from foldline.providers.anthropic import AnthropicProvider
-    from foldline.providers.base import Provider
     from foldline.simulation import simulate
-    from foldline.testing import SimulatedProvider
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, simulated_server(url, seed, profile) as served:
         root = Path(tmp)
-        provider: Provider = (
-            AnthropicProvider(base_url=url, api_key="simulated")
-            if url
-            else SimulatedProvider(seed=seed, profile=profile, validate=False)
-        )
+        provider = AnthropicProvider(base_url=served, api_key="simulated")
         config = Config(
             context_window=context_window,
             collapse=CollapseConfig(enabled=not no_collapse),
@@ -89,3 +89,25 @@ def simulate_command(
     click.echo("\n".join(report.lines()))
     if report.errors:
         raise SystemExit(1)
+
+
+@contextmanager
+def simulated_server(url: str | None, seed: int, profile: str) -> Iterator[str]:
+    """`url`, or `foldline serve --backend simulated --seed SEED --profile PROFILE` (its defaults
+    otherwise) started here for the block: one server code path, so one cache accounting."""
+    if url:
+        yield url
+        return
+    try:
+        from foldline.server.app import create_app
+        from foldline.server.config import ServerConfig
+        from foldline.server.simulated import SimulatedBackend
+        from foldline.server.testing import run_server
+    except ImportError as e:
+        raise click.ClickException(
+            f"foldline simulate runs foldline serve in-process, which needs the 'server' extra "
+            f"({e.name} is missing); or pass --url of a running one"
+        ) from e
+    app = create_app(ServerConfig(), backend=SimulatedBackend(seed=seed, profile=profile))
+    with run_server(app) as served:
+        yield served

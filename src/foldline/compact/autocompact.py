@@ -249,7 +249,7 @@ class AutoCompactStage:
             summary = None if instructions else self._from_memory(ctx, view)
             if summary is not None:
                 result = self._commit(ctx, trigger, view, summary, gap=gap)
-                if result is not None:
+                if isinstance(result, StageResult):
                     return result
             await ctx.run_pre_compact_hooks()
             if self.events is not None:  # the turn now waits on a summary: the UI says so (R3.0.1)
@@ -258,10 +258,15 @@ class AutoCompactStage:
                 )
             summary = await self._summarize(ctx, view, instructions)
             result = self._commit(ctx, trigger, view, summary)
-            if result is None and summary.preserved:  # the kept prompt is the bulk: the summary covers it
+            if (
+                isinstance(result, int) and summary.preserved
+            ):  # the kept prompt is the bulk: the summary covers it
                 result = self._commit(ctx, trigger, view, dataclasses.replace(summary, preserved=()))
-            if result is None:
-                raise CompactionFailed("the summary left nothing to free")
+            if isinstance(result, int):
+                raise CompactionFailed(
+                    f"the summary would not make the context smaller ({ctx.tokens:,} -> {result:,} "
+                    "tokens); nothing was committed"
+                )
             return result
         except (CompactionFailed, ModelAPIError) as e:
             return self._failed(ctx, trigger, str(e))
@@ -381,10 +386,11 @@ class AutoCompactStage:
         summary: _Summary,
         *,
         gap: int | None = None,
-    ) -> StageResult | None:
-        """The records of a successful compaction, or None when it would not bring the context down
-        (a session-memory one: under the threshold, or by `gap` when reacting to a refusal; a summary
-        request can still free more, by keeping less)."""
+    ) -> StageResult | int:
+        """The records of a successful compaction, or the context it would leave (the engine's count)
+        when that is not smaller than now, so it is not committed (a session-memory one: not under
+        the threshold, or not by `gap` when reacting to a refusal; a summary request can still free
+        more, by keeping less)."""
         last = view[-1]
         boundary = CompactBoundary(
             uuid=new_uuid(),
@@ -408,21 +414,18 @@ class AutoCompactStage:
             message=UserMessage(content=SUMMARY_LEAD + summary.text),
         )
         added: tuple[AnyRecord, ...] = (boundary, *attachments, summary_entry)
-        # Whether it pays is judged on the messages' estimate (the usage-anchored count before it
-        # and this padded estimate after it are not alike enough to add the system prompt to both);
-        # what it says is the engine's own count afterwards, system prompt and tools included, the
-        # number `/context` shows next and later levels start from.
-        post = context_count_of(ctx.records + added).total
+        # Judged on the number the receipt and `/context` will show: the engine's own count
+        # afterwards, system prompt and tools included. A compaction whose count is not below the
+        # count before it is not committed: "1,693 -> 2,379 tokens" must never be the outcome.
         fixed = estimate_fixed(self.system, self.tools)
-        after = context_count_of(ctx.records + added, unanchored_base=fixed).total
+        post = context_count_of(ctx.records + added, unanchored_base=fixed).total
         from_memory = summary.source == "session memory"
         if (
             post >= ctx.tokens
             or (from_memory and trigger == "auto" and post >= ctx.config.autocompact_threshold)
-            or (from_memory and trigger == "reactive" and gap is not None and ctx.tokens - after < gap)
+            or (from_memory and trigger == "reactive" and gap is not None and ctx.tokens - post < gap)
         ):
-            return None
-        post = after
+            return post
         boundary = msgspec.structs.replace(boundary, post_tokens=post)
         self.failures = 0
         self._rounds_since, self._warned = 0, False

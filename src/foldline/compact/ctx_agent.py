@@ -340,7 +340,14 @@ class CtxAgent:
         sections = read_summary(reply.text, SPAN_SECTIONS, free=self.config.summary_format == "free")
         if sections is None:
             return FoldFailure(span, "the summary was empty or malformed")
-        return StagedFold(span, summary_of(sections), reply.usage)
+        summary = summary_of(sections)
+        if summary_tokens(summary) >= span.tokens:  # a fold that grows the context is never committed
+            return FoldFailure(
+                span,
+                f"the summary ({summary_tokens(summary):,} tokens) is not smaller than the turns it would "
+                f"replace ({span.tokens:,}); nothing was committed",
+            )
+        return StagedFold(span, summary, reply.usage)
 
     async def _ask(self, records: Sequence[AnyRecord], instruction: str) -> ForkedReply:
         return await ask_forked(
