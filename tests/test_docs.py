@@ -186,3 +186,19 @@ def test_server_md_runs_the_server_beside_claude_code_not_under_it() -> None:
     assert "second terminal" in section
     assert "use this API key?" in section
     assert "**Yes**" in section
+
+
+def test_the_readme_command_table_names_every_command() -> None:
+    """A new user learns the commands from the README's table: each one `foldline --help` lists."""
+    import click
+
+    from foldline.cli import cli
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("## Command line") :]
+    rows = [line for line in table.splitlines() if line.startswith("| `foldline ")]
+    assert rows
+    names = cli.list_commands(click.Context(cli))
+    assert "chat" in names
+    missing = [name for name in names if not any(f"`foldline {name}" in row for row in rows)]
+    assert missing == []
