@@ -355,6 +355,17 @@ def test_the_homes_toolchains_run_in_the_sandbox_read_only_and_its_secrets_stay_
 
 
 @needs_bwrap
+def test_a_read_deny_rule_still_hides_a_file_in_a_toolchain_folder(repo: Path, home: Path) -> None:
+    _tool(home / ".local" / "bin" / "deploy", "deploy")
+    (home / ".local" / "bin" / "deploy.token").write_text("TOKEN-SECRET")
+    rules = PermissionRules.from_lists(deny=[f"Read(/{home}/.local/bin/deploy.token)"])
+    ctx = ToolContext(workspace=repo, sandbox=_sandbox(rules=rules, ws=repo))
+    result = _bash(_opaque("cat ~/.local/bin/deploy; cat ~/.local/bin/deploy.token"), ctx)
+    assert "echo deploy" in str(result.content)  # the folder is bound
+    assert "TOKEN-SECRET" not in str(result.content)
+
+
+@needs_bwrap
 def test_a_program_the_hidden_home_holds_fails_with_a_note_naming_the_setting(
     repo: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
