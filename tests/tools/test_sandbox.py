@@ -341,9 +341,11 @@ def test_the_homes_toolchains_run_in_the_sandbox_read_only_and_its_secrets_stay_
     (home / ".cargo" / "credentials.toml").write_text("token = 'REGISTRY-SECRET'")
     path = f"{home}/.cargo/bin:{home}/.pyenv/shims:{os.environ['PATH']}"
     monkeypatch.setenv("PATH", path)
+    monkeypatch.setenv("PYENV_VERSION", "3.11.7")  # the version managers' own variables pass too
     ctx = ToolContext(workspace=repo, sandbox=_sandbox())
-    ran = _bash("cargo --version; python9", ctx)
+    ran = _bash("cargo --version; python9; echo pyenv=$PYENV_VERSION", ctx)
     assert not ran.is_error, ran.content
+    assert "pyenv=3.11.7" in str(ran.content)
     assert "cargo-from-rustup" in str(ran.content)
     assert "python-from-pyenv" in str(ran.content)
     assert _bash("echo x >> ~/.cargo/bin/cargo", ctx).is_error  # read-only

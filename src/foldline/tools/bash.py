@@ -264,7 +264,10 @@ def _explain_sandbox(command: str, result: ToolResult, ctx: ToolContext) -> Tool
         notes += [_hidden_program(name, path) for name, path in _on_host_only(names, text)]
     words = [w for cmd in parsed.commands for w in cmd.words[1:]]
     if any(w in ("~", "$HOME", home) or w.startswith(("~/", "$HOME/")) for w in words):
-        notes.append("The home directory is hidden in the sandbox: it looks empty to the command.")
+        notes.append(
+            "The home directory is hidden in the sandbox: it looks empty to the command, but for its "
+            "toolchain folders (read-only) and what the settings' sandbox.homeReadable names."
+        )
     if not notes:
         return result
     text = "\n".join([text, "Note: Bash runs in foldline's OS sandbox. " + " ".join(notes)])
