@@ -158,13 +158,13 @@ def _sandbox(
     from_flag: bool,
 ) -> Sandbox:
     """The session's Bash sandbox, found once. Said on stderr: in a REPL first the mode line
-    (`mode_line`), then the settings' warnings, then where the sandbox cannot run, or what it does."""
+    (`_mode_line`), then the settings' warnings, then where the sandbox cannot run, or what it does."""
     read_only, hidden = rule_patterns(settings.rules, workspace)
     sandbox = detect_sandbox(
         settings.sandbox, read_only=read_only, hidden=hidden, limits=config.tools, workspace=workspace
     )
     if interactive:
-        click.echo(mode_line(settings, mode, from_flag=from_flag, sandbox=sandbox), err=True)
+        click.echo(_mode_line(settings, mode, from_flag=from_flag, sandbox=sandbox), err=True)
     for warning in settings.warnings:
         click.echo(f"warning: {warning}", err=True)
     if (line := sandbox.notice()) is not None:
@@ -184,7 +184,7 @@ _MODE_EFFECT = {
 }
 
 
-def mode_line(settings: Settings, mode: PermissionMode, *, from_flag: bool, sandbox: Sandbox) -> str:
+def _mode_line(settings: Settings, mode: PermissionMode, *, from_flag: bool, sandbox: Sandbox) -> str:
     """The chat's first line: the permission mode and the Bash sandbox in force, and what set
     each (the flag, a settings file, or nothing), so a loosened session is never a surprise."""
     if from_flag:
