@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 MODEL_STAMP := $(VENV)/.installed-model
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test coverage lint typecheck bench bench-quick clean real-model real-model-transformers
+.PHONY: demo test test-quick coverage lint typecheck bench bench-quick clean real-model real-model-transformers
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ typecheck: $(DEV_STAMP)
 TEST_JOBS ?= auto
 test: lint typecheck
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(TEST_JOBS) --dist loadgroup
+
+# A quick subset while working: the pipeline's tests (normalization, compaction, the engine), no
+# slow ones, no lint or type check. `make test` is still what CI runs.
+test-quick: $(DEV_STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(TEST_JOBS) --dist loadgroup -m "not slow" tests/api tests/compact tests/engine
 
 # The same suite with a line coverage report. Its own target: tracing every line doubles the CPU
 # time of the Python-heavy tests (the property tests, the fuzzers), and `make test` is what CI runs.

@@ -148,3 +148,57 @@ def test_the_readme_names_the_library_only_features_by_what_exists() -> None:
     assert "sinks" in EventBus.__dataclass_fields__
     assert "BatchTool" in paragraph
     assert not any(isinstance(t, BatchTool) for t in default_tools())
+
+
+def _shell_lines(text: str) -> list[str]:
+    """The lines of a document's ```sh blocks."""
+    blocks = re.findall(r"^```sh\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+    return [line for block in blocks for line in block.splitlines()]
+
+
+def test_install_commands_in_the_docs_work_from_a_clone() -> None:
+    """foldline is not on the package index: `pip install 'foldline[server]'` fails for a new user.
+    Every install command the README and docs show installs from the clone, with an extra that
+    pyproject.toml defines."""
+    extras = set(re.findall(r"^(\w+) = \[", (ROOT / "pyproject.toml").read_text(), flags=re.MULTILINE))
+    shown = [
+        (path.name, line)
+        for path in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
+        for line in _shell_lines(path.read_text(encoding="utf-8"))
+        if line.lstrip().startswith("pip install")
+    ]
+    assert shown  # the check ran on something
+    assert [(name, line) for name, line in shown if re.search(r"pip install\s+['\"]?foldline", line)] == []
+    for _, line in shown:
+        for extra in re.findall(r"\.\[(\w+)\]", line):
+            assert extra in extras, line
+
+
+def test_server_md_runs_the_server_beside_claude_code_not_under_it() -> None:
+    """Claude Code against `foldline serve`: a server started with a bare `&` in Claude Code's
+    terminal prints its access log into Claude Code's screen; and Claude Code's "use this API
+    key?" question defaults to No, which the reader must know to answer."""
+    doc = (ROOT / "docs" / "server.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Claude Code against `foldline serve`") : doc.index("## In tests")]
+    serves = [line for line in _shell_lines(section) if line.startswith("foldline serve")]
+    assert serves
+    assert [line for line in serves if re.search(r"&\s*(#.*)?$", line) and ">" not in line] == []
+    assert "second terminal" in section
+    assert "use this API key?" in section
+    assert "**Yes**" in section
+
+
+def test_the_readme_command_table_names_every_command() -> None:
+    """A new user learns the commands from the README's table: each one `foldline --help` lists."""
+    import click
+
+    from foldline.cli import cli
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("## Command line") :]
+    rows = [line for line in table.splitlines() if line.startswith("| `foldline ")]
+    assert rows
+    names = cli.list_commands(click.Context(cli))
+    assert "chat" in names
+    missing = [name for name in names if not any(f"`foldline {name}" in row for row in rows)]
+    assert missing == []

@@ -59,3 +59,13 @@ def test_real_model_serves_a_gguf_without_the_model_extra(tmp_path: Path) -> Non
     transformers = _dry_run("real-model-transformers", tmp_path / "venv")
     assert "torch==" in transformers
     assert "foldline model fetch" in transformers
+
+
+def test_test_quick_runs_the_pipeline_tests_without_the_slow_ones(tmp_path: Path) -> None:
+    steps = _dry_run("test-quick", tmp_path / "venv")
+    run = next(line for line in steps.splitlines() if "bin/pytest" in line)
+    assert '-m "not slow"' in run
+    folders = [word for word in run.split() if word.startswith("tests/")]
+    assert folders == ["tests/api", "tests/compact", "tests/engine"]
+    assert all((ROOT / folder).is_dir() for folder in folders)
+    assert "ruff" not in steps.replace("ruff>=", "")  # no lint: that is `make test`

@@ -77,6 +77,20 @@ def test_the_most_specific_mode_wins(dirs: tuple[Path, Path]) -> None:
     assert (settings.mode, settings.mode_source) == ("acceptEdits", SettingsSource("local", local))
 
 
+def test_the_sandbox_mode_remembers_the_file_that_set_it_and_not_one_whose_loosening_was_ignored(
+    dirs: tuple[Path, Path],
+) -> None:
+    home, ws = dirs
+    assert load_settings(ws, home=home).sandbox_source is None
+    user = write(home / ".foldline/settings.json", {"sandbox": "off"})
+    write(ws / ".foldline/settings.json", {"sandbox": {"mode": "off"}})  # checked in: ignored
+    settings = load_settings(ws, home=home)
+    assert (settings.sandbox.mode, settings.sandbox_source) == ("off", SettingsSource("user", user))
+    local = write(ws / ".foldline/settings.local.json", {"sandbox": "required"})  # tightens: kept
+    settings = load_settings(ws, home=home)
+    assert (settings.sandbox.mode, settings.sandbox_source) == ("required", SettingsSource("local", local))
+
+
 def test_a_checked_in_file_cannot_turn_prompts_off(dirs: tuple[Path, Path]) -> None:
     home, ws = dirs
     write(ws / ".foldline/settings.json", perms(defaultMode="bypassPermissions"))

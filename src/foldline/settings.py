@@ -92,6 +92,8 @@ class Settings:
     """The Bash sandbox's settings (default: on where it works, no network)."""
     untrusted: tuple[Path, ...] = ()
     """Workspace settings files the user has not confirmed, whose loosening was ignored."""
+    sandbox_source: SettingsSource | None = None
+    """The file whose sandbox `mode` is in force, or None when no file sets one."""
 
 
 def _files(workspace: Path, home: Path) -> list[SettingsSource]:
@@ -273,6 +275,7 @@ def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
     warnings: list[str] = []
     sandbox_keys: dict[str, Any] = {}
     untrusted: list[Path] = []
+    sandbox_source: SettingsSource | None = None
     for source in _files(workspace, home):
         raw = read_settings_bytes(source.path, None if source.scope == "user" else workspace)
         if raw is None:
@@ -300,6 +303,8 @@ def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
                     sources[(name, text)] = source
                     lists[name].append(text)
         sandbox_keys.update(sandbox)  # files are read least specific first: later ones win
+        if "mode" in sandbox:
+            sandbox_source = source
         if found is not None:
             mode, mode_source = found, source
     return Settings(
@@ -311,6 +316,7 @@ def load_settings(workspace: Path, *, home: Path | None = None) -> Settings:
         tuple(warnings),
         SandboxPolicy(**sandbox_keys),
         tuple(untrusted),
+        sandbox_source,
     )
 
 

@@ -10,7 +10,9 @@ the model sees.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -94,6 +96,7 @@ async def test_cancel_mid_tool_use_input_never_runs_the_tool(scripted: Callable[
 
 
 @pytest.mark.anyio
+@pytest.mark.timeout(120)
 async def test_cancel_during_one_of_several_tools(scripted: Callable[..., Harness]) -> None:
     h = scripted(
         [
@@ -112,8 +115,21 @@ async def test_cancel_during_one_of_several_tools(scripted: Callable[..., Harnes
     engine = await h.engine()
     counter = h.workspace / "counter.txt"
     task = asyncio.ensure_future(engine.submit_message("go"))
-    # Opening a FIFO for reading blocks until the Bash command opens it for writing: an event, not a poll.
-    assert await asyncio.to_thread((h.workspace / "started.fifo").read_text) == "started\n"
+    # Opening a FIFO for reading blocks until the Bash command opens it for writing: an event, not a
+    # poll. Should the command never start, a writer opens it after a minute (a bound no busy
+    # machine reaches), the read gets end-of-file, and the test fails here instead of hanging.
+    fifo = h.workspace / "started.fifo"
+
+    def unblock() -> None:
+        with contextlib.suppress(OSError):  # ENXIO: nobody reads it any more
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    release = threading.Timer(60, unblock)
+    release.start()
+    try:
+        assert await asyncio.to_thread(fifo.read_text) == "started\n"
+    finally:
+        release.cancel()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

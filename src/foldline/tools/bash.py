@@ -19,6 +19,8 @@ Invariants:
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import time
@@ -33,8 +35,9 @@ from anyio.abc import ByteReceiveStream, Process
 
 from foldline._types import JSONObject
 from foldline.containment import git_state
+from foldline.containment.paths import is_home_secret
 from foldline.containment.programs import find_program
-from foldline.containment.sandbox import SandboxCall
+from foldline.containment.sandbox import HOME_TOOLCHAINS, SandboxCall
 from foldline.errors import ToolError
 from foldline.tools._semantics import effects as command_effects
 from foldline.tools._shell import SimpleCommand, parse_command
@@ -257,13 +260,55 @@ def _explain_sandbox(command: str, result: ToolResult, ctx: ToolContext) -> Tool
             "private and thrown away after the call, so what was written there is gone. Write "
             "inside the workspace instead."
         )
+    if exit_code == 127:
+        notes += [_hidden_program(name, path) for name, path in _on_host_only(names, text)]
     words = [w for cmd in parsed.commands for w in cmd.words[1:]]
     if any(w in ("~", "$HOME", home) or w.startswith(("~/", "$HOME/")) for w in words):
-        notes.append("The home directory is hidden in the sandbox: it looks empty to the command.")
+        notes.append(
+            "The home directory is hidden in the sandbox: it looks empty to the command, but for its "
+            "toolchain folders (read-only) and what the settings' sandbox.homeReadable names."
+        )
     if not notes:
         return result
     text = "\n".join([text, "Note: Bash runs in foldline's OS sandbox. " + " ".join(notes)])
     return ToolResult(text, is_error=result.is_error, structured=result.structured)
+
+
+_NOT_FOUND = re.compile(r"([^\s:]+): (?:command not found|No such file or directory)")
+
+
+def _on_host_only(names: set[str], text: str) -> list[tuple[str, str]]:
+    """The programs the command ran, or the shell said it could not find, that the host's PATH
+    finds: `(name, where)`. Inside the sandbox they were missing (exit 127)."""
+    said = set(_NOT_FOUND.findall(text))
+    found = []
+    for name in sorted((names | said) - {""}):
+        where = shutil.which(name) if "/" not in name else (name if os.path.isfile(name) else None)
+        if where is not None and (name in said or where.startswith(str(Path.home()))):
+            found.append((name, where))
+    return found
+
+
+def _hidden_program(name: str, where: str) -> str:
+    """Why `name`, at `where` on the host, was not found in the sandbox, and what makes it visible."""
+    home = Path(os.path.realpath(Path.home()))
+    real = Path(os.path.realpath(where))
+    for path in (Path(where), real):
+        if path.is_relative_to(home) and path != home:
+            top = path.relative_to(home).parts[0]
+            if is_home_secret(home / top, home):
+                break
+            return (
+                f"`{name}` exists on the host ({where}), but the sandbox hides the home except its "
+                f"toolchain folders ({', '.join('~/' + t for t in HOME_TOOLCHAINS)}). The user can "
+                "bind it read-only in ~/.foldline/settings.json: "
+                f'{{"sandbox": {{"homeReadable": ["~/{top}"]}}}}.'
+            )
+    return (
+        f"`{name}` exists on the host ({where}), but not at that place inside the sandbox (it sees the "
+        "host's files read-only, an empty home and a private /tmp): run it by a path the sandbox shows, "
+        "or the user adds its folder to the settings' sandbox.homeReadable if it lies in the home."
+    )
 
 
 def _written(cmd: SimpleCommand) -> list[str]:
