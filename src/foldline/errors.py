@@ -8,6 +8,7 @@ FoldlineError
 │   ├── TranscriptLockedError       another live process holds the session
 │   ├── TranscriptWriteError        write/fsync failed (disk full, EIO); the writer is poisoned
 │   └── TranscriptFormatError       not a transcript at all (bad header, unknown format version)
+├── TrustStoreError                 the confirmed-settings store cannot be written (a read-only home)
 ├── ModelAPIError                   the model endpoint failed
 │   ├── ModelHTTPError              ... with an HTTP status and error body
 │   │   ├── PromptTooLongAPIError   the prompt does not fit the window (with the gap, when given)
@@ -45,6 +46,7 @@ __all__ = [
     "TranscriptFormatError",
     "TranscriptLockedError",
     "TranscriptWriteError",
+    "TrustStoreError",
     "UnexpectedModelBehavior",
     "UserError",
 ]
@@ -107,6 +109,19 @@ class SessionsFolderError(TranscriptWriteError):
 
 class TranscriptFormatError(TranscriptError):
     """The file is not a transcript foldline can read (bad header, newer format version)."""
+
+
+class TrustStoreError(FoldlineError):
+    """The trust store (`containment.trust`) cannot be written: a read-only home, a file in the way,
+    a full disk. Nothing was confirmed; the settings files stay ignored."""
+
+    def __init__(self, store: str, reason: str) -> None:
+        super().__init__(
+            f"cannot record the confirmation in {store}: {reason}. Nothing was trusted, so the settings "
+            "files stay ignored; make that folder writable (or set $HOME to a home you can write) and "
+            "run `foldline trust` again"
+        )
+        self.store = store
 
 
 class ModelAPIError(FoldlineError):
