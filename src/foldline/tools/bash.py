@@ -243,7 +243,7 @@ def _explain_sandbox(command: str, result: ToolResult, ctx: ToolContext) -> Tool
             "(the user runs `git init`)."
         )
     if result.is_error and "externally-managed-environment" in text:
-        offline = (
+        reach = (
             ""
             if network
             else " The sandbox has no network, so pip can install only from files in the workspace "
@@ -254,7 +254,7 @@ def _explain_sandbox(command: str, result: ToolResult, ctx: ToolContext) -> Tool
             "here anyway. Make a virtual environment inside the workspace and install into it: "
             "`python3 -m venv .venv && .venv/bin/pip install NAME` (then run `.venv/bin/python`). "
             "Not --break-system-packages, --user or pipx: they write outside the workspace, which "
-            "the sandbox throws away." + offline
+            "the sandbox throws away." + reach
         )
     home = str(Path.home())
     vanished = sorted(
