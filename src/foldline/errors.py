@@ -16,6 +16,7 @@ FoldlineError
 │   │   ├── OverloadedError         529 / 503 / overloaded_error: try again later
 │   │   └── BadOutputError          the server could not parse the model's output (a botched tool call)
 │   ├── ModelConnectionError        no answer: refused, dropped, or an idle stream
+│   │   └── StreamCutError          the server answered, then the reply broke off mid-stream
 │   └── RetriesExhaustedError       the retry layer gave up
 ├── GenerationCancelled             a local model's generation stopped: its client left, or the server stops
 ├── UnexpectedModelBehavior         the model returned something we cannot use
@@ -41,6 +42,7 @@ __all__ = [
     "RequestValidationError",
     "RetriesExhaustedError",
     "SessionsFolderError",
+    "StreamCutError",
     "ToolError",
     "TranscriptError",
     "TranscriptFormatError",
@@ -229,6 +231,12 @@ class ModelConnectionError(ModelAPIError):
         super().__init__(model, message)
         self.refused = refused
         self.url = url
+
+
+class StreamCutError(ModelConnectionError):
+    """The connection was made and the server began its answer (status 200), then the stream broke
+    off before the message ended: the server died or closed it mid-reply. Retried like any drop;
+    told apart so nobody is sent looking for a server that is not running."""
 
 
 class RetriesExhaustedError(ModelAPIError):
