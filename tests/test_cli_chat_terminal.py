@@ -156,7 +156,7 @@ def test_history_a_turn_multiline_and_ctrl_c_at_the_prompt(
 def test_a_tool_call_asks_and_the_typed_answer_runs_it(server: str, tmp_path: Path) -> None:
     _first_turn(server, tmp_path)
     # the prompt is what this test is about: in the Bash sandbox, a contained `touch` would not ask
-    (tmp_path / "ws" / ".foldline").mkdir()
+    (tmp_path / "ws" / ".foldline").mkdir(exist_ok=True)  # the first turn may have made it (undo)
     (tmp_path / "ws" / ".foldline" / "settings.local.json").write_text('{"sandbox": {"autoAllow": false}}')
     child = _spawn(server, tmp_path)
     try:
@@ -304,7 +304,7 @@ def test_typing_during_a_tool_is_kept(
 
 def test_esc_at_the_permission_prompt_declines_the_call(server: str, tmp_path: Path) -> None:
     _first_turn(server, tmp_path)
-    (tmp_path / "ws" / ".foldline").mkdir()
+    (tmp_path / "ws" / ".foldline").mkdir(exist_ok=True)  # the first turn may have made it (undo)
     (tmp_path / "ws" / ".foldline" / "settings.local.json").write_text('{"sandbox": {"autoAllow": false}}')
     child = _spawn(server, tmp_path)
     try:
