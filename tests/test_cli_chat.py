@@ -16,6 +16,7 @@ from foldline.cli._errors import explain
 from foldline.server.app import create_app
 from foldline.server.backend import ScriptedBackend
 from foldline.server.config import ServerConfig
+from foldline.server.faults import parse_faults
 from foldline.server.testing import run_server
 from foldline.timeline import SystemEntry
 from foldline.transcript import list_session_files, load_transcript
@@ -142,6 +143,25 @@ def test_nothing_listening_names_the_url_and_the_fixes(tmp_path: Path) -> None:
     assert f"cannot reach the model server at {url}" in line
     assert "foldline serve" in line
     assert "--base-url" in line
+
+
+def test_a_reply_cut_mid_stream_is_reported_as_cut_not_as_cannot_connect(tmp_path: Path) -> None:
+    # every attempt gets its 200 and three events, then the server closes the stream
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with run_server(create_app(faults=parse_faults("1-99:cut/3"))) as url:
+        options = ["--base-url", url, "--api-key", "k", "--sessions-dir", str(tmp_path / "s")]
+        result = CliRunner().invoke(cli, ["chat", "--workspace", str(workspace), *options, "-p", "hi"])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    output = " ".join(result.output.split())  # rich wraps the retry lines
+    assert "retrying in" in output  # it was retried, as any drop is
+    assert f"the reply from {url} broke off mid-stream" in output
+    line = result.output.strip().splitlines()[-1]
+    assert f"the model server at {url} answered, then its reply broke off mid-stream" in line
+    assert "cannot connect" not in output
+    assert "cannot reach" not in output
+    assert "Start a local one" not in line  # the server is running: do not send the user to start one
 
 
 def test_an_unknown_model_says_which_and_how_to_pick_another(

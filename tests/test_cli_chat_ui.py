@@ -452,3 +452,29 @@ def test_compact_shows_its_phase_and_the_seconds_since_it_began(tmp_path: Path) 
     shown = console.export_text()
     assert "compacted the conversation (manual" in shown
     assert "/compact took" in shown
+
+
+def test_a_note_after_a_tool_result_wraps_at_the_terminal_width_whole() -> None:
+    note = (
+        "Note: Bash runs in foldline's OS sandbox. The sandbox has no network, so the command could "
+        "not reach any host. The user can turn it on in ~/.foldline/settings.json."
+    )
+    output = "\n".join(f"line {n}" for n in range(1, 11))
+    console = Console(width=60, record=True, color_system=None)
+    renderer = Renderer(console, live=False)
+    renderer(
+        RecordEvent(
+            _user("r1", [{"type": "tool_result", "tool_use_id": "t1", "content": f"{output}\n{note}"}])
+        )
+    )
+    text = console.export_text()
+    assert "⎿ line 1" in text
+    assert "… +6 lines" in text  # the output is cut; the note after it is not
+    assert "…" not in text.split("… +6 lines")[1]
+    lines = text.splitlines()
+    assert all(len(line) <= 60 for line in lines)
+    note_lines = lines[lines.index("    … +6 lines") + 1 :]
+    assert len(note_lines) > 1  # wrapped, each under the result's indent
+    assert all(line.startswith("    ") for line in note_lines)
+    assert " ".join(" ".join(line.split()) for line in note_lines) == note
+    assert result_preview(_result(f"ok\n{note}"), width=40) == ["ok", note]  # among the first lines too

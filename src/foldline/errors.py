@@ -8,6 +8,7 @@ FoldlineError
 │   ├── TranscriptLockedError       another live process holds the session
 │   ├── TranscriptWriteError        write/fsync failed (disk full, EIO); the writer is poisoned
 │   └── TranscriptFormatError       not a transcript at all (bad header, unknown format version)
+├── TrustStoreError                 the confirmed-settings store cannot be written (a read-only home)
 ├── ModelAPIError                   the model endpoint failed
 │   ├── ModelHTTPError              ... with an HTTP status and error body
 │   │   ├── PromptTooLongAPIError   the prompt does not fit the window (with the gap, when given)
@@ -15,6 +16,7 @@ FoldlineError
 │   │   ├── OverloadedError         529 / 503 / overloaded_error: try again later
 │   │   └── BadOutputError          the server could not parse the model's output (a botched tool call)
 │   ├── ModelConnectionError        no answer: refused, dropped, or an idle stream
+│   │   └── StreamCutError          the server answered, then the reply broke off mid-stream
 │   └── RetriesExhaustedError       the retry layer gave up
 ├── GenerationCancelled             a local model's generation stopped: its client left, or the server stops
 ├── UnexpectedModelBehavior         the model returned something we cannot use
@@ -40,11 +42,13 @@ __all__ = [
     "RequestValidationError",
     "RetriesExhaustedError",
     "SessionsFolderError",
+    "StreamCutError",
     "ToolError",
     "TranscriptError",
     "TranscriptFormatError",
     "TranscriptLockedError",
     "TranscriptWriteError",
+    "TrustStoreError",
     "UnexpectedModelBehavior",
     "UserError",
 ]
@@ -107,6 +111,19 @@ class SessionsFolderError(TranscriptWriteError):
 
 class TranscriptFormatError(TranscriptError):
     """The file is not a transcript foldline can read (bad header, newer format version)."""
+
+
+class TrustStoreError(FoldlineError):
+    """The trust store (`containment.trust`) cannot be written: a read-only home, a file in the way,
+    a full disk. Nothing was confirmed; the settings files stay ignored."""
+
+    def __init__(self, store: str, reason: str) -> None:
+        super().__init__(
+            f"cannot record the confirmation in {store}: {reason}. Nothing was trusted, so the settings "
+            "files stay ignored; make that folder writable (or set $HOME to a home you can write) and "
+            "run `foldline trust` again"
+        )
+        self.store = store
 
 
 class ModelAPIError(FoldlineError):
@@ -214,6 +231,12 @@ class ModelConnectionError(ModelAPIError):
         super().__init__(model, message)
         self.refused = refused
         self.url = url
+
+
+class StreamCutError(ModelConnectionError):
+    """The connection was made and the server began its answer (status 200), then the stream broke
+    off before the message ended: the server died or closed it mid-reply. Retried like any drop;
+    told apart so nobody is sent looking for a server that is not running."""
 
 
 class RetriesExhaustedError(ModelAPIError):

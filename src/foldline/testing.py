@@ -47,7 +47,7 @@ from foldline.api.validate import (
     prompt_too_long_message,
 )
 from foldline.config import output_limits
-from foldline.errors import ModelConnectionError, RequestValidationError, UserError
+from foldline.errors import ModelConnectionError, RequestValidationError, StreamCutError, UserError
 from foldline.providers.anthropic import map_event
 from foldline.providers.base import Capabilities
 from foldline.providers.base import http_error as typed_http_error
@@ -186,7 +186,7 @@ def connection_error(
 
     def build(model: str) -> BaseException:
         if reply is not None:
-            return ModelConnectionError(model, f"connection to {URL} dropped mid-stream")
+            return StreamCutError(model, f"connection to {URL} dropped mid-stream", url=URL)
         why = "connection refused" if refused else "connection failed"
         return ModelConnectionError(model, f"cannot connect to {URL} ({why})", refused=refused, url=URL)
 

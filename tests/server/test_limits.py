@@ -229,24 +229,61 @@ def test_a_connection_without_a_complete_request_head_is_closed(
         assert _closed_within(sock, 5.0)
 
 
-def test_trickled_bodies_cannot_hold_every_slot(serve: Callable[..., Served]) -> None:
-    """Connections that send a head and then trickle their bodies are closed `body_timeout` after
-    the head, and their concurrency slots free: the next client is answered, not told 529."""
-    served = serve(config=ServerConfig(max_concurrent_requests=2, body_timeout=1.0, header_timeout=60))
+def test_trickled_bodies_hold_no_slot(serve: Callable[..., Served]) -> None:
+    """Twice as many connections as there are slots each send a head and trickle their bodies a
+    byte at a time: a request takes its slot only once its body is whole, so the next client is
+    answered, not told 529; and a trickled body that does end is answered too."""
+    served = serve(config=ServerConfig(max_concurrent_requests=2, body_timeout=60.0, header_timeout=60))
     body = dumps({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})
-    slow = [_connect(served) for _ in range(2)]
+    request = _request("/v1/messages", body)
+    head = len(request) - len(body)
+    slow = [_connect(served) for _ in range(4)]
     try:
         for sock in slow:
-            sock.sendall(_request("/v1/messages", body)[: -len(body) + 1])  # the head and one byte
-        time.sleep(0.3)
-        assert _post(served, "/v1/messages", body).status_code == 529  # both slots are held...
-        for sock in slow:
-            sock.sendall(b" ")  # ...by bodies that keep coming, a byte at a time
-            assert _closed_within(sock, 5.0)
+            sock.sendall(request[: head + 1])  # the head and one byte of the body
+        time.sleep(0.3)  # the server has read every head (and would have given out the slots)
         assert _post(served, "/v1/messages", body).status_code == 200
+        for sock in slow:
+            sock.sendall(request[head + 1 : head + 2])  # ...the bodies keep coming, a byte at a time
+        assert _post(served, "/v1/messages/count_tokens", body).status_code == 200
+        slow[0].sendall(request[head + 2 :])  # one trickled body ends: it is answered
+        assert _status_line(slow[0]) == b"HTTP/1.1 200 OK"
     finally:
         for sock in slow:
             sock.close()
+
+
+def test_a_trickled_body_is_closed_after_the_body_timeout(serve: Callable[..., Served]) -> None:
+    served = serve(config=ServerConfig(body_timeout=1.0, header_timeout=60))
+    body = dumps({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})
+    with _connect(served) as sock:
+        sock.sendall(_request("/v1/messages", body)[: -len(body) + 1])  # the head and one byte
+        assert _closed_within(sock, 5.0)
+
+
+def test_bodies_in_transit_share_a_byte_budget(serve: Callable[..., Served]) -> None:
+    """Bodies are read whole before they take a slot, so together they are bounded
+    (`max_pending_body_bytes`): past it a request is a 529, and the budget frees with the body."""
+    body = dumps({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})
+    served = serve(config=ServerConfig(max_pending_body_bytes=3 * len(body), header_timeout=60))
+    big = dumps({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "x" * 400}]})
+    request = _request("/v1/messages", big)
+    held = _connect(served)
+    try:
+        held.sendall(request[: len(request) - len(big) + 3 * len(body) - 10])  # most of the budget
+        refused = None
+        deadline = time.monotonic() + 10
+        while refused is None and time.monotonic() < deadline:
+            response = _post(served, "/v1/messages/count_tokens", body)
+            if response.status_code == 529:
+                refused = response
+        assert refused is not None, "the budget was never full"
+        assert "max_pending_body_bytes" in _error(refused)["message"]
+    finally:
+        held.close()
+    deadline = time.monotonic() + 10
+    while _post(served, "/v1/messages/count_tokens", body).status_code != 200:
+        assert time.monotonic() < deadline, "the budget did not free when the connection closed"
 
 
 def test_an_idle_keep_alive_connection_is_closed(serve: Callable[..., Served]) -> None:

@@ -119,6 +119,19 @@ INDIRECT = [
     bash("find-exec", "find . -exec rm {} \\;", "ask", allow=("Bash(find:*)",)),
     bash("find-execdir-plus", "find . -execdir sh -c 'rm x' {} +", "ask", allow=("Bash(find:*)",)),
     bash("find-plain", "find . -name '*.py'", "allow", allow=("Bash(find:*)",)),
+    # `find -exec` of a read-only command: `{}` is a file under find's START, read like `grep -r`'s
+    bash("find-exec-read-only-plus", "find src -name '*.py' -exec grep -l TODO {} +", "allow"),
+    bash("find-exec-read-only-each", "find src -exec grep -l TODO {} \\;", "allow"),
+    bash("find-exec-read-only-in-cwd", "find -exec wc -l {} +", "allow", extra={"cwd": "{ws}/src"}),
+    bash("find-exec-a-link-out-is-read-where-it-points", "find docs -exec cat {} +", "ask"),
+    bash("find-exec-from-the-top-meets-the-links-out", "find . -name '*.py' -exec grep -l TODO {} +", "ask"),
+    bash("find-exec-start-outside", "find {out} -exec grep -l x {} +", "ask"),
+    bash("find-exec-start-unknown", "find $D -exec cat {} +", "ask"),
+    bash("find-exec-writer", "find src -exec rm {} +", "ask"),
+    bash("find-exec-sed-in-place", "find src -exec sed -i s/a/b/ {} +", "ask"),
+    bash("find-exec-brace-inside-a-word", "find src -exec cat {}.bak \\;", "ask"),
+    bash("find-exec-wrapped", "find src -exec sh -c 'cat $1' sh {} \\;", "ask"),
+    bash("find-execdir-read-only", "find src -execdir grep -l TODO {} +", "ask"),
     bash("timeout-wrapper", "timeout -s KILL 5 git log", "allow", allow=GIT_LOG),
     bash("wrapper-stack", "nice -n 5 nohup env LC_ALL=C time git log", "allow", allow=GIT_LOG),
     bash("wrapper-stack-unknown-variable", "nice -n 5 nohup env A=1 time git log", "ask", allow=GIT_LOG),
@@ -488,3 +501,34 @@ def test_foldline_own_saved_output_is_readable_without_asking(tmp_path: Path) ->
     assert check_permission("Read", read, ctx, denied, "default").behavior == "deny"
     plain = ToolContext(workspace=workspace)
     assert check_permission("Read", read, plain, PermissionRules(), "default").behavior == "ask"
+
+
+def test_the_issues_find_exec_search_runs_in_default_mode_without_asking(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("# TODO: later\n")
+    ctx = ToolContext(workspace=tmp_path)
+    for command in (
+        "find . -name '*.py' -exec grep -l TODO {} +",
+        "find . -name '*.py' -exec grep -l TODO {} \\;",
+    ):
+        decision = check_permission("Bash", {"command": command}, ctx, PermissionRules(), "default")
+        assert decision.behavior == "allow", (command, decision)
+    (tmp_path / "pkg" / "up").symlink_to(tmp_path.parent)  # now a file found may lead out of it
+    decision = check_permission("Bash", {"command": "find . -exec grep -l TODO {} +"}, ctx, PermissionRules())
+    assert decision.behavior == "ask", decision
+    assert "outside the workspace" in decision.reason
+
+
+def test_find_exec_asks_when_a_file_under_its_start_is_denied_to_read(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("print()\n")
+    ctx = ToolContext(workspace=tmp_path)
+    command = {"command": "find pkg -name '*.py' -exec cat {} +"}
+    for allow in ((), ("Bash(cat:*)",)):  # an allow rule for the reader does not lift a read deny
+        rules = PermissionRules.from_lists(allow=allow, deny=("Read(**/.env)",))
+        assert check_permission("Bash", command, ctx, rules).behavior == "allow"  # nothing denied there
+        (tmp_path / "pkg" / ".env").write_text("KEY=1\n")
+        decision = check_permission("Bash", command, ctx, rules)
+        assert decision.behavior == "ask", decision
+        assert ".env" in decision.reason
+        (tmp_path / "pkg" / ".env").unlink()

@@ -799,3 +799,54 @@ def test_a_workspace_that_is_the_home_still_asks_before_reading_its_keys(
         assert notes.behavior == "allow"  # the same check lets the rest of the workspace be read
         bash = check_permission("Bash", {"command": f"cat {home / '.ssh' / 'id_ed25519'}"}, ctx)
         assert bash.behavior == "ask"
+
+
+_PEP_668 = (
+    "error: externally-managed-environment\n\n× This environment is externally managed\n"
+    "╰─> To install Python packages system-wide, try apt install python3-xyz\n"
+)
+
+
+def test_pip_refused_by_an_externally_managed_python_gets_a_note_on_a_venv_in_the_workspace(
+    workspace: Path,
+) -> None:
+    from foldline.tools.bash import _explain_sandbox
+
+    ctx = ToolContext(workspace=workspace, sandbox=_sandbox())
+    refused = ToolResult(f"[stderr]\n{_PEP_668}Exit code: 1", is_error=True, structured={"exit_code": 1})
+    text = str(_explain_sandbox("pip install requests", refused, ctx).content)
+    assert text.startswith(f"[stderr]\n{_PEP_668}")  # the output stays as it was
+    assert "Note: Bash runs in foldline's OS sandbox" in text
+    assert "python3 -m venv .venv && .venv/bin/pip install NAME" in text
+    assert "The sandbox has no network" in text  # offline by default: say what pip can reach
+    online = ToolContext(workspace=workspace, sandbox=_sandbox(SandboxPolicy(network=True)))
+    assert "no network" not in str(_explain_sandbox("pip install requests", refused, online).content)
+    installed = ToolResult("Successfully installed requests", structured={"exit_code": 0})
+    assert _explain_sandbox("pip install requests", installed, ctx) is installed  # no note when it worked
+
+
+def _externally_managed_python() -> str | None:
+    """A system Python that refuses pip installs (PEP 668) and has pip, or None."""
+    python = "/usr/bin/python3"
+    probe = (
+        "import sys, sysconfig, pathlib, pip\n"
+        "sys.exit(not pathlib.Path(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED').exists())"
+    )
+    try:
+        ok = subprocess.run([python, "-c", probe], capture_output=True, timeout=60).returncode == 0
+    except OSError:
+        return None
+    return python if ok else None
+
+
+@needs_bwrap
+def test_a_real_pip_install_into_the_system_python_inside_the_sandbox_says_what_to_do(
+    workspace: Path,
+) -> None:
+    python = _externally_managed_python()
+    if python is None:
+        pytest.skip("no externally managed system Python with pip here")
+    result = _bash(f"{python} -m pip install requests", ToolContext(workspace=workspace, sandbox=_sandbox()))
+    assert result.is_error, result.content
+    assert "externally-managed-environment" in str(result.content)  # pip itself refused
+    assert "python3 -m venv .venv" in str(result.content)

@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "foldline.cli.inspect",
         "Print SESSION's prompt-cache statistics: hit share, writes and reads, breaks with causes and cost.",
     ),
-    "chat": ("foldline.cli.chat", "Talk to the agent: one turn with -p (or stdin), otherwise a REPL."),
+    "chat": ("foldline.cli._chat_flags", "Talk to the agent: one turn with -p (or stdin), otherwise a REPL."),
     "demo": (
         "foldline.cli.demo",
         "Run a long coding session on a small window, every level on, beside the same one unmanaged.",

@@ -16,6 +16,7 @@ from foldline.errors import (
     ModelConnectionError,
     ModelHTTPError,
     SessionsFolderError,
+    StreamCutError,
     TranscriptWriteError,
 )
 
@@ -50,6 +51,13 @@ def explain(error: FoldlineError, base_url: str | None = None, *, repl: bool = F
             f"{where} answered HTTP {cause.status} with a web page, not the Messages API ({page}). "
             "Point --base-url (or $ANTHROPIC_BASE_URL) at a server that speaks the Messages API, "
             "e.g. one started with `foldline serve`."
+        )
+    if isinstance(cause, StreamCutError):
+        where = cause.url or base_url or "the model server"
+        return (
+            f"the model server at {where} answered, then its reply broke off mid-stream: {cause.message}. "
+            "The server was reached, so this is no address or key problem: it stopped or closed the "
+            "connection while answering (see its log); send the prompt again once it is up."
         )
     if isinstance(cause, ModelConnectionError) and cause.url:
         what = "nothing is listening there" if cause.refused else cause.message

@@ -13,6 +13,8 @@ Invariants:
   a line finished with Enter runs as the next prompt, an unfinished one is put back in the input
   line. The approval prompt's line editor takes the keyboard over while it asks and gives it back
   after; Esc there answers no.
+- While the line editor reads, whatever is printed to stdout (a background notice, a warning) appears
+  above the line being typed, which is drawn again below it (`patch_stdout`), never in the middle of it.
   Elsewhere (a pipe) the terminal is not touched, and Ctrl-C is a SIGINT the turn's handler turns
   into a cancellation.
 """
@@ -31,6 +33,7 @@ from typing import Final, Protocol
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
+from prompt_toolkit.patch_stdout import patch_stdout
 
 __all__ = [
     "CLEARED",
@@ -145,7 +148,10 @@ class _TerminalReader:
 
     async def __call__(self, prompt: str, default: str = "", accept: bool = False) -> str | None:
         try:
-            return await self.session.prompt_async(prompt, default=default, accept_default=accept)
+            # what is printed meanwhile (a background notice) goes above the line being typed, and
+            # the line is drawn again under it; raw: rich's colours pass as they are
+            with patch_stdout(raw=True):
+                return await self.session.prompt_async(prompt, default=default, accept_default=accept)
         except EOFError:
             return None
         except KeyboardInterrupt:

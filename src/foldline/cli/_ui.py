@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import textwrap
 import time
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -143,7 +144,11 @@ def _image_line(block: Mapping[str, Any]) -> str:
     return f"[image: {media_type}{dims}, {size / 1024:,.1f} KB]"
 
 
-def result_preview(block: Mapping[str, Any], lines: int = 4, width: int = 100) -> list[str]:
+_PREVIEW_WIDTH = 100
+"""Characters of one output line a tool result shows, on a terminal wide enough (a note is whole)."""
+
+
+def result_preview(block: Mapping[str, Any], lines: int = 4, width: int = _PREVIEW_WIDTH) -> list[str]:
     """What a tool result shows in the REPL: its first `lines` non-blank lines, each escaped, tabs
     expanded (a Read's `     1\tcode` reads as code) and cut at a word boundary, then `… +N lines`
     for the rest; an image as its type, size and dimensions; `(no output)` when there is nothing."""
@@ -160,21 +165,28 @@ def result_preview(block: Mapping[str, Any], lines: int = 4, width: int = 100) -
     rows = [row for row in rows if row.strip()]
     if not rows:
         return ["(no output)"]
-    shown = [clip_words(escape_controls(row), width) for row in rows[:lines]]
+    # a note is read whole (wrapped by the renderer), never clipped mid-sentence like output
+    head = set(_workspace_notes(rows[:lines]))
+    shown = [
+        escape_controls(row) if row in head else clip_words(escape_controls(row), width)
+        for row in rows[:lines]
+    ]
     notes = _workspace_notes(rows[lines:])
     if len(rows) > lines + len(notes):
         shown.append(f"… +{len(rows) - lines - len(notes)} lines")
-    return shown + [clip_words(escape_controls(row), width) for row in notes]
+    return shown + [escape_controls(row) for row in notes]
 
 
 _ALWAYS_SHOWN = (
+    "Note: ",
     "Workspace: ",
     "Held back, not applied",
     "Warning: this command changed",
     "Changed by someone else",
 )
-"""What a call did to the workspace, and what was held back or warned about: shown however long
-the output above it is (the user, not only the model, must see it)."""
+"""What a call did to the workspace, what was held back or warned about, and what the sandbox did
+to a command (`tools.bash`'s notes): shown whole however long the output above it is (the user, not
+only the model, must see it)."""
 
 
 def _workspace_notes(rows: list[str]) -> list[str]:
@@ -327,8 +339,13 @@ class Renderer:
             results = [b for b in record.message.content if b.get("type") == "tool_result"]
             for block in results:
                 style = "red" if block.get("is_error") else "dim"
-                preview = result_preview(block)
-                lines = [f"  ⎿ {preview[0]}", *(f"    {line}" for line in preview[1:])]
+                # a long line (a note) wraps under its own indent, at the terminal's width
+                width = max(self.console.width - 4, 20)
+                preview = result_preview(block, width=min(_PREVIEW_WIDTH, width))
+                lines = [
+                    textwrap.fill(line, width + 4, initial_indent=first, subsequent_indent="    ")
+                    for first, line in zip(["  ⎿ ", *["    "] * (len(preview) - 1)], preview, strict=True)
+                ]
                 self.print(Text("\n".join(lines), style=style))
             if results and self._in_turn:
                 self._set_phase("waiting for the model")

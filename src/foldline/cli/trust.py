@@ -18,7 +18,7 @@ import click
 from foldline.cli import cli
 from foldline.containment.safe_read import escape_controls
 from foldline.containment.trust import trust as record_trust
-from foldline.errors import FoldlineError
+from foldline.errors import FoldlineError, TrustStoreError
 from foldline.settings import describe_effect, load_settings, read_settings_bytes
 
 __all__ = ["confirm_settings", "trust"]
@@ -49,14 +49,31 @@ def confirm_settings(
         f"Trust {'this settings file' if len(paths) == 1 else 'these settings files'}? They may allow "
         "commands without asking, change the permission mode and open the Bash sandbox"
     )
-    if not assume_yes and not click.confirm(question, default=False, err=True):
+    if not assume_yes and not _confirm(question):
         click.echo("Not trusted: their allow rules, mode and sandbox settings stay ignored.", err=True)
         return False
-    for path, raw in shown:
-        record_trust(path, home, raw)
+    try:
+        for path, raw in shown:
+            record_trust(path, home, raw)
+    except TrustStoreError as e:
+        raise click.ClickException(str(e)) from e
     files = f"{len(paths)} file{'s' if len(paths) != 1 else ''}"
     click.echo(f"Trusted {files} (until the next change).", err=True)
     return True
+
+
+def _confirm(question: str) -> bool:
+    """The person's yes or no; with no one to ask (stdin at its end: `</dev/null`, a script), say how
+    to answer without a prompt rather than click's bare "Aborted!"."""
+    try:
+        return click.confirm(question, default=False, err=True)
+    except click.Abort as e:
+        if not isinstance(e.__context__, EOFError):
+            raise  # Ctrl-C: the person stopped it
+        raise click.ClickException(
+            "no answer: stdin ended before a yes or no (nothing was trusted). Run it in a terminal, "
+            "or pass --yes to trust the files shown above without asking"
+        ) from None
 
 
 @cli.command("trust")

@@ -14,6 +14,7 @@ what is confirmed is exactly what the user saw, never what a command wrote there
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from foldline._json import JSONDecodeError, dumps, loads
 from foldline.containment.safe_read import read_regular_file
+from foldline.errors import TrustStoreError
 
 __all__ = ["is_trusted", "store_path", "trust"]
 
@@ -55,15 +57,27 @@ def is_trusted(path: Path, home: Path, content: bytes | None = None) -> bool:
 
 def trust(path: Path, home: Path, content: bytes | None = None) -> None:
     """Record `path` holding `content` (default: its current bytes) as confirmed by the user
-    (atomically; other entries kept)."""
+    (atomically; other entries kept).
+
+    Raises:
+        TrustStoreError: the store cannot be written (a read-only home, a file in the way); the
+            store is left as it was.
+    """
     digest = _digest(path, content)
     if digest is None:
         return
     files = _load(home)
     files[os.path.realpath(path)] = digest
     store = store_path(home)
-    store.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=store.parent, prefix=".trusted.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(dumps({"files": files}, indent=True).decode() + "\n")
-    os.replace(tmp, store)
+    tmp: str | None = None
+    try:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=store.parent, prefix=".trusted.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(dumps({"files": files}, indent=True).decode() + "\n")
+        os.replace(tmp, store)
+    except OSError as e:
+        if tmp is not None:  # a half-written copy must not linger beside the store
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise TrustStoreError(str(store), e.strerror or str(e)) from e

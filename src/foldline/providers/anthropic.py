@@ -21,7 +21,7 @@ from typing import Any, cast
 import anthropic
 import httpx2
 
-from foldline.errors import ModelConnectionError
+from foldline.errors import ModelConnectionError, StreamCutError
 from foldline.providers.base import CAPABILITIES_HEADER, Capabilities, advertised_capabilities, http_error
 from foldline.stream import (
     BlockStart,
@@ -117,10 +117,12 @@ class AnthropicProvider:
         headers = {"anthropic-beta": ",".join(betas)} if betas else None
         request = {k: v for k, v in body.items() if k != "stream" and k in _SDK_PARAMS}
         extra = {k: v for k, v in body.items() if k != "stream" and k not in _SDK_PARAMS} or None
-        with _map_api_errors(model, str(self._client.base_url)):
+        answered: list[bool] = []  # the server sent its status and headers: a later failure is a cut
+        with _map_api_errors(model, str(self._client.base_url), answered):
             events = await self._client.messages.create(
                 **request, stream=True, extra_headers=headers, extra_body=extra
             )
+            answered.append(True)
             try:
                 async for raw in events:
                     event = map_event(raw.model_dump(mode="json", exclude_none=True))
@@ -212,8 +214,9 @@ _COUNTED = ("model", "messages", "system", "tools", "tool_choice", "thinking")
 
 
 @contextmanager
-def _map_api_errors(model: str, url: str) -> Iterator[None]:
-    """Turn SDK exceptions into foldline's, most specific first, keeping the cause."""
+def _map_api_errors(model: str, url: str, answered: Sequence[bool] = ()) -> Iterator[None]:
+    """Turn SDK exceptions into foldline's, most specific first, keeping the cause. A connection
+    failure once `answered` holds something (the response began) is a `StreamCutError`."""
     try:
         yield
     except anthropic.APIStatusError as e:
@@ -232,11 +235,13 @@ def _map_api_errors(model: str, url: str) -> Iterator[None]:
             in_stream=in_stream,
         ) from e
     except anthropic.APIConnectionError as e:
+        if answered:  # the SDK words a read that broke off as a failure to connect
+            raise StreamCutError(model, f"the reply from {url} broke off mid-stream ({e})", url=url) from e
         refused = _refused(e)
         why = "connection refused" if refused else str(e)
         raise ModelConnectionError(model, f"cannot connect to {url} ({why})", refused=refused, url=url) from e
     except httpx2.TransportError as e:  # a stream cut mid-body surfaces unwrapped from the SDK
-        raise ModelConnectionError(model, f"connection to {url} dropped mid-stream: {e!r}") from e
+        raise StreamCutError(model, f"the reply from {url} broke off mid-stream ({e!r})", url=url) from e
 
 
 def _refused(error: BaseException) -> bool:

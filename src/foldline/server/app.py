@@ -898,8 +898,10 @@ def create_app(
         middleware=[
             Middleware(_AccessLog, state=state),
             Middleware(_AdvertiseCapabilities),
-            Middleware(ConcurrencyLimit, config=config),
+            # the guard first: a request it refuses is never read, and the body a slot waits for
+            # is read through its cap
             Middleware(RequestGuard, config=config),
+            Middleware(ConcurrencyLimit, config=config),
         ],
         exception_handlers={
             _ApiError: _on_api_error,

@@ -43,12 +43,17 @@ class ServerConfig:
     """Most JSON values one body may hold (`limits.check_values`): about 31,000 per MB at the body cap,
     half again what a tool-heavy session's requests carry (about 21,000); 8 MB of `{}` is 2.7 million."""
     max_concurrent_requests: int = 32
-    """Requests in flight at once (streams until their last event); one more is a 529 `overloaded_error`."""
+    """Requests in flight at once (streams until their last event); one more is a 529 `overloaded_error`.
+    A request takes its slot once its body has arrived whole, so a trickled body holds none."""
+    max_pending_body_bytes: int = 128 * 1024 * 1024
+    """Bytes of request bodies still arriving, all connections together (each body is read whole
+    before its request takes a slot); a chunk past it is a 529 for its request. Bounds the memory
+    bodies in transit take: four bodies at the cap (`max_request_bytes`), thousands of ordinary ones."""
     header_timeout: float = 10.0
     """Seconds a connection may take to send a complete request head before it is closed (slowloris)."""
     body_timeout: float = 60.0
     """Seconds a request's body may take to arrive after its head before the connection is closed:
-    32 MB (`max_request_bytes`) at about 0.5 MB/s; a trickled body holds a concurrency slot."""
+    32 MB (`max_request_bytes`) at about 0.5 MB/s."""
     keep_alive_timeout: int = 5
     """Seconds an idle keep-alive connection is kept after a response (uvicorn's `timeout_keep_alive`)."""
     shutdown_timeout: float = 0.5

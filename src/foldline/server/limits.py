@@ -11,15 +11,18 @@ Three bounds beside the guard's body cap (`guard`), each a number in `ServerConf
   between the two was a 500; now it is a 400 that says so.
 - **Concurrency** (`ConcurrencyLimit`): at most `max_concurrent_requests` requests in flight,
   streams until their last event; one more is answered at once with the API's 529
-  `overloaded_error`, which every client already retries with backoff. With the shape bound, this
-  bounds the server's memory: concurrency x the cost of one capped body.
+  `overloaded_error`, which every client already retries with backoff. A request takes its slot
+  only once its body has arrived whole: a client that trickles its body (a byte every few seconds)
+  costs a connection, never a slot, so 32 of them cannot lock everyone else out. Bodies still
+  arriving share `max_pending_body_bytes` (past it, 529). With the shape bound, this bounds the
+  server's memory: concurrency x the cost of one capped body, plus the bodies in transit.
 - **Idle connections** (`uvicorn_config`): uvicorn closes a keep-alive connection idle for
   `keep_alive_timeout` seconds after a response, but never one that has not finished sending its
   request head (a client that connects and says nothing, or trickles headers: slowloris). The
   protocol here closes a connection whose request head is not complete `header_timeout` seconds
   after its first byte could have come, and one whose body is not complete `body_timeout` seconds
-  after its head (a client that trickles its body would otherwise hold one of the
-  `max_concurrent_requests` slots for as long as it likes: 32 of them lock everyone out).
+  after its head (a client that trickles its body would otherwise keep its connection, and its
+  share of `max_pending_body_bytes`, for as long as it likes).
 
 Stopping (`uvicorn_server`): told to stop (SIGTERM, Ctrl-C, or `should_exit` set), the server calls
 its `on_exit` at once, before uvicorn waits for open responses (the app's `ServerState.close`
@@ -33,7 +36,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from foldline._json import JSONEncodeError, dumps
 from foldline.errors import RequestValidationError
@@ -110,34 +114,88 @@ def check_depth(body: object) -> None:
 class ConcurrencyLimit:
     """ASGI middleware: at most `max_concurrent_requests` HTTP requests in flight, else 529 at once.
 
-    A request counts from its first byte to its response's last (a stream until its final event),
-    so slow readers of long streams hold their slot. Counting is plain: every request runs on the
+    A request counts from the moment its body has arrived whole to its response's last byte (a
+    stream until its final event), so slow readers of long streams hold their slot and slow
+    writers of bodies do not. The body is read here first, within `max_pending_body_bytes` for all
+    bodies still arriving, and handed to the app as one message; later `receive` calls (the app
+    watching for a disconnect) go to the connection. Counting is plain: every request runs on the
     one event loop.
     """
 
     def __init__(self, app: ASGIApp, *, config: ServerConfig) -> None:
         self.app = app
         self.limit = config.max_concurrent_requests
+        self.max_pending = config.max_pending_body_bytes
         self.in_flight = 0
+        self.pending = 0
+        """Bytes of bodies read so far by requests whose bodies have not all arrived."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        try:
+            body = await self._body(receive)
+        except _PendingFull:
+            await _overloaded(
+                f"Overloaded: {self.max_pending:,} bytes of request bodies are already arriving "
+                "(ServerConfig.max_pending_body_bytes); retry with backoff."
+            )(scope, receive, send)
+            return
+        if body is None:  # the client left before its body was whole: nothing to answer
+            return
         if self.in_flight >= self.limit:
-            response = error_response(
-                529,
+            await _overloaded(
                 f"Overloaded: this server is already answering {self.limit} requests "
-                "(ServerConfig.max_concurrent_requests); retry with backoff.",
-                "overloaded_error",
-            )
-            await response(scope, receive, send)
+                "(ServerConfig.max_concurrent_requests); retry with backoff."
+            )(scope, receive, send)
             return
         self.in_flight += 1
+        handed = False
+
+        async def whole_body() -> Message:
+            nonlocal handed
+            if handed:
+                return await receive()
+            handed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, whole_body, send)
         finally:
             self.in_flight -= 1
+
+    async def _body(self, receive: Receive) -> bytes | None:
+        """The request's whole body, or None when the client disconnected first.
+
+        Raises:
+            _PendingFull: this chunk would take the bodies in transit past `max_pending`.
+        """
+        chunks: list[bytes] = []
+        taken = 0
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return None
+                chunk: bytes = message.get("body", b"")
+                if self.pending + len(chunk) > self.max_pending:
+                    raise _PendingFull
+                self.pending += len(chunk)
+                taken += len(chunk)
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+        finally:
+            self.pending -= taken
+
+
+class _PendingFull(Exception):
+    """A body chunk would take the bodies in transit past `max_pending_body_bytes`."""
+
+
+def _overloaded(message: str) -> Response:
+    return error_response(529, message, "overloaded_error")
 
 
 class _Timer:

@@ -106,6 +106,10 @@ class SimpleCommand:
     wrapper: bool = False
     """Only carries an inner command (`timeout 5 X`, `sh -c X`): deny and ask rules apply to it,
     but it needs no allow of its own; the inner command is judged as itself."""
+    each_found: tuple[str, ...] = ()
+    """Run by `find START… -exec` on the files it finds: the START paths (as written) that each
+    `{}` word names a file under; empty for any other command. Its `{}` words stay dynamic: the
+    checker decides whether a file found there is harmless to this command (a read-only one)."""
 
     def __post_init__(self) -> None:
         if len(self.dynamic) != len(self.words):
@@ -893,10 +897,27 @@ def _unwrap_shell(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[Si
     return [own, *_script(cmd.words[i], cmd, _child_env(cmd.env, counter), depth, counter, cmd.dynamic[i])]
 
 
+def _find_starts(cmd: SimpleCommand) -> tuple[str, ...]:
+    """The START paths of `find [-H|-L|-P|-D X|-ON] START… EXPRESSION` (`.` when none is given),
+    or `()` when one is only known at run time."""
+    words, i = cmd.words, 1
+    while i < len(words) and (words[i] in ("-H", "-L", "-P", "-D") or re.fullmatch(r"-O\d*", words[i])):
+        i += 2 if words[i] == "-D" else 1
+    starts = []
+    while i < len(words) and not words[i].startswith(("-", "(", ")", "!", ",")):
+        if cmd.dynamic[i]:
+            return ()
+        starts.append(words[i])
+        i += 1
+    return tuple(starts) or (".",)
+
+
 def _unwrap_find(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[SimpleCommand]:
-    """For `find … -exec CMD … ;`: the find itself (minus the -exec parts) and each CMD."""
+    """For `find … -exec CMD … ;`: the find itself (minus the -exec parts) and each CMD; a CMD run
+    by `-exec`/`-ok` knows the START paths its `{}` names files under (`each_found`)."""
     keep: list[int] = []
     inner: list[SimpleCommand] = []
+    starts = _find_starts(cmd)
     words, i = cmd.words, 0
     while i < len(words):
         if words[i] in _FIND_EXEC and not cmd.dynamic[i]:
@@ -907,10 +928,13 @@ def _unwrap_find(cmd: SimpleCommand, depth: int, counter: list[int]) -> list[Sim
             # `{}` becomes each file found: a path only known at run time
             dyn = tuple(cmd.dynamic[k] or "{}" in words[k] for k in range(i + 1, end))
             env = _child_env(cmd.env, counter)
+            found: tuple[str, ...] = starts
             if words[i] in ("-execdir", "-okdir"):
                 # CMD runs in the folder of each file found: relative paths are only known then
                 inner.append(SimpleCommand(("cd", "{}/.."), (), (False, True), (), env))
-            inner.extend(unwrap(SimpleCommand(argv, (), dyn, (), env), depth + 1, counter))
+                found = ()
+            command = SimpleCommand(argv, (), dyn, (), env, each_found=found)
+            inner.extend(unwrap(command, depth + 1, counter))
             i = end + 1
         else:
             keep.append(i)

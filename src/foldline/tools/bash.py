@@ -245,6 +245,20 @@ def _explain_sandbox(command: str, result: ToolResult, ctx: ToolContext) -> Tool
             ".foldline or .claude; a workspace that is no git repository cannot become one here "
             "(the user runs `git init`)."
         )
+    if result.is_error and "externally-managed-environment" in text:
+        reach = (
+            ""
+            if network
+            else " The sandbox has no network, so pip can install only from files in the workspace "
+            "until the user turns it on."
+        )
+        notes.append(
+            "pip refuses to install into the system's Python (PEP 668), and the system is read-only "
+            "here anyway. Make a virtual environment inside the workspace and install into it: "
+            "`python3 -m venv .venv && .venv/bin/pip install NAME` (then run `.venv/bin/python`). "
+            "Not --break-system-packages, --user or pipx: they write outside the workspace, which "
+            "the sandbox throws away." + reach
+        )
     home = str(Path.home())
     vanished = sorted(
         {

@@ -376,9 +376,13 @@ def _first_bash_rule(rules: tuple[Rule, ...], cmd: SimpleCommand) -> Rule | None
     )
 
 
-def _harmless_dynamic(cmd: SimpleCommand, index: int) -> bool:
+def _harmless_dynamic(cmd: SimpleCommand, index: int, effects: Effects) -> bool:
     """A word only known at run time that still cannot change what runs or what is written: any
-    argument of `echo`/`printf` (not `printf -v`), a `git commit -m` message."""
+    argument of `echo`/`printf` (not `printf -v`), a `git commit -m` message, the `{}` of a
+    read-only command `find -exec` runs (a file under find's START paths: the recursive reads
+    `effects` carries for it are checked like `grep -r`'s, and links out of them below)."""
+    if cmd.each_found and cmd.words[index] == "{}":
+        return effects.read_only
     if cmd.name in ("echo", "printf") and "/" not in cmd.words[0]:
         return cmd.words[1:2] != ("-v",)
     return cmd.name == "git" and cmd.words[index - 1] in ("-m", "--message")
@@ -411,7 +415,9 @@ def _check_simple(
     if effects.runs:
         # an allow rule for `sed` or `git` is not an allow for the program they would start
         return Decision("ask", f"`{label}`: {effects.runs[0]}; it needs approval")
-    dynamic = [w for i, w in enumerate(cmd.words) if cmd.dynamic[i] and not _harmless_dynamic(cmd, i)]
+    dynamic = [
+        w for i, w in enumerate(cmd.words) if cmd.dynamic[i] and not _harmless_dynamic(cmd, i, effects)
+    ]
     if dynamic:
         return Decision("ask", f"`{dynamic[0]}` in `{label}` is only known at run time")
     if cmd.wrapper:
@@ -546,6 +552,8 @@ def _bash_checks(
             if effects.read_only and verdict.rule is None and mode != "bypassPermissions" and not cmd.wrapper:
                 # allowed for being read-only, not by a rule: what it reads must be readable
                 yield from _read_checks(effects, cwd, ctx, rules, mode, known=known)
+            if cmd.each_found and "{}" in cmd.words:
+                yield from _found_files(cmd, cwd, ctx, rules, mode, known=known)
         if _changes_dir(cmd):
             dirs.change(cmd)
 
@@ -801,6 +809,49 @@ def _read_denials(
 
 
 _SCAN_LIMIT = 5000
+
+
+def _found_files(
+    cmd: SimpleCommand,
+    cwd: Path,
+    ctx: ToolContext,
+    rules: PermissionRules,
+    mode: PermissionMode,
+    *,
+    known: bool,
+) -> Iterable[Decision]:
+    """`find START -exec CMD {}` hands CMD files from anywhere under START (find's own tests, such
+    as `-name`, are not modelled): a file there that a read-deny rule covers may be among them, so
+    it asks; a link is read where it points, so its target is checked as a read (one outside the
+    workspace asks). START itself is checked as find's own read."""
+    denies = _read_deny_rules(rules)
+    seen = 0
+    for raw in cmd.each_found:
+        if _uncertain(raw, known):
+            yield Decision("ask", f"`{raw}` is relative to a directory only known at run time")
+        root = _access(raw, cwd, write=False).path
+        if denies and (denied := _denied_under(root, denies, ctx, skip_hidden=False)) is not None:
+            yield Decision("ask", f"`{cmd.text}` may be given {denied}, which a rule denies reading")
+        visited: set[str] = set()
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+            real = os.path.realpath(dirpath)
+            if real in visited:
+                dirnames[:] = []
+                continue
+            visited.add(real)
+            for name in (*dirnames, *filenames):
+                seen += 1
+                if seen > _SCAN_LIMIT:  # too large to look through: fail closed
+                    yield Decision("ask", f"too many files under {raw} to check what `{cmd.text}` reads")
+                    return
+                path = Path(dirpath, name)
+                if not path.is_symlink():
+                    continue
+                verdict = _check_access(_access(str(path), cwd, write=False), "Bash", ctx, rules, mode)
+                if verdict.behavior == "deny":  # find's tests may pass it by: ask, as for a file
+                    reason = f"`{cmd.text}` may be given {path}, which leads to a file a rule denies reading"
+                    verdict = Decision("ask", reason, verdict.rule)
+                yield verdict
 
 
 def _denied_under(root: Path, denies: list[Rule], ctx: ToolContext, skip_hidden: bool) -> Path | None:
