@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from foldline.api.validate import output_too_long_message
 from foldline.cli.chat import compact_command
 from foldline.compact.autocompact import SUMMARY_LEAD, AutoCompactStage, install_autocompact
 from foldline.compact.pipeline import CompactionContext, StageResult
@@ -22,7 +23,7 @@ from foldline.config import AutoCompactConfig, Config, RetryConfig, SessionMemor
 from foldline.engine import QueryEngine
 from foldline.errors import PromptTooLongError
 from foldline.server.caching import flatten, total_tokens
-from foldline.testing import FunctionProvider
+from foldline.testing import FunctionProvider, http_error
 from foldline.timeline import (
     AttachmentEntry,
     CompactBoundary,
@@ -512,3 +513,86 @@ async def test_precompact_hooks_run_before_an_automatic_compaction(harness: Call
         assert turns < 12
     summary_at = next(n for n, r in enumerate(h.requests()) if SUMMARY_ASK in str(r.last_user_text()))
     assert hooked == [summary_at]  # once, just before the summary request went out
+
+
+class _ClaimsTheGap(_Drain):
+    """Collapse's drain as it was seen on a small window: it says it freed the whole gap (its
+    estimate) and the server still counts the retry over the window."""
+
+    async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
+        result = await super().on_prompt_too_long(ctx, gap_tokens)
+        return dataclasses.replace(result, tokens_freed=(gap_tokens or 0) + 1)
+
+
+def _engine(provider: FunctionProvider, config: Config, workspace: Path) -> QueryEngine:
+    return QueryEngine(
+        provider=provider, config=config, workspace=workspace, timeline=Timeline(session_id="s")
+    )
+
+
+def _answers(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+    last = str(body["messages"][-1])
+    return {"text": _summary() if SUMMARY_ASK in last else "ok"}
+
+
+async def test_a_drain_that_frees_too_little_leaves_the_retry_to_reactive_compaction(tmp_path: Path) -> None:
+    """R5.4: the retry's refusal goes on down the chain to the level not yet asked; it does not end
+    the turn with "still too long" while reactive AutoCompact has never run."""
+    provider = FunctionProvider(_answers, context_window=5_000)
+    config = Config(retry=RetryConfig(base_backoff_s=0.01), **_small(buffer=1_000))
+    engine = _engine(provider, config, tmp_path)
+    drain = _ClaimsTheGap()
+    engine.stages = [drain]
+    stage = install_autocompact(engine)
+    await engine.submit_message("hello")
+    for turn, count in enumerate((600, 600), start=1):
+        await engine.submit_message(f"p{turn} " + _words(count, f"p{turn}w"))
+    result = await engine.submit_message("p3 " + _words(1_400, "p3w"))
+    assert result.text == "ok"
+    assert len(drain.asked) == 1  # the drain was asked once, first...
+    reactive = [r for r in stage.receipts if r.data and r.data.get("trigger") == "reactive"]
+    assert [r.data["outcome"] for r in reactive if r.data] == ["compacted"]  # ...then the next level
+    statuses = [c.status for c in provider.calls if SUMMARY_ASK not in str(c.body["messages"][-1])]
+    assert statuses[-3:] == [400, 400, 200]  # refused, refused after the drain, answered
+    too_long = [c for c in provider.calls if c.status == 400]
+    assert all(total_tokens(flatten(c.body)) > 5_000 for c in too_long)  # the prompt, not the reply
+
+
+async def test_each_level_is_asked_once_then_the_turn_ends_with_one_message(tmp_path: Path) -> None:
+    """A chain whose every level acted and a retry still refused: one clear message, no loop."""
+    provider = FunctionProvider(_answers, context_window=5_000)
+    config = Config(retry=RetryConfig(base_backoff_s=0.01), **_small(buffer=1_000))
+    engine = _engine(provider, config, tmp_path)
+    first, second = _ClaimsTheGap(), _ClaimsTheGap()
+    second.name = "microcompact"
+    engine.stages = [first, second]
+    await engine.submit_message("hello")
+    await engine.submit_message("again")
+    with pytest.raises(PromptTooLongError, match="still too long after compacting automatically"):
+        await engine.submit_message("p3 " + _words(3_000, "p3w"))
+    assert (len(first.asked), len(second.asked)) == (1, 1)
+
+
+async def test_no_room_for_the_reply_beside_the_prompt_is_compacted_not_the_end(tmp_path: Path) -> None:
+    """A prompt that fits the server's window with too little room for a reply beside it (a prompt
+    at the blocking limit of a server whose window is that limit) is recovered from by compaction,
+    not ended as "no room for the reply"."""
+    config = Config(retry=RetryConfig(base_backoff_s=0.01), **_small(buffer=1_000))
+
+    def answer(body: dict[str, Any], betas: tuple[str, ...]) -> Any:
+        prompt = total_tokens(flatten(body))
+        if SUMMARY_ASK not in str(body["messages"][-1]) and prompt > 3_000:
+            # the server's window is the prompt and 100 tokens: fits alone, no room for the reply
+            return http_error(400, output_too_long_message(prompt, body["max_tokens"], prompt + 100))
+        return _answers(body, betas)
+
+    provider = FunctionProvider(answer)
+    engine = _engine(provider, config, tmp_path)
+    stage = install_autocompact(engine)
+    await engine.submit_message("hello")
+    await engine.submit_message("p1 " + _words(800, "p1w"))
+    result = await engine.submit_message("p2 " + _words(600, "p2w"))
+    assert result.text == "ok"
+    assert [c.status for c in provider.calls].count(400) == 1  # the case ran: refused once
+    compacted = [r.data for r in stage.receipts if r.data and r.data.get("outcome") == "compacted"]
+    assert [d["trigger"] for d in compacted] == ["reactive"]
