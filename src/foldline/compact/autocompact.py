@@ -43,6 +43,7 @@ from foldline._types import Block, JSONObject
 from foldline.compact.api_rounds import drop_oldest_rounds, recent_tail_start, shrink_oversized
 from foldline.compact.ctx_agent import opens_turn
 from foldline.compact.fork import ask_forked, check_fits_alone
+from foldline.compact.mechanical import MECHANICAL_NOTICE, mechanical_fold, said_before
 from foldline.compact.pipeline import CompactionContext, Stage, StageResult
 from foldline.compact.prompts import SUMMARY_SECTIONS, read_summary, summary_prompt
 from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
@@ -86,6 +87,11 @@ class CompactionFailed(Exception):
     """A summary could not be had; the message is the reason the receipt gives."""
 
 
+class SummaryUnusable(CompactionFailed):
+    """The model answered, but not with a summary (empty or malformed, R3.4.9): a reactive
+    compaction commits a mechanical fold instead (R3.4.11)."""
+
+
 @dataclass(frozen=True)
 class _Summary:
     text: str
@@ -93,7 +99,7 @@ class _Summary:
     dropped_rounds: int
     usage: Usage | None
     preserved: tuple[str, ...]
-    source: Literal["summary request", "session memory"]
+    source: Literal["summary request", "session memory", "mechanical fold"]
     shrunk: int = 0
     """Oversized blocks the summary request saw cut to their heads (R3.4.5)."""
 
@@ -129,7 +135,6 @@ class AutoCompactStage:
     requests: int = 0
     """Summary requests sent (retries included)."""
     receipts: list[SystemEntry] = field(default_factory=list)
-    _rounds_since: int | None = field(default=None, init=False)
     _refills: int = field(default=0, init=False)
     _warned: bool = field(default=False, init=False)
     _folds_seen: GrowthCursor[AnyRecord] = field(default_factory=GrowthCursor, init=False, repr=False)
@@ -148,7 +153,7 @@ class AutoCompactStage:
         seen: set[str] = set()
         for record in records:
             if isinstance(record, AssistantEntry) and rounds is not None:
-                if record.message.id not in seen:
+                if record.message.id not in seen and not record.is_api_error_message:
                     seen.add(record.message.id)
                     rounds += 1
                 continue
@@ -161,22 +166,18 @@ class AutoCompactStage:
             elif outcome == "stopped":
                 self.stopped = str(data.get("reason") or "stopped")
             elif outcome == "compacted":
-                self.failures = 0
+                self.failures = self.failures + 1 if data.get("mechanical") else 0
                 if trigger == "manual":
                     self.stopped, self._refills = None, 0
                 elif trigger == "auto":
                     quick = rounds is not None and rounds <= config.autocompact.thrash_turns
                     self._refills = self._refills + 1 if quick else 0
                 rounds, seen = 0, set()
-        # live, a round's check sees the replies recorded since the compaction: the next run() adds 1
-        self._rounds_since = None if rounds is None else max(rounds - 1, 0)
 
     # --- the Stage interface ------------------------------------------------------------------
 
     async def run(self, ctx: CompactionContext) -> StageResult:
         """Compact when the context passed the threshold (R3.4.1), unless stopped or Collapse is on."""
-        if self._rounds_since is not None:
-            self._rounds_since += 1
         warning, threshold = ctx.config.warning_threshold, ctx.config.autocompact_threshold
         if warning <= ctx.tokens < threshold and not self._warned and self.events is not None:
             self._warned = True  # once per fill: the UI turns yellow, it does not nag
@@ -192,7 +193,10 @@ class AutoCompactStage:
         if not due or self.stopped:
             return StageResult()
         cfg = ctx.config.autocompact
-        if self._rounds_since is not None and self._rounds_since <= cfg.thrash_turns:
+        # Rounds since the last compaction are the replies recorded after it, live as on resume
+        # (`replay`): a process counter said one more after a manual or reactive compaction.
+        rounds = replies_since_compaction(ctx.records)
+        if rounds is not None and rounds <= cfg.thrash_turns:
             self._refills += 1
             if self._refills >= cfg.thrash_repeats:
                 return self._stop(
@@ -225,7 +229,18 @@ class AutoCompactStage:
         return self._folds_tokens >= budget
 
     async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
-        """Reactive compaction (R5.4): the same compaction, unless the breaker stopped automatic ones."""
+        """Reactive compaction (R5.4): the same compaction, unless a stop ended automatic ones.
+
+        With the breaker tripped the model is not asked again: a mechanical fold, which costs no
+        request, keeps the turn going (R3.4.11). The thrash stop ends reactive compaction too.
+        """
+        if self.stopped == "circuit_breaker":
+            view = api_filter(project_view(ctx.records))
+            if view:
+                result = self._mechanical(ctx, view, "the circuit breaker is open", 0)
+                if result is not None:
+                    return result
+            return StageResult()
         if self.stopped:
             return StageResult()
         return await self._compact(ctx, "reactive", gap=gap_tokens)
@@ -256,7 +271,17 @@ class AutoCompactStage:
                 self.events.emit(
                     NoticeEvent(f"Compacting the conversation ({trigger}): writing a summary…", "progress")
                 )
-            summary = await self._summarize(ctx, view, instructions)
+            asked = self.requests
+            try:
+                summary = await self._summarize(ctx, view, instructions)
+            except SummaryUnusable as e:
+                if trigger != "reactive":
+                    raise
+                # the turn waits on this compaction: fold mechanically rather than end it (R3.4.11)
+                mechanical = self._mechanical(ctx, view, str(e), self.requests - asked)
+                if mechanical is None:
+                    raise
+                return mechanical
             result = self._commit(ctx, trigger, view, summary)
             if result is None and summary.preserved:  # the kept prompt is the bulk: the summary covers it
                 result = self._commit(ctx, trigger, view, dataclasses.replace(summary, preserved=()))
@@ -345,7 +370,7 @@ class AutoCompactStage:
                 continue
             if read_summary(reply.text, SUMMARY_SECTIONS, free=ctx.config.summary_format == "free") is None:
                 what = "empty" if not reply.text.strip() else "malformed (not the 9 sections asked for)"
-                raise CompactionFailed(f"the summary was {what}; nothing was committed")
+                raise SummaryUnusable(f"the summary was {what}; nothing was committed")
             return _Summary(
                 reply.text.strip(), attempt + 1, dropped, reply.usage, preserved, "summary request", shrunk
             )
@@ -424,8 +449,10 @@ class AutoCompactStage:
             return None
         post = after
         boundary = msgspec.structs.replace(boundary, post_tokens=post)
-        self.failures = 0
-        self._rounds_since, self._warned = 0, False
+        mechanical = summary.source == "mechanical fold"
+        # a mechanical fold is the summarizer failing: it counts toward the breaker (R3.4.6, R3.4.11)
+        self.failures = self.failures + 1 if mechanical else 0
+        self._warned = False
         if trigger == "manual":
             self.stopped, self._refills = None, 0
         files = [a for a in attachments if a.attachment_type == "file"]
@@ -443,9 +470,13 @@ class AutoCompactStage:
             "cache_read": summary.usage.cache_read_input_tokens if summary.usage else 0,
             "cache_write": summary.usage.cache_creation_input_tokens if summary.usage else 0,
         }
+        if mechanical:
+            data |= {"mechanical": True, "failures": self.failures}
         how = (
             "from session memory, no API call"
             if summary.source == "session memory"
+            else "a mechanical fold, not a summary: the model could not summarize"
+            if mechanical
             else f"{summary.requests} summary request(s)"
             + (f", {summary.dropped_rounds} oldest rounds left out" if summary.dropped_rounds else "")
             + (f", {summary.shrunk} oversized blocks cut to their heads" if summary.shrunk else "")
@@ -456,7 +487,41 @@ class AutoCompactStage:
         )
         receipt = self._receipt(last.session_id, text, "info", data)
         records: tuple[AnyRecord, ...] = (boundary, *attachments, summary_entry, receipt)
+        if mechanical:
+            records += self._after_mechanical(ctx, last.session_id)
         return StageResult(records, tokens_freed=max(0, ctx.tokens - post))
+
+    def _mechanical(
+        self, ctx: CompactionContext, view: list[Entry], reason: str, requests: int
+    ) -> StageResult | None:
+        """R3.4.11: the conversation folded mechanically (no model call), the pending prompt kept."""
+        cfg = ctx.config
+        preserved = _pending_prompt(view, cfg.scaled(cfg.autocompact.keep_prompt_max_tokens))
+        text = mechanical_fold([e for e in view if e.uuid not in preserved], cfg)
+        summary = _Summary(text, requests, 0, None, preserved, "mechanical fold")
+        result = self._commit(ctx, "reactive", view, summary)
+        if result is None and preserved:
+            result = self._commit(ctx, "reactive", view, dataclasses.replace(summary, preserved=()))
+        if result is not None and self.events is not None:
+            self.events.telemetry("mechanical_fold", level="autocompact", reason=reason)
+        return result
+
+    def _after_mechanical(self, ctx: CompactionContext, session_id: str) -> tuple[SystemEntry, ...]:
+        """Say once per session that folds are mechanical now; trip the breaker at its count."""
+        out: list[SystemEntry] = []
+        if not said_before(ctx.records) and self.events is not None:
+            self.events.emit(NoticeEvent(MECHANICAL_NOTICE, "warning"))
+        cfg = ctx.config.autocompact
+        if self.failures >= cfg.max_consecutive_failures and not self.stopped:
+            self.stopped = "circuit_breaker"
+            text = (
+                f"automatic compaction stopped asking for summaries after {self.failures} failed "
+                "attempts in a row (the circuit breaker); a prompt too long is folded mechanically, "
+                "and /compact still asks the model"
+            )
+            data: JSONObject = {"outcome": "stopped", "reason": "circuit_breaker", "tokens": ctx.tokens}
+            out.append(self._receipt(session_id, text, "error", data))
+        return tuple(out)
 
     def _reattach(
         self, config: Config, view: list[Entry], preserved: set[str], session_id: str, *, files: bool = True
@@ -558,6 +623,18 @@ class AutoCompactStage:
             self.events.emit(done if level == "info" else NoticeEvent(text, level))
             self.events.telemetry("compaction", **data)
         return entry
+
+
+def replies_since_compaction(records: Sequence[AnyRecord]) -> int | None:
+    """The model rounds since the last compaction: replies (distinct message ids) recorded after the
+    latest compact boundary; None before any. One count for the live check and `replay`."""
+    seen: set[str] = set()
+    for record in reversed(records):
+        if isinstance(record, CompactBoundary):
+            return len(seen)
+        if isinstance(record, AssistantEntry) and not record.is_api_error_message:
+            seen.add(record.message.id)
+    return None
 
 
 def _last_results(view: list[Entry]) -> int:
