@@ -39,7 +39,7 @@ from foldline.compact.ctx_agent import StagedFold, find_spans, summary_tokens
 from foldline.compact.levels import Levels, install_levels
 from foldline.compact.mechanical import MECHANICAL_HEADING, MECHANICAL_NOTICE
 from foldline.compact.pipeline import CompactionContext, StageResult
-from foldline.config import Config
+from foldline.config import DESIGN_WINDOW, Config
 from foldline.engine import QueryEngine
 from foldline.events import CompactionEvent, NoticeEvent, UIEvent
 from foldline.projection import context_tokens_of, project_view
@@ -719,3 +719,50 @@ async def test_the_collapse_breaker_survives_a_resume(tmp_path: Path) -> None:
     assert asked is not None
     assert asked >= config.collapse.max_consecutive_failures  # the case ran: summaries failed
     assert all(c.summary.startswith(MECHANICAL_HEADING) for c in commits)  # the emergency fold
+
+
+async def test_seven_resumed_turns_on_8k_with_a_model_that_cannot_summarize(tmp_path: Path) -> None:
+    """The issue's session: seven `chat -p --continue` turns on an 8K window, every summary (span
+    and full) malformed. It was 3 answered turns, then "nothing more could be compacted
+    automatically" on each, with 33 summary requests; now every turn is answered (mechanical folds)
+    and the breakers keep the requests few and stop them growing."""
+    full = "Your task is to write a detailed summary"
+
+    def answer(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+        last = str(body["messages"][-1])
+        if SPAN_MARK in last or full in last:
+            return {"text": "Sure, here is what happened."}
+        return {"text": "Done: " + "word " * 150}
+
+    def asked() -> int:
+        return sum(
+            SPAN_MARK in str(c.body["messages"][-1]) or full in str(c.body["messages"][-1])
+            for c in provider.calls
+        )
+
+    provider = FunctionProvider(answer, context_window=8_192)
+    config = Config(
+        model="local", context_window=8_192, reference_window=DESIGN_WINDOW, model_max_output=2_048
+    )
+    counts = []
+    for n in range(7):
+        writer, timeline = open_session(tmp_path / "s.jsonl", session_id="s", fsync="never")
+        engine = QueryEngine(
+            provider=provider,
+            config=config,
+            tools=default_tools(),
+            workspace=tmp_path,
+            timeline=timeline,
+            transcript=writer,
+            permission_mode="bypassPermissions",
+        )
+        install_levels(engine)
+        try:
+            await engine.submit_message(f"turn {n}: " + " ".join(f"w{n}x{i}" for i in range(700)))
+        finally:
+            await engine.aclose()
+            writer.close()
+        counts.append(asked())
+    assert counts[0] >= 1  # the case ran: the model was asked, and could not summarize
+    assert counts[-1] < 7  # fewer summary requests than turns...
+    assert counts[-3:] == [counts[-3]] * 3  # ...and none once the breakers are open
