@@ -8,7 +8,8 @@ run(ctx) ── tokens < threshold, stopped, or Collapse on ──> nothing
                └─ PreCompact hooks, forked summary request ──┬─ ok ──> boundary + summary + re-attached files
                     (prompt too long: drop oldest rounds,    └─ failed ──> receipt; 3 in a row: breaker
                      at most 3 times)
-on_prompt_too_long(ctx, gap) ─> the same compaction, trigger "reactive" (R5.4)
+on_prompt_too_long(ctx, gap) ─> the same compaction, trigger "reactive" (R5.4); no usable summary
+                               or the breaker open: a mechanical fold (R3.4.11)
 compact(ctx, instructions)   ─> the same compaction, trigger "manual": ignores breaker and thrash stop
 ```
 
@@ -24,7 +25,11 @@ Every outcome is said out loud (R3.0.1): `_receipt` builds a `system` entry of s
 
 Invariants:
 - A failed summary (an API error, still too long after 3 retries, an empty or malformed reply) is
-  never committed; 3 failed automatic attempts in a row stop automatic attempts (R3.4.6).
+  never committed; 3 failed automatic attempts in a row stop automatic attempts (R3.4.6). A
+  reactive compaction whose summary is empty or malformed, or that runs with the breaker open,
+  commits a mechanical fold instead, so the turn goes on (`compact.mechanical`, R3.4.11).
+- Rounds since a compaction are the replies recorded after its boundary, counted from the records
+  live and on resume alike (`replies_since_compaction`, R3.4.7).
 - A cut made for a too-long summary request falls between API rounds (`compact.api_rounds`).
 """
 
@@ -71,7 +76,14 @@ from foldline.tokens import CHARS_PER_TOKEN, estimate_entry, estimate_fixed, est
 from foldline.tools.base import Tool, tool_specs
 from foldline.tools.instructions import load_instruction_files
 
-__all__ = ["SUMMARY_LEAD", "AutoCompactStage", "CompactionFailed", "install_autocompact"]
+__all__ = [
+    "SUMMARY_LEAD",
+    "AutoCompactStage",
+    "CompactionFailed",
+    "SummaryUnusable",
+    "install_autocompact",
+    "replies_since_compaction",
+]
 
 SUMMARY_LEAD = (
     "This session continues an earlier conversation that was compacted to fit the context window. "

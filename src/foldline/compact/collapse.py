@@ -21,6 +21,9 @@ Invariants:
 - A staged fold is committed only if its span is, entry for entry, still what the ctx-agent read.
 - Every commit leaves a visible receipt with the turns, the tokens freed and the cached tokens the
   next request writes again (R3.0.1); a failed analysis is reported, never fatal, never staged.
+- The breaker (R3.3.9): failed summaries in a row stop the ctx-agent asking the model; the count
+  rides on every receipt and `replay` rebuilds it on resume. An emergency fold whose summaries are
+  unusable, or that runs with the breaker open, commits mechanical folds instead (R3.4.11).
 
 Mutual exclusion with AutoCompact (R3.3.4): `CollapseConfig.enabled` is the switch. A level that
 compacts proactively checks `collapse_active(config)` in its `run` and leaves the work to this level;
