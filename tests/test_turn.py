@@ -121,15 +121,17 @@ def test_without_max_turns_rounds_never_end_a_turn() -> None:
     )
 
 
-def test_prompt_too_long_compacts_once_with_the_parsed_gap() -> None:
+def test_prompt_too_long_compacts_with_the_parsed_gap_each_time() -> None:
     error = _too_long(210_000, 200_000)
     # over the window by 10,000, and the retry must pass the blocking limit below it
     assert CONFIG.blocking_limit < 200_000
     assert decide(FRESH, Failure(error), CONFIG) == Recover("compact", gap=210_000 - CONFIG.blocking_limit)
     ours = _too_long(CONFIG.blocking_limit + 500, CONFIG.blocking_limit)  # counted before sending
     assert decide(FRESH, Failure(ours), CONFIG) == Recover("compact", gap=500)
+    # still refused after a recovery: the chain goes on (the window asks only the levels not yet
+    # asked, and ends the turn itself when none is left, R5.4)
     again = decide(TurnState(max_tokens=8_192, compacted=True), Failure(error), CONFIG)
-    assert again == GiveUp(error)
+    assert again == Recover("compact", gap=210_000 - CONFIG.blocking_limit)
 
 
 def test_a_413_without_numbers_compacts_with_an_unknown_gap() -> None:
@@ -138,15 +140,18 @@ def test_a_413_without_numbers_compacts_with_an_unknown_gap() -> None:
     assert decide(FRESH, Failure(error), CONFIG) == Recover("compact", gap=None)
 
 
-def test_no_room_for_the_reply_shrinks_it_once() -> None:
+def test_no_room_for_the_reply_shrinks_it_once_then_compacts() -> None:
     error = _no_room(190_000, 64_000, 200_000)
     assert decide(FRESH, Failure(error), CONFIG) == Recover("shrink_output", max_tokens=10_000)
-    assert decide(TurnState(max_tokens=10_000, output_shrunk=True), Failure(error), CONFIG) == GiveUp(error)
+    shrunk = TurnState(max_tokens=10_000, output_shrunk=True)
+    assert decide(shrunk, Failure(error), CONFIG) == Recover("compact", gap=190_000 + 64_000 - 200_000)
 
 
-def test_too_little_room_to_be_worth_shrinking_gives_up() -> None:
-    error = _no_room(200_000 - MIN_OUTPUT_TOKENS + 1, 8_192, 200_000)
-    assert decide(FRESH, Failure(error), CONFIG) == GiveUp(error)
+def test_too_little_room_to_be_worth_shrinking_compacts() -> None:
+    prompt = 200_000 - MIN_OUTPUT_TOKENS + 1
+    error = _no_room(prompt, 8_192, 200_000)
+    # the prompt must shrink until the reply fits beside it (R5.4), not end the turn
+    assert decide(FRESH, Failure(error), CONFIG) == Recover("compact", gap=prompt + 8_192 - 200_000)
 
 
 def test_other_failures_give_up() -> None:

@@ -21,6 +21,7 @@ __all__ = [
     "CollapseConfig",
     "Config",
     "EstimateConfig",
+    "MechanicalFoldConfig",
     "MicrocompactConfig",
     "ModelLimits",
     "RetryConfig",
@@ -103,6 +104,27 @@ class CollapseConfig:
     expected_rest_min_requests: int = 20
     """The fewest requests a session is expected to have left: the estimate is the requests it has
     made so far (a session that has run n requests is, as likely as not, halfway), never below this."""
+    max_consecutive_failures: int = 3
+    """Failed span summaries in a row after which the ctx-agent stops asking the model for the
+    session (its breaker, kept across a resume as AutoCompact's is); an emergency fold is then
+    mechanical (design.md R3.3.9, R3.4.11)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MechanicalFoldConfig:
+    """What a mechanical fold keeps when the model cannot summarize (design.md R3.4.11)."""
+
+    prompt_chars: int = 600
+    """Each user prompt, cut to this many characters."""
+    result_lines: int = 3
+    """The first lines of each tool result."""
+    line_chars: int = 160
+    """Each kept line, cut to this many characters."""
+    max_chars: int = 6_000
+    """The whole fold; past it the oldest prompts and results go first (the newest work matters)."""
+    max_share: float = 0.05
+    """...and at most this share of the blocking limit (at 3 characters a token), so on a small
+    window the fold leaves room for the work that follows it (8K: about 1,000 characters)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -438,6 +460,7 @@ class Config:
     microcompact: MicrocompactConfig = field(default_factory=MicrocompactConfig)
     collapse: CollapseConfig = field(default_factory=CollapseConfig)
     autocompact: AutoCompactConfig = field(default_factory=AutoCompactConfig)
+    mechanical_fold: MechanicalFoldConfig = field(default_factory=MechanicalFoldConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)

@@ -46,7 +46,6 @@ from foldline.errors import (
     ModelAPIError,
     ModelConnectionError,
     ModelHTTPError,
-    PromptTooLongAPIError,
     PromptTooLongError,
     UnexpectedModelBehavior,
 )
@@ -288,6 +287,7 @@ class QueryEngine:
         """The do-while loop (R0.1): step until a final decision; record any interruption."""
         budget = AttemptBudget(self.config.retry.max_retries_per_turn)
         self._turn = turn = _Turn(budget, TurnState(max_tokens=self.config.output_tokens))
+        self.window.settle()
         try:
             while not isinstance(decision := await self.step(), Final):
                 pass
@@ -309,6 +309,8 @@ class QueryEngine:
         turn = self._require_turn()
         await self.window.round()
         outcome = await self.query(turn)
+        if isinstance(outcome, Reply):
+            self.window.settle()  # the request fit: a later refusal starts the R5.4 chain afresh
         decision = decide(turn.state, outcome, self.config)
         turn.state = advance(turn.state, decision)
         match decision:
@@ -317,11 +319,7 @@ class QueryEngine:
             case Recover():
                 await self._recover(turn, decision, outcome)
             case GiveUp(error=error):
-                if isinstance(error, PromptTooLongAPIError) and turn.state.compacted:
-                    raise PromptTooLongError(  # R5.4: one clear message once recovery has run
-                        f"{error.message}; still too long after compacting automatically: run /compact"
-                    ) from error
-                raise error
+                raise error  # a refusal recovery could answer never gets here: the window ends it (R5.4)
             case _:
                 assert_never(decision)
         return decision

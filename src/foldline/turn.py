@@ -12,9 +12,13 @@ Reply with tool calls                     -> Continue(tool_results)     or Final
 Reply, stop=max_tokens, escalated         -> Continue(continue_message) up to max_output_recoveries
 Reply otherwise                           -> Final(stop_reason)
 Failure OutputRoomError, room enough      -> Recover(shrink_output)     once per turn
-Failure PromptTooLongAPIError (or no room)-> Recover(compact)           once per turn
+Failure PromptTooLongAPIError (or no room)-> Recover(compact)           each level at most once
 Failure otherwise                         -> GiveUp(error)
 ```
+
+A compact recovery asks the levels of R5.4's chain that have not been asked since the last reply
+(`ContextWindow.recover`), so a retry still refused goes on down the chain; when no level is left
+that can act, the window ends the turn with a `PromptTooLongError` saying to run /compact.
 
 Transient failures (overloaded, 5xx, dropped connections) never reach `decide`: the retry layer
 repeats the same request below it, within its own bounds.
@@ -59,7 +63,7 @@ class TurnState:
     escalated: bool = False
     output_shrunk: bool = False
     compacted: bool = False
-    """A prompt-too-long answer was already met with reactive compaction this turn."""
+    """A prompt-too-long (or no-room) answer was met with the recovery chain this turn."""
 
 
 @dataclass(frozen=True)
@@ -151,10 +155,15 @@ def _after_reply(state: TurnState, reply: Reply, config: Config) -> Decision:
 
 
 def _after_failure(state: TurnState, error: ModelHTTPError, config: Config) -> Decision:
-    if isinstance(error, OutputRoomError) and not state.output_shrunk and error.room >= MIN_OUTPUT_TOKENS:
-        return Recover("shrink_output", max_tokens=error.room)
-    if isinstance(error, PromptTooLongAPIError) and not state.compacted:
+    if isinstance(error, OutputRoomError):
+        if not state.output_shrunk and error.room >= MIN_OUTPUT_TOKENS:
+            return Recover("shrink_output", max_tokens=error.room)
+        # No room for a reply worth having beside this prompt: the prompt must shrink so the reply
+        # fits (a prompt at the blocking limit of a server whose window is the blocking limit).
+        return Recover("compact", gap=max(1, error.prompt_tokens + error.max_tokens - error.limit))
+    if isinstance(error, PromptTooLongAPIError):
         # A server's limit is its window; the retry must also pass the blocking limit below it.
+        # The chain itself bounds the retries: each level is asked at most once (R5.4).
         limit = min(config.blocking_limit, error.limit or config.blocking_limit)
         return Recover("compact", gap=None if error.prompt_tokens is None else error.prompt_tokens - limit)
     return GiveUp(error)

@@ -10,6 +10,7 @@ from foldline._types import Block
 from foldline.api.params import build_request
 from foldline.compact.api_rounds import PTL_MARKER, api_rounds
 from foldline.compact.autocompact import AutoCompactStage
+from foldline.compact.mechanical import MECHANICAL_HEADING
 from foldline.compact.pipeline import CompactionContext
 from foldline.compact.prompts import SUMMARY_SECTIONS, summary_prompt
 from foldline.compact.snip import short_id
@@ -29,6 +30,7 @@ from foldline.timeline import (
     UserEntry,
     UserMessage,
     api_filter,
+    new_uuid,
 )
 from foldline.tokens import estimate_entry
 
@@ -301,8 +303,11 @@ async def test_breaker_stops_automatic_attempts_but_not_manual_ones() -> None:
     assert len(provider.calls) == 3
     assert stage.stopped == "circuit_breaker"
     assert "circuit breaker" in stage.receipts[-1].content
-    assert (await stage.on_prompt_too_long(ctx_for(conversation(2), config, 170_000), None)).records == ()
+    # reactive recovery no longer asks the model: it folds mechanically, so the turn goes on (R3.4.11)
+    reactive = await stage.on_prompt_too_long(ctx_for(conversation(2), config, 170_000), None)
     assert len(provider.calls) == 3
+    [summary] = [r for r in reactive.records if isinstance(r, UserEntry) and r.is_compact_summary]
+    assert MECHANICAL_HEADING in str(summary.message.content)
     manual = await stage.compact(ctx_for(conversation(2), config, 170_000))
     assert isinstance(manual.records[0], CompactBoundary)
     assert (stage.failures, stage.stopped) == (0, None)  # a success resets the count
@@ -320,11 +325,20 @@ async def test_the_thrash_window_includes_its_last_round(quiet_rounds: int, stop
     for _ in range(4):
         result = await stage.run(ctx_for(records, config, threshold))
         compactions += any(isinstance(r, CompactBoundary) for r in result.records)
+        records = [*records, *result.records, _reply()]  # each round's request is answered
         for _ in range(quiet_rounds):  # rounds under the threshold; the refill comes on the next one
             await stage.run(ctx_for(records, config, 1_000))
+            records.append(_reply())
     assert (stage.stopped == "thrash") is stops
     assert compactions == (3 if stops else 4)
     assert len(provider.calls) == compactions
+
+
+def _reply() -> AssistantEntry:
+    """One model round's reply (the thrash detector counts rounds as the replies recorded)."""
+    uuid = new_uuid()
+    message = AssistantMessage(id=f"msg_{uuid}", model="m", content=[{"type": "text", "text": "ok"}])
+    return AssistantEntry(uuid=uuid, timestamp="2026-01-01T00:00:00Z", session_id="s", message=message)
 
 
 def _read_then_folded(path: str) -> list[AnyRecord]:

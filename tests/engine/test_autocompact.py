@@ -14,15 +14,18 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from foldline.api.validate import output_too_long_message
 from foldline.cli.chat import compact_command
 from foldline.compact.autocompact import SUMMARY_LEAD, AutoCompactStage, install_autocompact
+from foldline.compact.mechanical import MECHANICAL_HEADING, MECHANICAL_NOTICE
 from foldline.compact.pipeline import CompactionContext, StageResult
 from foldline.compact.prompts import SUMMARY_SECTIONS
 from foldline.config import AutoCompactConfig, Config, RetryConfig, SessionMemoryConfig
 from foldline.engine import QueryEngine
 from foldline.errors import PromptTooLongError
+from foldline.events import NoticeEvent
 from foldline.server.caching import flatten, total_tokens
-from foldline.testing import FunctionProvider
+from foldline.testing import FunctionProvider, http_error
 from foldline.timeline import (
     AttachmentEntry,
     CompactBoundary,
@@ -35,6 +38,7 @@ from foldline.timeline import (
     ui_view,
 )
 from foldline.tokens import estimate_text
+from foldline.tools import default_tools
 
 from .conftest import Harness, assert_valid_next_request, reload
 
@@ -517,3 +521,203 @@ async def test_precompact_hooks_run_before_an_automatic_compaction(harness: Call
         assert turns < 12
     summary_at = next(n for n, r in enumerate(h.requests()) if SUMMARY_ASK in str(r.last_user_text()))
     assert hooked == [summary_at]  # once, just before the summary request went out
+
+
+class _ClaimsTheGap(_Drain):
+    """Collapse's drain as it was seen on a small window: it says it freed the whole gap (its
+    estimate) and the server still counts the retry over the window."""
+
+    async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
+        result = await super().on_prompt_too_long(ctx, gap_tokens)
+        return dataclasses.replace(result, tokens_freed=(gap_tokens or 0) + 1)
+
+
+def _engine(provider: FunctionProvider, config: Config, workspace: Path) -> QueryEngine:
+    return QueryEngine(
+        provider=provider, config=config, workspace=workspace, timeline=Timeline(session_id="s")
+    )
+
+
+def _answers(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+    last = str(body["messages"][-1])
+    return {"text": _summary() if SUMMARY_ASK in last else "ok"}
+
+
+async def test_a_drain_that_frees_too_little_leaves_the_retry_to_reactive_compaction(tmp_path: Path) -> None:
+    """R5.4: the retry's refusal goes on down the chain to the level not yet asked; it does not end
+    the turn with "still too long" while reactive AutoCompact has never run."""
+    provider = FunctionProvider(_answers, context_window=5_000)
+    config = Config(retry=RetryConfig(base_backoff_s=0.01), **_small(buffer=1_000))
+    engine = _engine(provider, config, tmp_path)
+    drain = _ClaimsTheGap()
+    engine.stages = [drain]
+    stage = install_autocompact(engine)
+    await engine.submit_message("hello")
+    for turn, count in enumerate((600, 600), start=1):
+        await engine.submit_message(f"p{turn} " + _words(count, f"p{turn}w"))
+    result = await engine.submit_message("p3 " + _words(1_400, "p3w"))
+    assert result.text == "ok"
+    assert len(drain.asked) == 1  # the drain was asked once, first...
+    reactive = [r for r in stage.receipts if r.data and r.data.get("trigger") == "reactive"]
+    assert [r.data["outcome"] for r in reactive if r.data] == ["compacted"]  # ...then the next level
+    statuses = [c.status for c in provider.calls if SUMMARY_ASK not in str(c.body["messages"][-1])]
+    assert statuses[-3:] == [400, 400, 200]  # refused, refused after the drain, answered
+    too_long = [c for c in provider.calls if c.status == 400]
+    assert all(total_tokens(flatten(c.body)) > 5_000 for c in too_long)  # the prompt, not the reply
+
+
+async def test_each_level_is_asked_once_then_the_turn_ends_with_one_message(tmp_path: Path) -> None:
+    """A chain whose every level acted and a retry still refused: one clear message, no loop."""
+    provider = FunctionProvider(_answers, context_window=5_000)
+    config = Config(retry=RetryConfig(base_backoff_s=0.01), **_small(buffer=1_000))
+    engine = _engine(provider, config, tmp_path)
+    first, second = _ClaimsTheGap(), _ClaimsTheGap()
+    second.name = "microcompact"
+    engine.stages = [first, second]
+    await engine.submit_message("hello")
+    await engine.submit_message("again")
+    with pytest.raises(PromptTooLongError, match="still too long after compacting automatically"):
+        await engine.submit_message("p3 " + _words(3_000, "p3w"))
+    assert (len(first.asked), len(second.asked)) == (1, 1)
+
+
+async def test_no_room_for_the_reply_beside_the_prompt_is_compacted_not_the_end(tmp_path: Path) -> None:
+    """A prompt that fits the server's window with too little room for a reply beside it (a prompt
+    at the blocking limit of a server whose window is that limit) is recovered from by compaction,
+    not ended as "no room for the reply"."""
+    config = Config(retry=RetryConfig(base_backoff_s=0.01), **_small(buffer=1_000))
+
+    def answer(body: dict[str, Any], betas: tuple[str, ...]) -> Any:
+        prompt = total_tokens(flatten(body))
+        if SUMMARY_ASK not in str(body["messages"][-1]) and prompt > 3_000:
+            # the server's window is the prompt and 100 tokens: fits alone, no room for the reply
+            return http_error(400, output_too_long_message(prompt, body["max_tokens"], prompt + 100))
+        return _answers(body, betas)
+
+    provider = FunctionProvider(answer)
+    engine = _engine(provider, config, tmp_path)
+    stage = install_autocompact(engine)
+    await engine.submit_message("hello")
+    await engine.submit_message("p1 " + _words(800, "p1w"))
+    result = await engine.submit_message("p2 " + _words(600, "p2w"))
+    assert result.text == "ok"
+    assert [c.status for c in provider.calls].count(400) == 1  # the case ran: refused once
+    compacted = [r.data for r in stage.receipts if r.data and r.data.get("outcome") == "compacted"]
+    assert [d["trigger"] for d in compacted] == ["reactive"]
+
+
+def _cannot_summarize(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+    """A small local model: no usable summary; reads notes.txt when asked to."""
+    last = body["messages"][-1]
+    if SUMMARY_ASK in str(last):
+        return {"text": ""}
+    if "please read notes.txt" in str(last):
+        return {"tool_calls": [{"name": "Read", "input": {"file_path": "notes.txt"}}]}
+    return {"text": "ok"}
+
+
+async def test_a_reactive_compaction_the_model_cannot_summarize_folds_mechanically(tmp_path: Path) -> None:
+    """R3.4.11: an empty summary no longer ends the turn with "nothing more could be compacted":
+    a mechanical fold (prompts, files touched, first lines of results, marked as not a summary)
+    is committed, the turn goes on, and the user is told once."""
+    (tmp_path / "notes.txt").write_text("alpha line\nbeta line\ngamma line\ndelta line\nepsilon line\n")
+    provider = FunctionProvider(_cannot_summarize, context_window=6_000)
+    engine = QueryEngine(
+        provider=provider,
+        config=Config(retry=RetryConfig(base_backoff_s=0.01), **_small(buffer=1_000)),
+        tools=default_tools(),
+        workspace=tmp_path,
+        timeline=Timeline(session_id="s"),
+        permission_mode="bypassPermissions",
+    )
+    events: list[Any] = []
+    engine.events.subscribers.append(events.append)
+    stage = install_autocompact(engine)
+    await engine.submit_message("hello, please read notes.txt")
+    for turn, count in enumerate((600, 600), start=1):
+        await engine.submit_message(f"p{turn} " + _words(count, f"p{turn}w"))
+    result = await engine.submit_message("p3 " + _words(1_400, "p3w"))
+    assert result.text == "ok"
+    assert _forks_of(provider), "the model was asked for a summary first"
+    [summary] = [r for r in engine.timeline if isinstance(r, UserEntry) and r.is_compact_summary]
+    text = str(summary.message.content)
+    assert MECHANICAL_HEADING in text
+    assert "hello, please read notes.txt" in text  # the user's prompts
+    assert "Files touched: notes.txt" in text
+    assert "alpha line" in text  # a result's first lines...
+    assert "epsilon line" not in text  # ...only
+    [done] = [r for r in stage.receipts if r.data and r.data.get("outcome") == "compacted"]
+    assert done.data is not None
+    assert done.data["trigger"] == "reactive"
+    assert done.data["mechanical"]
+    assert "not a summary" in done.content
+    for turn in (4, 5):  # further mechanical folds are not announced again
+        await engine.submit_message(f"p{turn} " + _words(1_400, f"p{turn}w"))
+    folds = [r for r in stage.receipts if r.data and r.data.get("mechanical")]
+    assert len(folds) > 1  # the case ran: folded mechanically again...
+    assert (
+        sum(isinstance(e, NoticeEvent) and e.text == MECHANICAL_NOTICE for e in events) == 1
+    )  # ...said once
+
+
+def _forks_of(provider: FunctionProvider) -> list[Any]:
+    return [c for c in provider.calls if SUMMARY_ASK in str(c.body["messages"][-1])]
+
+
+async def _plan(plan: str, *, resume_each_step: bool) -> tuple[int, str | None]:
+    """Run `plan` ("t": a turn of 700 words, "c": /compact) on a 5,000-token threshold; return the
+    summary requests sent and why automatic compaction stopped, if it did."""
+    config = Config(retry=RetryConfig(base_backoff_s=0.01), **_small(buffer=13_000))
+    provider = FunctionProvider(_answers)
+    records: tuple[Any, ...] = ()
+    engine: QueryEngine | None = None
+    stage: AutoCompactStage | None = None
+    for step, what in enumerate(plan):
+        if engine is None or resume_each_step:
+            timeline = Timeline(records, session_id="s")
+            engine = QueryEngine(provider=provider, config=config, workspace=Path("."), timeline=timeline)
+            stage = install_autocompact(engine)
+        if what == "c":
+            await engine.compact()
+        else:
+            await engine.submit_message(f"step {step}: " + _words(700, f"t{step}w"))
+        records = engine.timeline.snapshot()
+    assert stage is not None
+    return len(_forks_of(provider)), stage.stopped
+
+
+async def test_rounds_since_a_manual_compaction_count_the_same_live_and_resumed() -> None:
+    """R3.4.7: the rounds since the last compaction are the replies recorded after it, in one
+    process or one process a turn; a process counter said one more after a manual /compact, so the
+    same session thrash-stopped when resumed and not when run whole."""
+    whole = await _plan("tc" + "t" * 10, resume_each_step=False)
+    resumed = await _plan("tc" + "t" * 10, resume_each_step=True)
+    assert whole == resumed
+    assert whole[1] == "thrash"  # the case ran: three quick refills after the manual compaction
+
+
+async def test_a_failed_manual_compact_does_not_count_toward_the_breaker_on_resume(tmp_path: Path) -> None:
+    """R3.4.6: two automatic failures, then a /compact that fails: a resumed session has two
+    failures, not three, and is not stopped; the next automatic failure trips it."""
+
+    def malformed(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+        return {"text": "no summary" if SUMMARY_ASK in str(body["messages"][-1]) else "ok"}
+
+    config = Config(retry=RetryConfig(base_backoff_s=0.01), **_small(buffer=13_000))
+    provider = FunctionProvider(malformed)
+    engine = _engine(provider, config, tmp_path)
+    stage = install_autocompact(engine)
+    step = 0
+    while stage.failures < 2:
+        step += 1
+        assert step < 10
+        await engine.submit_message(f"step {step}: " + _words(700, f"t{step}w"))
+    assert await engine.compact() == []  # the manual compaction failed...
+    assert "manual" in stage.receipts[-1].content  # ...and said so
+    resumed_engine = QueryEngine(
+        provider=provider, config=config, workspace=tmp_path, timeline=Timeline(engine.timeline.snapshot())
+    )
+    resumed = install_autocompact(resumed_engine)
+    assert (resumed.failures, resumed.stopped) == (2, None)
+    await resumed_engine.submit_message("one more: " + _words(700, "m"))
+    assert resumed.stopped == "circuit_breaker"

@@ -36,8 +36,10 @@ from foldline._json import dumps
 from foldline.cli import cli
 from foldline.compact.collapse import Collapse
 from foldline.compact.ctx_agent import StagedFold, find_spans, summary_tokens
+from foldline.compact.levels import Levels, install_levels
+from foldline.compact.mechanical import MECHANICAL_HEADING, MECHANICAL_NOTICE
 from foldline.compact.pipeline import CompactionContext, StageResult
-from foldline.config import Config
+from foldline.config import DESIGN_WINDOW, Config
 from foldline.engine import QueryEngine
 from foldline.events import CompactionEvent, NoticeEvent, UIEvent
 from foldline.projection import context_tokens_of, project_view
@@ -506,7 +508,8 @@ async def test_a_prompt_too_long_drains_the_staged_folds_first(tmp_path: Path) -
         await r.turn(n)
         await r.settle()
     assert any(c.status == 400 for c in provider.calls)
-    [receipt] = r.receipts()
+    # (a background summary may fail on the small window too: its receipt is recorded beside)
+    [receipt] = [x for x in r.receipts() if x.data and x.data.get("kind") == "drain"]
     assert receipt.content.startswith("prompt too long: committed")
     assert provider.calls[-1].status in (None, 200)
     assert "<collapsed-context" in sent_text(model.main[-1])
@@ -632,3 +635,134 @@ async def test_300_turns_stay_under_the_blocking_limit_and_keep_every_planted_fa
     missing = [n for n in range(1, 301) if f"FACT-{n} = value{n}" not in final]
     assert missing == []
     await r.close()
+
+
+# --- a summarizer that fails: the mechanical fold and the breaker (R3.3.9, R3.4.11) -------------
+
+
+async def test_malformed_emergency_summaries_become_mechanical_folds_said_once(tmp_path: Path) -> None:
+    """The model cannot summarize: the emergency fold commits mechanical folds (prompts, facts
+    typed, marked as not a summary) so the context comes back down, and the user is told once."""
+    model = CollapseModel(malformed=True)
+    provider = FunctionProvider(model.answer, context_window=40_000)
+    r = rig(tmp_path, provider, background=False)
+    window = r.engine.config.effective_window
+    n = 0
+    while r.tokens() + 2_500 < 0.93 * window:
+        n += 1
+        await r.turn(n, 1_500)
+    n += 1
+    await r.turn_at(n, 0.97)
+    assert model.spans, "the emergency fold asked the model first"
+    commits = r.commits()
+    assert commits, "the failed summaries were folded mechanically"
+    assert all(c.summary.startswith(MECHANICAL_HEADING) for c in commits)
+    assert "FACT-1 = value1" in commits[0].summary  # the user's prompt is kept (cut)
+    assert r.tokens() < r.engine.config.collapse.commit_at * window
+    [receipt] = [x for x in r.receipts() if x.data and x.data.get("mechanical")]
+    assert "mechanical, not summaries" in receipt.content
+    await r.turn(n + 1, 50)
+    notices = [e for e in r.events if isinstance(e, NoticeEvent) and e.text == MECHANICAL_NOTICE]
+    assert len(notices) == 1
+    await r.close()
+
+
+async def _resumed_turn(tmp_path: Path, provider: FunctionProvider, text: str) -> Levels:
+    """One `chat -p --continue` process: resume the session, run a turn, exit."""
+    writer, timeline = open_session(tmp_path / "s1.jsonl", session_id="s1", fsync="never")
+    engine = QueryEngine(
+        provider=provider,
+        config=collapse_config(),
+        tools=default_tools(),
+        workspace=tmp_path,
+        timeline=timeline,
+        transcript=writer,
+        permission_mode="bypassPermissions",
+    )
+    levels = install_levels(engine)
+    try:
+        await engine.submit_message(text)
+    finally:
+        await engine.aclose()
+        writer.close()
+    return levels
+
+
+async def test_the_collapse_breaker_survives_a_resume(tmp_path: Path) -> None:
+    """Span summaries that always fail: each resumed process asked again for every earlier turn
+    (17 summary requests for 3 answered turns). Now the failures are counted in the receipts, the
+    breaker holds across `--continue`, and once open the emergency fold is mechanical."""
+    model = CollapseModel()
+
+    async def failing(body: dict[str, Any], betas: tuple[str, ...]) -> Any:
+        if SPAN_MARK in dumps(body["messages"][-1]).decode():
+            model.spans.append(body)
+            return http_error(400, "bad request from a test")
+        return await model.answer(body, betas)
+
+    provider = FunctionProvider(failing, context_window=40_000)
+    config = collapse_config()
+    n, asked = 0, None  # span requests when the transcript first says the breaker is open
+    commits: list[CollapseCommit] = []
+    while not commits:  # one process a turn, until the context reaches the emergency line
+        n += 1
+        assert n < 40, "no emergency fold"
+        levels = await _resumed_turn(tmp_path, provider, prompt(n, 3_000))
+        records = load_transcript(tmp_path / "s1.jsonl").records
+        if asked is not None:
+            assert levels.collapse is not None
+            assert levels.collapse.stopped  # replayed on resume
+            assert len(model.spans) == asked  # the model is not asked again
+        elif any(isinstance(r, SystemEntry) and r.data and r.data.get("stopped") for r in records):
+            asked = len(model.spans)
+        commits = [r for r in records if isinstance(r, CollapseCommit)]
+    assert asked is not None
+    assert asked >= config.collapse.max_consecutive_failures  # the case ran: summaries failed
+    assert all(c.summary.startswith(MECHANICAL_HEADING) for c in commits)  # the emergency fold
+
+
+async def test_seven_resumed_turns_on_8k_with_a_model_that_cannot_summarize(tmp_path: Path) -> None:
+    """The issue's session: seven `chat -p --continue` turns on an 8K window, every summary (span
+    and full) malformed. It was 3 answered turns, then "nothing more could be compacted
+    automatically" on each, with 33 summary requests; now every turn is answered (mechanical folds)
+    and the breakers keep the requests few and stop them growing."""
+    full = "Your task is to write a detailed summary"
+
+    def answer(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
+        last = str(body["messages"][-1])
+        if SPAN_MARK in last or full in last:
+            return {"text": "Sure, here is what happened."}
+        return {"text": "Done: " + "word " * 150}
+
+    def asked() -> int:
+        return sum(
+            SPAN_MARK in str(c.body["messages"][-1]) or full in str(c.body["messages"][-1])
+            for c in provider.calls
+        )
+
+    provider = FunctionProvider(answer, context_window=8_192)
+    config = Config(
+        model="local", context_window=8_192, reference_window=DESIGN_WINDOW, model_max_output=2_048
+    )
+    counts = []
+    for n in range(7):
+        writer, timeline = open_session(tmp_path / "s.jsonl", session_id="s", fsync="never")
+        engine = QueryEngine(
+            provider=provider,
+            config=config,
+            tools=default_tools(),
+            workspace=tmp_path,
+            timeline=timeline,
+            transcript=writer,
+            permission_mode="bypassPermissions",
+        )
+        install_levels(engine)
+        try:
+            await engine.submit_message(f"turn {n}: " + " ".join(f"w{n}x{i}" for i in range(700)))
+        finally:
+            await engine.aclose()
+            writer.close()
+        counts.append(asked())
+    assert counts[0] >= 1  # the case ran: the model was asked, and could not summarize
+    assert counts[-1] < 7  # fewer summary requests than turns...
+    assert counts[-3:] == [counts[-3]] * 3  # ...and none once the breakers are open

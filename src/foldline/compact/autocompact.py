@@ -8,7 +8,8 @@ run(ctx) ── tokens < threshold, stopped, or Collapse on ──> nothing
                └─ PreCompact hooks, forked summary request ──┬─ ok ──> boundary + summary + re-attached files
                     (prompt too long: drop oldest rounds,    └─ failed ──> receipt; 3 in a row: breaker
                      at most 3 times)
-on_prompt_too_long(ctx, gap) ─> the same compaction, trigger "reactive" (R5.4)
+on_prompt_too_long(ctx, gap) ─> the same compaction, trigger "reactive" (R5.4); no usable summary
+                               or the breaker open: a mechanical fold (R3.4.11)
 compact(ctx, instructions)   ─> the same compaction, trigger "manual": ignores breaker and thrash stop
 ```
 
@@ -24,7 +25,11 @@ Every outcome is said out loud (R3.0.1): `_receipt` builds a `system` entry of s
 
 Invariants:
 - A failed summary (an API error, still too long after 3 retries, an empty or malformed reply) is
-  never committed; 3 failed automatic attempts in a row stop automatic attempts (R3.4.6).
+  never committed; 3 failed automatic attempts in a row stop automatic attempts (R3.4.6). A
+  reactive compaction whose summary is empty or malformed, or that runs with the breaker open,
+  commits a mechanical fold instead, so the turn goes on (`compact.mechanical`, R3.4.11).
+- Rounds since a compaction are the replies recorded after its boundary, counted from the records
+  live and on resume alike (`replies_since_compaction`, R3.4.7).
 - A cut made for a too-long summary request falls between API rounds (`compact.api_rounds`).
 """
 
@@ -43,6 +48,7 @@ from foldline._types import Block, JSONObject
 from foldline.compact.api_rounds import drop_oldest_rounds, recent_tail_start, shrink_oversized
 from foldline.compact.ctx_agent import opens_turn
 from foldline.compact.fork import ask_forked, check_fits_alone
+from foldline.compact.mechanical import MECHANICAL_NOTICE, mechanical_fold, said_before
 from foldline.compact.pipeline import CompactionContext, Stage, StageResult
 from foldline.compact.prompts import SUMMARY_SECTIONS, read_summary, summary_prompt
 from foldline.compact.session_memory import MEMORY_FILE, SessionMemory
@@ -70,7 +76,14 @@ from foldline.tokens import CHARS_PER_TOKEN, estimate_entry, estimate_fixed, est
 from foldline.tools.base import Tool, tool_specs
 from foldline.tools.instructions import load_instruction_files
 
-__all__ = ["SUMMARY_LEAD", "AutoCompactStage", "CompactionFailed", "install_autocompact"]
+__all__ = [
+    "SUMMARY_LEAD",
+    "AutoCompactStage",
+    "CompactionFailed",
+    "SummaryUnusable",
+    "install_autocompact",
+    "replies_since_compaction",
+]
 
 SUMMARY_LEAD = (
     "This session continues an earlier conversation that was compacted to fit the context window. "
@@ -86,6 +99,11 @@ class CompactionFailed(Exception):
     """A summary could not be had; the message is the reason the receipt gives."""
 
 
+class SummaryUnusable(CompactionFailed):
+    """The model answered, but not with a summary (empty or malformed, R3.4.9): a reactive
+    compaction commits a mechanical fold instead (R3.4.11)."""
+
+
 @dataclass(frozen=True)
 class _Summary:
     text: str
@@ -93,7 +111,7 @@ class _Summary:
     dropped_rounds: int
     usage: Usage | None
     preserved: tuple[str, ...]
-    source: Literal["summary request", "session memory"]
+    source: Literal["summary request", "session memory", "mechanical fold"]
     shrunk: int = 0
     """Oversized blocks the summary request saw cut to their heads (R3.4.5)."""
 
@@ -129,7 +147,6 @@ class AutoCompactStage:
     requests: int = 0
     """Summary requests sent (retries included)."""
     receipts: list[SystemEntry] = field(default_factory=list)
-    _rounds_since: int | None = field(default=None, init=False)
     _refills: int = field(default=0, init=False)
     _warned: bool = field(default=False, init=False)
     _folds_seen: GrowthCursor[AnyRecord] = field(default_factory=GrowthCursor, init=False, repr=False)
@@ -148,7 +165,7 @@ class AutoCompactStage:
         seen: set[str] = set()
         for record in records:
             if isinstance(record, AssistantEntry) and rounds is not None:
-                if record.message.id not in seen:
+                if record.message.id not in seen and not record.is_api_error_message:
                     seen.add(record.message.id)
                     rounds += 1
                 continue
@@ -161,22 +178,18 @@ class AutoCompactStage:
             elif outcome == "stopped":
                 self.stopped = str(data.get("reason") or "stopped")
             elif outcome == "compacted":
-                self.failures = 0
+                self.failures = self.failures + 1 if data.get("mechanical") else 0
                 if trigger == "manual":
                     self.stopped, self._refills = None, 0
                 elif trigger == "auto":
                     quick = rounds is not None and rounds <= config.autocompact.thrash_turns
                     self._refills = self._refills + 1 if quick else 0
                 rounds, seen = 0, set()
-        # live, a round's check sees the replies recorded since the compaction: the next run() adds 1
-        self._rounds_since = None if rounds is None else max(rounds - 1, 0)
 
     # --- the Stage interface ------------------------------------------------------------------
 
     async def run(self, ctx: CompactionContext) -> StageResult:
         """Compact when the context passed the threshold (R3.4.1), unless stopped or Collapse is on."""
-        if self._rounds_since is not None:
-            self._rounds_since += 1
         warning, threshold = ctx.config.warning_threshold, ctx.config.autocompact_threshold
         if warning <= ctx.tokens < threshold and not self._warned and self.events is not None:
             self._warned = True  # once per fill: the UI turns yellow, it does not nag
@@ -192,7 +205,10 @@ class AutoCompactStage:
         if not due or self.stopped:
             return StageResult()
         cfg = ctx.config.autocompact
-        if self._rounds_since is not None and self._rounds_since <= cfg.thrash_turns:
+        # Rounds since the last compaction are the replies recorded after it, live as on resume
+        # (`replay`): a process counter said one more after a manual or reactive compaction.
+        rounds = replies_since_compaction(ctx.records)
+        if rounds is not None and rounds <= cfg.thrash_turns:
             self._refills += 1
             if self._refills >= cfg.thrash_repeats:
                 return self._stop(
@@ -225,7 +241,18 @@ class AutoCompactStage:
         return self._folds_tokens >= budget
 
     async def on_prompt_too_long(self, ctx: CompactionContext, gap_tokens: int | None) -> StageResult:
-        """Reactive compaction (R5.4): the same compaction, unless the breaker stopped automatic ones."""
+        """Reactive compaction (R5.4): the same compaction, unless a stop ended automatic ones.
+
+        With the breaker tripped the model is not asked again: a mechanical fold, which costs no
+        request, keeps the turn going (R3.4.11). The thrash stop ends reactive compaction too.
+        """
+        if self.stopped == "circuit_breaker":
+            view = api_filter(project_view(ctx.records))
+            if view:
+                result = self._mechanical(ctx, view, "the circuit breaker is open", 0)
+                if result is not None:
+                    return result
+            return StageResult()
         if self.stopped:
             return StageResult()
         return await self._compact(ctx, "reactive", gap=gap_tokens)
@@ -256,7 +283,17 @@ class AutoCompactStage:
                 self.events.emit(
                     NoticeEvent(f"Compacting the conversation ({trigger}): writing a summary…", "progress")
                 )
-            summary = await self._summarize(ctx, view, instructions)
+            asked = self.requests
+            try:
+                summary = await self._summarize(ctx, view, instructions)
+            except SummaryUnusable as e:
+                if trigger != "reactive":
+                    raise
+                # the turn waits on this compaction: fold mechanically rather than end it (R3.4.11)
+                mechanical = self._mechanical(ctx, view, str(e), self.requests - asked)
+                if mechanical is None:
+                    raise
+                return mechanical
             result = self._commit(ctx, trigger, view, summary)
             if (
                 isinstance(result, int) and summary.preserved
@@ -350,7 +387,7 @@ class AutoCompactStage:
                 continue
             if read_summary(reply.text, SUMMARY_SECTIONS, free=ctx.config.summary_format == "free") is None:
                 what = "empty" if not reply.text.strip() else "malformed (not the 9 sections asked for)"
-                raise CompactionFailed(f"the summary was {what}; nothing was committed")
+                raise SummaryUnusable(f"the summary was {what}; nothing was committed")
             return _Summary(
                 reply.text.strip(), attempt + 1, dropped, reply.usage, preserved, "summary request", shrunk
             )
@@ -427,8 +464,10 @@ class AutoCompactStage:
         ):
             return post
         boundary = msgspec.structs.replace(boundary, post_tokens=post)
-        self.failures = 0
-        self._rounds_since, self._warned = 0, False
+        mechanical = summary.source == "mechanical fold"
+        # a mechanical fold is the summarizer failing: it counts toward the breaker (R3.4.6, R3.4.11)
+        self.failures = self.failures + 1 if mechanical else 0
+        self._warned = False
         if trigger == "manual":
             self.stopped, self._refills = None, 0
         files = [a for a in attachments if a.attachment_type == "file"]
@@ -446,9 +485,13 @@ class AutoCompactStage:
             "cache_read": summary.usage.cache_read_input_tokens if summary.usage else 0,
             "cache_write": summary.usage.cache_creation_input_tokens if summary.usage else 0,
         }
+        if mechanical:
+            data |= {"mechanical": True, "failures": self.failures}
         how = (
             "from session memory, no API call"
             if summary.source == "session memory"
+            else "a mechanical fold, not a summary: the model could not summarize"
+            if mechanical
             else f"{summary.requests} summary request(s)"
             + (f", {summary.dropped_rounds} oldest rounds left out" if summary.dropped_rounds else "")
             + (f", {summary.shrunk} oversized blocks cut to their heads" if summary.shrunk else "")
@@ -459,7 +502,43 @@ class AutoCompactStage:
         )
         receipt = self._receipt(last.session_id, text, "info", data)
         records: tuple[AnyRecord, ...] = (boundary, *attachments, summary_entry, receipt)
+        if mechanical:
+            records += self._after_mechanical(ctx, last.session_id)
         return StageResult(records, tokens_freed=max(0, ctx.tokens - post))
+
+    def _mechanical(
+        self, ctx: CompactionContext, view: list[Entry], reason: str, requests: int
+    ) -> StageResult | None:
+        """R3.4.11: the conversation folded mechanically (no model call), the pending prompt kept."""
+        cfg = ctx.config
+        preserved = _pending_prompt(view, cfg.scaled(cfg.autocompact.keep_prompt_max_tokens))
+        text = mechanical_fold([e for e in view if e.uuid not in preserved], cfg)
+        summary = _Summary(text, requests, 0, None, preserved, "mechanical fold")
+        result = self._commit(ctx, "reactive", view, summary)
+        if not isinstance(result, StageResult) and preserved:
+            result = self._commit(ctx, "reactive", view, dataclasses.replace(summary, preserved=()))
+        if not isinstance(result, StageResult):
+            return None  # even a mechanical fold would not make the context smaller
+        if self.events is not None:
+            self.events.telemetry("mechanical_fold", level="autocompact", reason=reason)
+        return result
+
+    def _after_mechanical(self, ctx: CompactionContext, session_id: str) -> tuple[SystemEntry, ...]:
+        """Say once per session that folds are mechanical now; trip the breaker at its count."""
+        out: list[SystemEntry] = []
+        if not said_before(ctx.records) and self.events is not None:
+            self.events.emit(NoticeEvent(MECHANICAL_NOTICE, "warning"))
+        cfg = ctx.config.autocompact
+        if self.failures >= cfg.max_consecutive_failures and not self.stopped:
+            self.stopped = "circuit_breaker"
+            text = (
+                f"automatic compaction stopped asking for summaries after {self.failures} failed "
+                "attempts in a row (the circuit breaker); a prompt too long is folded mechanically, "
+                "and /compact still asks the model"
+            )
+            data: JSONObject = {"outcome": "stopped", "reason": "circuit_breaker", "tokens": ctx.tokens}
+            out.append(self._receipt(session_id, text, "error", data))
+        return tuple(out)
 
     def _reattach(
         self, config: Config, view: list[Entry], preserved: set[str], session_id: str, *, files: bool = True
@@ -561,6 +640,18 @@ class AutoCompactStage:
             self.events.emit(done if level == "info" else NoticeEvent(text, level))
             self.events.telemetry("compaction", **data)
         return entry
+
+
+def replies_since_compaction(records: Sequence[AnyRecord]) -> int | None:
+    """The model rounds since the last compaction: replies (distinct message ids) recorded after the
+    latest compact boundary; None before any. One count for the live check and `replay`."""
+    seen: set[str] = set()
+    for record in reversed(records):
+        if isinstance(record, CompactBoundary):
+            return len(seen)
+        if isinstance(record, AssistantEntry) and not record.is_api_error_message:
+            seen.add(record.message.id)
+    return None
 
 
 def _last_results(view: list[Entry]) -> int:

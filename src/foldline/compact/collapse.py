@@ -21,6 +21,9 @@ Invariants:
 - A staged fold is committed only if its span is, entry for entry, still what the ctx-agent read.
 - Every commit leaves a visible receipt with the turns, the tokens freed and the cached tokens the
   next request writes again (R3.0.1); a failed analysis is reported, never fatal, never staged.
+- The breaker (R3.3.9): failed summaries in a row stop the ctx-agent asking the model; the count
+  rides on every receipt and `replay` rebuilds it on resume. An emergency fold whose summaries are
+  unusable, or that runs with the breaker open, commits mechanical folds instead (R3.4.11).
 
 Mutual exclusion with AutoCompact (R3.3.4): `CollapseConfig.enabled` is the switch. A level that
 compacts proactively checks `collapse_active(config)` in its `run` and leaves the work to this level;
@@ -47,6 +50,7 @@ from foldline.compact.ctx_agent import (
     opens_turn,
     summary_tokens,
 )
+from foldline.compact.mechanical import MECHANICAL_NOTICE, mechanical_fold, said_before
 from foldline.compact.pipeline import CompactionContext, StageResult
 from foldline.compact.snip import short_id
 from foldline.config import Config
@@ -59,6 +63,7 @@ from foldline.timeline import (
     AssistantEntry,
     CollapseCommit,
     SystemEntry,
+    Usage,
     api_filter,
     new_uuid,
     now_iso,
@@ -182,6 +187,18 @@ class Collapse:
     """ctx-agent runs started (background and emergency)."""
     forks: list[StagedFold | FoldFailure] = field(default_factory=list)
     """Every forked request's outcome, in order (its usage shows the cache it read)."""
+    failures: int = 0
+    """Span summaries failed in a row (a mechanical fold counts: the model failed); a summary that
+    works resets it. Rebuilt from the receipts on resume (`replay`)."""
+    stopped: bool = False
+    """The breaker: `max_consecutive_failures` reached, the model is not asked again this session."""
+    notify: Callable[[SystemEntry], None] | None = None
+    """Records a receipt outside a round (the engine's `log.append`): background failures still
+    unreported when the session closes, so a `-p --continue` process does not lose them."""
+    _unreported: list[FoldFailure] = field(default_factory=list, init=False, repr=False)
+    """Background failures the next round records (the background run never writes the timeline)."""
+    _snapshot: Callable[[], Sequence[AnyRecord]] | None = field(default=None, init=False, repr=False)
+    _closing: bool = field(default=False, init=False, repr=False)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
     _skip_tail: bool = field(default=False, init=False, repr=False)
@@ -197,6 +214,32 @@ class Collapse:
             engine.config,
             engine.events,
         )
+
+    def replay(self, records: Sequence[AnyRecord]) -> None:
+        """Rebuild the breaker from a resumed transcript's `collapse` receipts (design.md R3.3.9).
+
+        Its failures are the session's: without this every `-p --continue` process asked again for
+        an emergency summary of every earlier turn the model had failed to summarize. Every receipt
+        carries the count as it stood; a transcript from before that counts its failed emergencies.
+        """
+        for record in records:
+            data = record.data if isinstance(record, SystemEntry) and record.subtype == "collapse" else None
+            if not data:
+                continue
+            if isinstance(count := data.get("failures"), int):
+                self.failures = count
+            elif data.get("kind") == "emergency_failed" and isinstance(failed := data.get("failed"), int):
+                self.failures += failed
+            self.stopped = self.stopped or bool(data.get("stopped"))
+        self.stopped = self.stopped or self.failures >= self.config.collapse.max_consecutive_failures
+
+    def _count(self, summarized: int, failed: Sequence[FoldFailure]) -> None:
+        """The breaker's count after a run: a summary that worked resets it, each failure adds one.
+
+        A cut summary does not count: its turn is never asked about again anyway (R3.3.1)."""
+        self.failures = (0 if summarized else self.failures) + sum(not f.cut for f in failed)
+        if self.failures >= self.config.collapse.max_consecutive_failures:
+            self.stopped = True
 
     @property
     def agent(self) -> CtxAgent:
@@ -224,8 +267,9 @@ class Collapse:
         `snapshot` is read once the run holds the agent, so it sees what an emergency fold committed
         while it waited.
         """
-        if not self.config.collapse.enabled or self.in_flight:
+        if not self.config.collapse.enabled or self.in_flight or self.stopped:
             return None
+        self._snapshot = snapshot
         task = asyncio.ensure_future(self._background(snapshot))
         self._task = task
         return task
@@ -244,6 +288,8 @@ class Collapse:
                 records, shown, on_span=self._progress(len(shown), "in the background")
             )
             self._keep(staged, failed)
+            if self._closing:  # the session is closing: no round comes to record them
+                self._flush()
 
     def _progress(self, total: int, how: str) -> Callable[[int, TaskSpan], None]:
         """R3.3.6: a progress notice before each span's request."""
@@ -259,6 +305,9 @@ class Collapse:
         self.forks.extend([*staged, *failed])
         self.store.staged.extend(staged)
         self.store.failures.extend(failed)
+        self._count(len(staged), failed)
+        self._unreported.extend(failed)
+        self._notify_failed(failed)
         if self.events is None:
             return
         for fold in staged:
@@ -269,6 +318,10 @@ class Collapse:
                 cache_read=fold.usage.cache_read_input_tokens,
                 cache_write=fold.usage.cache_creation_input_tokens,
             )
+
+    def _notify_failed(self, failed: Sequence[FoldFailure]) -> None:
+        if self.events is None:
+            return
         for failure in failed:
             text = f"context collapse: could not summarize {failure.span.turns()}: {failure.reason}"
             self.events.emit(NoticeEvent(text, "warning"))
@@ -289,6 +342,16 @@ class Collapse:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if reason == "close":
+            self._closing = True
+            self._flush()
+
+    def _flush(self) -> None:
+        """Record unreported background failures now; only at close, when no turn is in progress,
+        so the receipt cannot land between a tool call and its result."""
+        if self.notify is not None and self._snapshot is not None:
+            for entry in self._report_failures(self._snapshot()):
+                self.notify(entry)
 
     # --- the stage (R3.3.2, R3.3.5, R5.4) ------------------------------------------------------------
 
@@ -297,19 +360,37 @@ class Collapse:
         cfg = ctx.config.collapse
         if not cfg.enabled:
             return StageResult()
+        reported = self._report_failures(ctx.records)
         window = ctx.config.effective_window
         commit_line, emergency_line = cfg.commit_at * window, cfg.emergency_at * window
         if ctx.tokens < commit_line and not (
             cfg.commit_when_it_pays and opens_turn(ctx.records) and self._pays(ctx)
         ):
-            return StageResult()
+            return StageResult(tuple(reported))
         if ctx.tokens >= emergency_line:
             await self.wait()  # what the run in flight stages may be enough; waiting never cancels it
-        records, freed = self._commit(ctx.records, self.store.take(ctx.records), "commit")
+        records, freed = self._commit([*ctx.records, *reported], self.store.take(ctx.records), "commit")
+        records = [*reported, *records]
         if ctx.tokens - freed >= emergency_line:
             more, more_freed = await self._emergency(ctx, records, ctx.tokens - freed, commit_line)
             records, freed = records + more, freed + more_freed
         return StageResult(tuple(records), freed)
+
+    def _report_failures(self, records: Sequence[AnyRecord]) -> list[SystemEntry]:
+        """The background run's failures since the last round, as a receipt the transcript keeps, so
+        the breaker's count survives a resume (R3.0.1, R3.3.9)."""
+        if not self._unreported:
+            return []
+        failed, self._unreported = self._unreported, []
+        text = f"context collapse: {len(failed)} summaries failed ({_spans_text([f.span for f in failed])})"
+        if self.stopped:
+            text += f"; {self.failures} in a row, so the model is not asked for more this session"
+        data: JSONObject = {"kind": "failed", "failed": len(failed), **self._breaker()}
+        return [_receipt(records, text, data, None, level="warning")]
+
+    def _breaker(self) -> JSONObject:
+        """The breaker's state, carried by every receipt (`replay` reads the last one)."""
+        return {"failures": self.failures, "stopped": self.stopped}
 
     def _pays(self, ctx: CompactionContext) -> bool:
         """R3.3.7: the staged folds save more reads over the session's expected rest than the cache
@@ -353,17 +434,31 @@ class Collapse:
                     level="warning",
                 )
                 return [entry], 0
-            self.runs += 1
             shown = spans[: self.config.collapse.max_spans_per_run]
-            staged, failed = await self.agent.run(
-                ctx.records,
-                shown,
-                enough=lambda freed: tokens - freed < target,
-                on_span=self._progress(len(shown), "now: the context is nearly full"),
-            )
-            self._keep([], failed)
-            self.forks.extend(staged)
-        records, freed = self._commit([*ctx.records, *committed], staged, "emergency", ctx.records)
+            if self.stopped:  # the breaker is open: the model is not asked again (R3.3.9)
+                staged: list[StagedFold] = []
+                failed: list[FoldFailure] = []
+                mechanical = self._mechanical(ctx.records, spans, lambda freed: tokens - freed < target)
+            else:
+                self.runs += 1
+                staged, failed = await self.agent.run(
+                    ctx.records,
+                    shown,
+                    enough=lambda freed: tokens - freed < target,
+                    on_span=self._progress(len(shown), "now: the context is nearly full"),
+                )
+                # No usable summary: the request still waits, so fold the span mechanically (R3.4.11).
+                unusable = [f for f in failed if f.unusable]
+                failed = [f for f in failed if not f.unusable]
+                mechanical = self._mechanical(ctx.records, [f.span for f in unusable], lambda _freed: False)
+                self.forks.extend([*staged, *failed])
+                self.store.failures.extend(failed)
+                self._count(len(staged), [*failed, *unusable])
+                self._notify_failed(failed)
+        folds = sorted([*staged, *mechanical], key=lambda f: f.span.first_turn)
+        records, freed = self._commit(
+            [*ctx.records, *committed], folds, "emergency", ctx.records, mechanical=len(mechanical)
+        )
         if failed:
             failed_turns = _spans_text([f.span for f in failed])
             text = f"context collapse: {len(failed)} emergency summaries failed ({failed_turns})"
@@ -371,12 +466,28 @@ class Collapse:
                 _receipt(
                     [*ctx.records, *committed, *records],
                     text,
-                    {"kind": "emergency_failed", "failed": len(failed)},
+                    {"kind": "emergency_failed", "failed": len(failed), **self._breaker()},
                     self.events,
                     level="warning",
                 )
             )
         return records, freed
+
+    def _mechanical(
+        self, records: Sequence[AnyRecord], spans: Sequence[TaskSpan], enough: Callable[[int], bool]
+    ) -> list[StagedFold]:
+        """Mechanical folds of `spans` (no model call, design.md R3.4.11), oldest first, until `enough`."""
+        view = api_filter(project_view(records))
+        out: list[StagedFold] = []
+        freed = 0
+        for span in spans:
+            if enough(freed):
+                break
+            entries = [e for e in view if e.uuid in span.uuids]
+            fold = StagedFold(span, mechanical_fold(entries, self.config), Usage())
+            out.append(fold)
+            freed += fold_savings(fold)
+        return out
 
     @staticmethod
     def _committed_uuids(records: Sequence[AnyRecord], commits: Sequence[AnyRecord]) -> frozenset[str]:
@@ -396,6 +507,8 @@ class Collapse:
         folds: Sequence[StagedFold],
         kind: FoldKind,
         cached_from: Sequence[AnyRecord] | None = None,
+        *,
+        mechanical: int = 0,
     ) -> tuple[list[AnyRecord], int]:
         """Commit records for `folds` plus one receipt; ([], 0) when there is nothing to commit.
 
@@ -432,5 +545,11 @@ class Collapse:
             "turns": [[f.span.first_turn, f.span.last_turn] for f in folds],
             "tokens_freed": freed,
             "cached_rewrite_tokens": rewrite,
+            **self._breaker(),
         }
+        if mechanical:
+            text += f" ({mechanical} mechanical, not summaries: the model could not summarize)"
+            data["mechanical"] = mechanical
+            if not said_before(records) and self.events is not None:
+                self.events.emit(NoticeEvent(MECHANICAL_NOTICE, "warning"))
         return [*commits, _receipt([*records, *commits], text, data, self.events)], freed

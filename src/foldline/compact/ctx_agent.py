@@ -109,6 +109,9 @@ class FoldFailure:
     cut: bool = False
     """The summary was cut at the output limit: asking the same again would be cut again (a span
     of several turns is asked about as two halves instead; a failed request may pass next time)."""
+    unusable: bool = False
+    """The model answered with no usable summary (empty or malformed): an emergency fold commits a
+    mechanical fold for the span instead (design.md R3.4.11)."""
 
 
 def is_typed_prompt(entry: Entry) -> bool:
@@ -339,13 +342,14 @@ class CtxAgent:
             return FoldFailure(span, "the summary was cut at the output limit", cut=True)
         sections = read_summary(reply.text, SPAN_SECTIONS, free=self.config.summary_format == "free")
         if sections is None:
-            return FoldFailure(span, "the summary was empty or malformed")
+            return FoldFailure(span, "the summary was empty or malformed", unusable=True)
         summary = summary_of(sections)
         if summary_tokens(summary) >= span.tokens:  # a fold that grows the context is never committed
             return FoldFailure(
                 span,
                 f"the summary ({summary_tokens(summary):,} tokens) is not smaller than the turns it would "
                 f"replace ({span.tokens:,}); nothing was committed",
+                unusable=True,  # as useless as a malformed one: an emergency folds mechanically instead
             )
         return StagedFold(span, summary, reply.usage)
 

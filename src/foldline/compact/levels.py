@@ -36,6 +36,9 @@ def install_levels(engine: Any, *, collapse: bool | None = None) -> Levels:
     """
     enabled = engine.config.collapse.enabled if collapse is None else collapse
     folding = Collapse.for_engine(engine) if enabled else None
+    if folding is not None:
+        folding.replay(engine.log.timeline.snapshot())  # a resumed session's breaker holds
+        folding.notify = engine.log.append
     engine.stages = default_stages(collapse=folding)
     autocompact = install_autocompact(engine, collapse_enabled=folding is not None)  # appended last
     if folding is not None:

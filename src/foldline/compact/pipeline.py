@@ -91,7 +91,7 @@ class RoundResult:
     receipts: tuple[Receipt, ...] = ()
     tokens_freed: int = 0
     seen: tuple[tuple[str, int], ...] = ()
-    """(level name, the tokens it saw) for every level, in the order they ran."""
+    """(level name, the tokens it saw) for every level, in the order they ran (or were asked)."""
 
 
 class Stage(Protocol):
@@ -143,12 +143,16 @@ async def run_recovery(
     draining its staged folds) passes the rest on to the next (AutoCompact's reactive compaction);
     with an unknown gap the first level that frees anything ends the chain. Edits count: the server
     leaves deleted spans out of the context it measures, so they shorten the retried request.
+    `seen` names every level asked, so a retry still refused asks only the ones after them
+    (`ContextWindow.recover`).
     """
     records: list[AnyRecord] = []
     edits: list[Block] = []
     receipts: list[Receipt] = []
+    asked: list[tuple[str, int]] = []
     total = 0
     for stage in stages:
+        asked.append((stage.name, ctx.tokens))
         result = await stage.on_prompt_too_long(ctx, gap_tokens)
         if not result.records and not result.cache_edits:
             continue
@@ -163,7 +167,7 @@ async def run_recovery(
         if gap_tokens is None or freed >= gap_tokens:
             break
         gap_tokens -= freed
-    return RoundResult(tuple(records), tuple(edits), tuple(receipts), total)
+    return RoundResult(tuple(records), tuple(edits), tuple(receipts), total, tuple(asked))
 
 
 async def recover_prompt_too_long(

@@ -105,6 +105,10 @@ class ContextWindow:
     """`cache_edits` blocks the last round asked the next request to carry (Microcompact)."""
     _count_exactly: bool = field(default=False, init=False)
     """The last estimate was too close to the blocking limit to trust (see `refuse_over_limit`)."""
+    _asked: set[str] = field(default_factory=set, init=False)
+    """Levels the R5.4 chain asked since the last reply: a retry still refused asks the rest."""
+    _acted: bool = field(default=False, init=False)
+    """A level of the chain acted since the last reply (what a final refusal says)."""
 
     # --- the round before every call ---------------------------------------------------------------
 
@@ -125,12 +129,16 @@ class ContextWindow:
             await self.recover(None, gap=tokens - limit)
             self._repin()
             tokens = self.estimate()
-            if tokens > limit:  # nothing is ever sent over the blocking limit
-                raise PromptTooLongError(
-                    f"the conversation is still about {tokens:,} tokens after compaction, "
-                    f"{tokens - limit:,} over the blocking limit ({limit:,}): run /compact, "
-                    "or /rewind to drop the last turn"
-                )
+        # A level that freed less than it estimated leaves the rest to the levels after it (R5.4).
+        while tokens > limit and await self._chain(tokens - limit) is not None:
+            self._repin()
+            tokens = self.estimate()
+        if tokens > limit:  # nothing is ever sent over the blocking limit
+            raise PromptTooLongError(
+                f"the conversation is still about {tokens:,} tokens after compaction, "
+                f"{tokens - limit:,} over the blocking limit ({limit:,}): run /compact, "
+                "or /rewind to drop the last turn"
+            )
 
     def refuse_prompt(self, text: str) -> None:
         """Refuse, before it is recorded, a prompt no request could ever hold (R5.4).
@@ -204,21 +212,42 @@ class ContextWindow:
 
     # --- recovery and /compact -------------------------------------------------------------------------
 
+    def settle(self) -> None:
+        """A reply came: the next prompt-too-long starts the R5.4 chain from its first level again."""
+        self._asked.clear()
+        self._acted = False
+
     async def recover(self, error: ModelHTTPError | None, gap: int | None) -> RoundResult:
         """R5.4: ask the levels (drain collapse, reactive compact); else tell the user to compact.
 
+        Since the last reply each level is asked once: a retry still refused goes on down the chain
+        from the first level not yet asked, so a drain that freed too little never ends the turn
+        before the reactive compaction has run.
+
         Raises:
-            PromptTooLongError: no level could free anything.
+            PromptTooLongError: no level left to ask could free anything.
         """
-        result = await run_recovery(self.stages(), self.context(), gap)
-        if not result.records and not result.cache_edits:
+        result = await self._chain(gap)
+        if result is None:
             limit = self.config.blocking_limit
             over = f"the conversation is {gap or 0:,} tokens over the blocking limit ({limit:,})"
             detail = error.message if error else over
-            raise PromptTooLongError(
-                f"{detail}; nothing more could be compacted automatically: run /compact, "
-                "or /rewind to drop the last turn"
+            why = (
+                "still too long after compacting automatically"
+                if self._acted
+                else "nothing more could be compacted automatically"
             )
+            raise PromptTooLongError(f"{detail}; {why}: run /compact, or /rewind to drop the last turn")
+        return result
+
+    async def _chain(self, gap: int | None) -> RoundResult | None:
+        """The levels not yet asked since the last reply, in order; None when none of them acted."""
+        stages = [s for s in self.stages() if s.name not in self._asked]
+        result = await run_recovery(stages, self.context(), gap)
+        self._asked.update(name for name, _ in result.seen)
+        if not result.records and not result.cache_edits:
+            return None
+        self._acted = True
         self._take(result)
         self.on_change()
         return result

@@ -1,0 +1,126 @@
+"""The mechanical fold: what stands in for a summary when the model cannot write one (design.md R3.4.11).
+
+A small local model (SmolLM2 on an 8K window) may answer every summary request with nothing, or
+with text that is not the sections asked for. Failing then ends the turn ("nothing more could be
+compacted"), although the conversation holds plenty that can go. A mechanical fold is built from
+the entries alone, with no model call: the user's prompts, the files the tools touched, and the
+first lines of each tool result, under a heading that says plainly it is not a summary. Context
+Collapse commits one for a span whose emergency summary failed, and AutoCompact's reactive
+compaction for the conversation when its summary failed; each says so once (`MECHANICAL_NOTICE`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from foldline._types import Block
+from foldline.config import Config, MechanicalFoldConfig
+from foldline.timeline import AnyRecord, AssistantEntry, Entry, SystemEntry, UserEntry
+from foldline.tokens import CHARS_PER_TOKEN
+
+__all__ = ["MECHANICAL_HEADING", "MECHANICAL_NOTICE", "mechanical_fold", "said_before"]
+
+MECHANICAL_HEADING = (
+    "[Not a summary: the model could not summarize this part of the conversation, so foldline kept "
+    "a mechanical record of it: the user's prompts, the files touched and the first lines of each "
+    "tool result. Everything else in it is gone; read a file again when its contents matter.]"
+)
+"""Opens every mechanical fold, so neither the model nor a reader takes it for a summary."""
+
+MECHANICAL_NOTICE = (
+    "the model could not summarize (its summaries were empty or malformed): foldline folded "
+    "mechanically instead (the prompts, the files touched and the first lines of each result are "
+    "kept, marked as not a summary); a model that summarizes keeps more"
+)
+"""What the user is told, once per session, the first time a level falls back to a mechanical fold."""
+
+_PATH_KEYS = ("file_path", "path", "notebook_path")
+
+
+def said_before(records: Sequence[AnyRecord]) -> bool:
+    """Whether the session already has a mechanical fold's receipt: the notice is said once, also
+    across a resume (every receipt of a mechanical fold carries `mechanical` in its data)."""
+    return any(isinstance(r, SystemEntry) and r.data and r.data.get("mechanical") for r in records)
+
+
+def mechanical_fold(entries: Sequence[Entry], settings: Config) -> str:
+    """The mechanical record of `entries` (API-visible entries, oldest first), within its budget
+    (`MechanicalFoldConfig`): the oldest prompts and results are left out first."""
+    config = settings.mechanical_fold
+    budget = min(config.max_chars, int(settings.blocking_limit * config.max_share * CHARS_PER_TOKEN))
+    prompts: list[str] = []
+    files: dict[str, None] = {}
+    results: list[str] = []
+    calls: dict[str, str] = {}
+    for entry in entries:
+        if isinstance(entry, AssistantEntry):
+            for block in entry.message.content:
+                if block.get("type") == "tool_use":
+                    calls[str(block.get("id"))] = _call_label(block, files)
+        elif isinstance(entry, UserEntry) and not entry.is_meta and not entry.is_compact_summary:
+            content = entry.message.content
+            blocks: list[Block] = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            tool_results = [b for b in blocks if b.get("type") == "tool_result"]
+            for block in tool_results:
+                label = calls.get(str(block.get("tool_use_id")), "a tool")
+                results.append(f"- {label}: {_first_lines(_text_of(block.get('content')), config)}")
+            if not tool_results:
+                text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
+                if text:
+                    prompts.append(f"- {_cut(text, config.prompt_chars)}")
+    return _assemble(prompts, list(files), results, budget)
+
+
+def _call_label(block: Block, files: dict[str, None]) -> str:
+    name = str(block.get("name") or "tool")
+    tool_input = block.get("input")
+    if not isinstance(tool_input, dict):
+        return name
+    for key in _PATH_KEYS:
+        if isinstance(value := tool_input.get(key), str) and value:
+            files.setdefault(value, None)
+            return f"{name} {value}"
+    for key in ("command", "pattern", "url", "query"):
+        if isinstance(value := tool_input.get(key), str) and value:
+            return f"{name} `{_cut(value, 80)}`"
+    return name
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = (b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        return "\n".join(str(t) for t in texts)
+    return ""
+
+
+def _first_lines(text: str, config: MechanicalFoldConfig) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "(no output)"
+    kept = [_cut(line, config.line_chars) for line in lines[: config.result_lines]]
+    more = f" (+{len(lines) - len(kept)} more lines)" if len(lines) > len(kept) else ""
+    return " | ".join(kept) + more
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def _assemble(prompts: list[str], files: list[str], results: list[str], max_chars: int) -> str:
+    """The fold's text; while too long, the oldest result goes, then the oldest prompt."""
+    while True:
+        parts = [MECHANICAL_HEADING, "User prompts:", *(prompts or ["- (none)"])]
+        if files:
+            parts.append("Files touched: " + ", ".join(files))
+        if results:
+            parts += ["Tool results (first lines):", *results]
+        text = "\n".join(parts)
+        if len(text) <= max_chars or not (results or len(prompts) > 1):
+            return text[:max_chars] if len(text) > max_chars else text
+        if results:
+            results.pop(0)
+        else:
+            prompts.pop(0)
