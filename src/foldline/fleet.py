@@ -47,6 +47,7 @@ from foldline._json import dumps, loads
 from foldline.config import CollapseConfig, Config, FleetConfig, TranscriptConfig
 
 __all__ = [
+    "RUN_KEYS",
     "SIMULATE",
     "VOLATILE",
     "FleetReport",
@@ -66,6 +67,8 @@ SIMULATE_STRATEGIES = ("foldline", "no-collapse", "no-compaction")
 """The engine settings the `simulate` kind takes as its strategy (as `foldline simulate`'s flags)."""
 VOLATILE = ("wall_s", "node", "host", "attempts", "unit_wall_s")
 """Row keys that differ between two runs of one deterministic unit: timings and where it ran."""
+RUN_KEYS = ("unit_key", "unit", "unit_wall_s", "node", "host", "attempts")
+"""The keys the runner adds to a unit function's row: what ran, how long, where, at which attempt."""
 
 Knob = str | int | float | bool
 
@@ -230,8 +233,9 @@ class Results:
 
     Layout: `rows/<key>.json` (one per finished unit), `failed/<key>.json` (the last error of a unit
     that failed every attempt; run again by the next fleet), `transcripts/<key>/…` (the unit's JSONL
-    files), `fleet.json` (the last fleet's commit, size and wall time). A row is written whole or not
-    at all: on a local disk through a temporary name and a rename, on an object store by one put.
+    files), `fleet.json` (the last fleet's commit, size and wall time; `fleets/` keeps every one).
+    A row is written whole or not at all: on a local disk through a temporary name and a rename, on
+    an object store by one put.
     """
 
     def __init__(self, url: str) -> None:
@@ -342,6 +346,8 @@ class FleetReport:
     """The most CPUs the cluster had during the run."""
     nodes: int
     """The most nodes alive during the run."""
+    commit: str | None = None
+    """The commit of the checkout the driver ran from (where it is one)."""
 
 
 def run_fleet(
@@ -383,14 +389,16 @@ def run_fleet(
     )
     rows = [row for u in wanted if (row := store.row(u.key)) is not None]
     failed = [row for u in wanted if (row := store.read(f"failed/{u.key}.json")) is not None]
-    report.rows, report.failed = rows, failed
-    store.write("fleet.json", dumps(_manifest(report, len(wanted)), sort_keys=True, indent=True))
+    report.rows, report.failed, report.commit = rows, failed, _commit()
+    manifest = dumps(_manifest(report, len(wanted)), sort_keys=True, indent=True)
+    store.write("fleet.json", manifest)  # the last fleet's; `fleets/` keeps every one
+    store.write(f"fleets/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}.json", manifest)
     return report
 
 
 def _manifest(report: FleetReport, units: int) -> dict[str, Any]:
     return {
-        "commit": _commit(),
+        "commit": report.commit,
         "units": units,
         "rows": len(report.rows),
         "failed": len(report.failed),
@@ -450,7 +458,8 @@ def _inline(
                 status.failed += 1
                 break
             store.put_transcripts(unit.key, result.transcripts)
-            store.put_row(unit.key, {**result.row, "node": "in-process", "attempts": attempt})
+            row = {**result.row, "node": "in-process", "host": socket.gethostname(), "attempts": attempt}
+            store.put_row(unit.key, row)
             status.done += 1
             break
     status.running = 0
@@ -553,13 +562,27 @@ def _ray(address: str | None, workers: int | None, runtime_env: dict[str, Any] |
 
 @contextlib.contextmanager
 def live_progress() -> Iterator[Callable[[FleetStatus], None]]:
-    """A `progress` callback that keeps one live line on stderr (rich), left in place at the end."""
+    """A `progress` callback for stderr: one live line on a terminal (rich), left in place at the
+    end; elsewhere (a log, CI) a line each time a unit finishes, fails or is retried."""
     from rich.console import Console
     from rich.live import Live
     from rich.text import Text
 
     console = Console(stderr=True)
-    with Live(Text("fleet: starting"), console=console, refresh_per_second=4, transient=False) as live:
+    if not console.is_terminal:
+        last: list[tuple[int, int, int]] = []
+
+        def log(status: FleetStatus) -> None:
+            now = (status.done, status.failed, status.retried)
+            if not last or now != last[-1]:
+                print(status.line(), file=sys.stderr, flush=True)
+                last.append(now)
+
+        yield log
+        return
+    # stdout stays the caller's (rows printed as JSON); stderr is printed above the live line
+    live = Live(Text("fleet: starting"), console=console, refresh_per_second=4, redirect_stdout=False)
+    with live:
 
         def show(status: FleetStatus) -> None:
             live.update(Text(status.line()))
