@@ -1090,7 +1090,7 @@ def run_units(
             results,
             address=args.address,
             workers=args.jobs,
-            in_process=args.jobs <= 1 and args.address is None,
+            in_process=args.jobs <= 1 and args.address is None and not getattr(args, "ray", False),
             paths=[here, str(Path(here).parent / "src")],
             runtime_env=runtime_env,
             progress=progress,
@@ -1112,6 +1112,7 @@ def add_fleet_options(parser: argparse.ArgumentParser) -> None:
         "--jobs", type=int, default=1, help="local workers (Ray CPUs); 1 runs the units in this process"
     )
     parser.add_argument("--address", default=None, help="an existing Ray cluster to run the units on")
+    parser.add_argument("--ray", action="store_true", help="a local Ray even at --jobs 1 (to time it)")
     parser.add_argument(
         "--results",
         default=None,

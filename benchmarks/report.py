@@ -176,11 +176,12 @@ def run_the_fleet(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[
         return [], [], ""
     with tempfile.TemporaryDirectory() as tmp:
         rows, report = run_units(units, args, args.results or os.path.join(tmp, "results"))
-    commit = (report.commit or "unknown")[:12]
+    full = report.commit or "unknown"
+    commit = full[:12] + ("-dirty" if full.endswith("-dirty") else "")
     line = (
         f"Every session of the tables below ran as one fleet (`foldline.fleet`, docs/fleet.md) at commit "
         f"`{commit}`: {len(units)} units on {report.workers:g} workers (Ray CPUs, one unit each) on "
-        f"{report.nodes} node(s), {report.wall_s / 60:.0f} minutes of wall time"
+        f"{report.nodes} node(s), {report.wall_s / 60:.1f} minutes of wall time"
         + (
             f", {len(report.failed)} units failed (their errors are in the results folder)"
             if report.failed

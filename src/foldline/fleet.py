@@ -409,21 +409,23 @@ def _manifest(report: FleetReport, units: int) -> dict[str, Any]:
 
 
 def _commit() -> str | None:
-    """The checkout's commit, where the package runs from a git checkout."""
+    """The checkout's commit, where the package runs from a git checkout; `-dirty` after it when
+    tracked files were changed since (the rows are then not that commit's alone)."""
     import subprocess
 
-    try:
+    def git(*args: str) -> str:
+        where = Path(__file__).parent
         done = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+            ["git", *args], cwd=where, capture_output=True, text=True, timeout=10, check=False
         )
+        return done.stdout.strip()
+
+    try:
+        head = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     except OSError:
         return None
-    return done.stdout.strip() or None
+    return f"{head}-dirty" if head and dirty else head or None
 
 
 def _failure(unit: Unit, attempts: int, error: str) -> dict[str, Any]:
