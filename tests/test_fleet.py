@@ -257,3 +257,23 @@ def test_importing_the_fleet_loads_neither_ray_nor_fsspec() -> None:
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_foldline_simulate_runs_seeds_as_units_and_resumes_from_the_results_folder(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from foldline.cli import cli
+
+    results = tmp_path / "results"
+    command = ["simulate", "--turns", "2", "--seeds", "3,4", "--results", str(results)]
+    first = CliRunner().invoke(cli, command)
+    assert first.exit_code == 0, first.output
+    assert "feature seed 3: 2/2 turns" in first.output
+    assert "feature seed 4: 2/2 turns" in first.output
+    rows = {p.name: p.read_bytes() for p in (results / "rows").iterdir()}
+    assert len(rows) == 2
+    again = CliRunner().invoke(cli, command)
+    assert again.exit_code == 0, again.output
+    assert "2 from before" in again.output
+    # not run again: the rows are the same bytes, their wall times included
+    assert {p.name: p.read_bytes() for p in (results / "rows").iterdir()} == rows
