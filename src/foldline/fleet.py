@@ -241,8 +241,9 @@ class Results:
     def __init__(self, url: str) -> None:
         import fsspec
 
-        self.url = url
-        self.fs, self.root = fsspec.core.url_to_fs(url)
+        # A plain path is made absolute here: a worker's working directory is not the driver's.
+        self.url = url if "://" in url else os.path.abspath(url)
+        self.fs, self.root = fsspec.core.url_to_fs(self.url)
         self.fs.makedirs(self.root, exist_ok=True)
         self._local = "file" in _protocols(self.fs)
 
@@ -379,6 +380,7 @@ def run_fleet(
         config: The fleet's numbers (`FleetConfig()` by default).
     """
     config = config or FleetConfig()
+    commit = _commit()  # before the units run: what they ran, whatever changes while they do
     store = Results(results_url)
     wanted = list(dict.fromkeys(units))
     have = store.keys()
@@ -389,7 +391,7 @@ def run_fleet(
     )
     rows = [row for u in wanted if (row := store.row(u.key)) is not None]
     failed = [row for u in wanted if (row := store.read(f"failed/{u.key}.json")) is not None]
-    report.rows, report.failed, report.commit = rows, failed, _commit()
+    report.rows, report.failed, report.commit = rows, failed, commit
     manifest = dumps(_manifest(report, len(wanted)), sort_keys=True, indent=True)
     store.write("fleet.json", manifest)  # the last fleet's; `fleets/` keeps every one
     store.write(f"fleets/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}.json", manifest)
