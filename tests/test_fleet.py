@@ -215,6 +215,10 @@ def progress(status):
 
 report = run_fleet(units, results, address=address, progress=progress)
 print("rows", len(report.rows), "failed", len(report.failed), "nodes", report.nodes, flush=True)
+# The same fleet again on what is left of the cluster: every unit has its row, none runs.
+seen = []
+again = run_fleet(units, results, address=address, progress=seen.append)
+print("resumed", seen[-1].skipped, "skipped", seen[-1].done, "run", len(again.rows), "rows", flush=True)
 """
 
 
@@ -236,6 +240,7 @@ def test_a_two_node_fleet_that_loses_a_node_gives_every_row_as_run_alone(
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "killed the second node" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert "resumed 12 skipped 0 run 12 rows" in done.stdout, done.stdout
     assert second.process.poll() is not None  # it really died
     store = Results(str(results))
     units = [Unit(profile=p, seed=s, turns=2) for p in ("feature", "debug") for s in range(6)]
