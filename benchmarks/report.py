@@ -187,6 +187,7 @@ def run_the_fleet(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[
             if report.failed
             else ""
         )
+        + _other_commits(rows, full)
         + "."
     )
     return (
@@ -194,6 +195,15 @@ def run_the_fleet(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[
         [r for r in rows if client_of(r["strategy"])],
         line,
     )
+
+
+def _other_commits(rows: Sequence[dict[str, Any]], commit: str) -> str:
+    """What the page's line adds when a resumed fleet kept rows made at other commits."""
+    others = sorted({str(r.get("commit"))[:12] for r in rows if r.get("commit") != commit})
+    if not others:
+        return ""
+    kept = sum(1 for r in rows if r.get("commit") != commit)
+    return f" ({kept} rows kept from an earlier run of the fleet, at {', '.join(f'`{c}`' for c in others)})"
 
 
 def economics(

@@ -3,6 +3,7 @@ cluster on this machine that loses a node mid-way and still gives every unit's r
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -94,6 +95,12 @@ def test_a_failing_unit_is_retried_then_its_last_error_is_a_row_and_done_units_a
     assert (tmp_path / "c2").read_text() == "3"
     assert seen[-1].done == 1
     assert seen[-1].failed == 1
+    # the folder says which fleet made it: its commit (this checkout's) on every row and in fleet.json
+    manifest = json.loads((tmp_path / "results" / "fleet.json").read_text())
+    assert (manifest["units"], manifest["rows"], manifest["failed"]) == (2, 1, 1)
+    assert manifest["row_commits"] == [str(report.rows[0]["commit"])]
+    assert report.commit == report.rows[0]["commit"]
+    assert len(list((tmp_path / "results" / "fleets").iterdir())) == 1
     # Resumed: the row is kept and not run again; the failure gets a fresh budget.
     again = run_fleet([flaky, broken], results, in_process=True, paths=[here], config=config)
     assert (tmp_path / "c1").read_text() == "2"

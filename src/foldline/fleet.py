@@ -65,10 +65,12 @@ SIMULATE = "simulate"
 """The built-in kind: foldline's simulated session over HTTP (`_simulate`)."""
 SIMULATE_STRATEGIES = ("foldline", "no-collapse", "no-compaction")
 """The engine settings the `simulate` kind takes as its strategy (as `foldline simulate`'s flags)."""
-VOLATILE = ("wall_s", "node", "host", "attempts", "unit_wall_s")
-"""Row keys that differ between two runs of one deterministic unit: timings and where it ran."""
-RUN_KEYS = ("unit_key", "unit", "unit_wall_s", "node", "host", "attempts")
-"""The keys the runner adds to a unit function's row: what ran, how long, where, at which attempt."""
+VOLATILE = ("wall_s", "node", "host", "attempts", "unit_wall_s", "commit")
+"""Row keys that differ between two runs of one deterministic unit: timings, where and at which
+commit it ran."""
+RUN_KEYS = ("unit_key", "unit", "unit_wall_s", "node", "host", "attempts", "commit")
+"""The keys the runner adds to a unit function's row: what ran, how long, where, at which attempt,
+from which commit."""
 
 Knob = str | int | float | bool
 
@@ -238,9 +240,11 @@ class Results:
     an object store by one put.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, stamp: dict[str, Any] | None = None) -> None:
+        """`stamp`: keys added to every row this store writes (the fleet's commit)."""
         import fsspec
 
+        self.stamp = stamp or {}
         # A plain path is made absolute here: a worker's working directory is not the driver's.
         self.url = url if "://" in url else os.path.abspath(url)
         self.fs, self.root = fsspec.core.url_to_fs(self.url)
@@ -280,7 +284,7 @@ class Results:
         return {n.removesuffix(".json") for n in names if n.endswith(".json")}
 
     def put_row(self, key: str, row: dict[str, Any]) -> None:
-        self.write(f"rows/{key}.json", dumps(row, sort_keys=True))
+        self.write(f"rows/{key}.json", dumps({**row, **self.stamp}, sort_keys=True))
         path = self._path(f"failed/{key}.json")
         if self.fs.exists(path):
             self.fs.rm(path)
@@ -381,7 +385,7 @@ def run_fleet(
     """
     config = config or FleetConfig()
     commit = _commit()  # before the units run: what they ran, whatever changes while they do
-    store = Results(results_url)
+    store = Results(results_url, stamp={"commit": commit})
     wanted = list(dict.fromkeys(units))
     have = store.keys()
     todo = [u for u in wanted if u.key not in have]
@@ -401,6 +405,8 @@ def run_fleet(
 def _manifest(report: FleetReport, units: int) -> dict[str, Any]:
     return {
         "commit": report.commit,
+        # a resumed fleet's rows may come from earlier commits: each row names its own
+        "row_commits": sorted({str(r.get("commit")) for r in report.rows}),
         "units": units,
         "rows": len(report.rows),
         "failed": len(report.failed),
