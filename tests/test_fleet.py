@@ -136,7 +136,7 @@ class Node:
     def stop(self) -> None:
         self.kill(signal.SIGTERM)
         try:
-            self.process.wait(timeout=20)
+            self.process.wait(timeout=5)  # a head's graceful stop can take 20 s; the group is killed next
         except subprocess.TimeoutExpired:
             pass
         self.kill(signal.SIGKILL)  # the daemons of the group that outlived `ray start`
