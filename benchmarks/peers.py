@@ -47,6 +47,12 @@ is not used: it returns before the turn is done (see `interop.OpenCode`).
 `--json` prints one object per (client setting, seed) with the keys of economics' rows (`report_row`), so
 `benchmarks/report.py` aggregates them beside the strategies; without it, the table.
 
+Each (setting, seed) session is one fleet unit (`foldline.fleet.Unit`, kind `peers:fleet_row`):
+`--jobs`, `--address`, `--results` and `--runtime-env` as in `benchmarks/economics.py`. The client is
+installed (npm, pinned) on the driver first, so a machine without npm skips the client before any
+unit runs; each worker installs it into its own cache on first use, or finds it in the worker image
+(docs/fleet.md).
+
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/peers.py --client claude-code --profile feature
 [--turns 20] [--seeds 7,8,9] [--auto-compact-window 100000,60000] [--defaults-too]
 [--verbosity-scale 1.0] [--json]`
@@ -55,7 +61,7 @@ Run: `PYTHONPATH=src .venv/bin/python benchmarks/peers.py --client claude-code -
 from __future__ import annotations
 
 import argparse
-import itertools
+import os
 import re
 import subprocess
 import sys
@@ -65,11 +71,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from economics import WINDOW, print_table, report_row
+from economics import WINDOW, add_fleet_options, print_table, report_row, run_units
 from foldline import interop
-from foldline._json import dumps
+from foldline._json import dumps, loads
 from foldline.config import Config
 from foldline.errors import ClientRunError, ClientUnavailableError
+from foldline.fleet import Unit, knobs
 from foldline.server.simulated.profiles import generate_workspace, user_prompts
 from foldline.simulation import MeteredRequest, SimulationReport, score_facts
 
@@ -311,6 +318,44 @@ def run(
     return row
 
 
+FLEET_KIND = "peers:fleet_row"
+"""The fleet unit kind of one client session: `fleet_row`, with `benchmarks/` on the workers' path."""
+
+
+def unit_of(setting: Setting, seed: int, args: argparse.Namespace) -> Unit:
+    """One session of the client at `setting` as a fleet unit (the setting travels as JSON knobs)."""
+    return Unit(
+        kind=FLEET_KIND,
+        profile=args.profile,
+        strategy=setting.name,
+        seed=seed,
+        turns=args.turns,
+        window=args.window,
+        knobs=knobs(
+            client=setting.client,
+            env=dumps(setting.env, sort_keys=True).decode(),
+            compaction=dumps(setting.compaction, sort_keys=True).decode(),
+            turn_timeout=float(args.turn_timeout),
+            verbosity_scale=float(args.verbosity_scale),
+        ),
+    )
+
+
+def fleet_row(unit: Unit, root: Path) -> dict[str, Any]:
+    """The fleet's unit function: one client session's row, run in `root`."""
+    setting = Setting(
+        str(unit.knob("client", "")),
+        env=loads(str(unit.knob("env", "{}"))),
+        compaction=loads(str(unit.knob("compaction", "{}"))),
+    )
+    args = argparse.Namespace(
+        window=unit.window,
+        verbosity_scale=float(unit.knob("verbosity_scale", 1.0)),
+        turn_timeout=float(unit.knob("turn_timeout", 600.0)),
+    )
+    return run(setting, unit.profile, unit.seed, unit.turns, root, args)
+
+
 def argument_parser() -> argparse.ArgumentParser:
     """The command line of `main` (the tests parse settings with it)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -354,6 +399,7 @@ def argument_parser() -> argparse.ArgumentParser:
         help="the simulated model's reply length, times its calibration (foldline serve --verbosity-scale)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per seed on stdout")
+    add_fleet_options(parser)
     return parser
 
 
@@ -370,34 +416,19 @@ def main() -> None:
         runs = settings(args)
     except ValueError as e:
         parser.error(str(e))
-    rows = []
+    try:
+        interop.installed(CLIENTS[args.client][0])  # here first: no npm skips the client, not each unit
+    except ClientUnavailableError as e:
+        print(f"peers: skipped {args.client}: {e}", file=sys.stderr)
+        sys.exit(UNAVAILABLE)
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    units = [unit_of(setting, seed, args) for setting in runs for seed in seeds]
     with tempfile.TemporaryDirectory() as tmp:
-        folders = (Path(tmp) / f"w{i:03d}" for i in itertools.count())  # one length, as economics'
-        for setting in runs:
-            for seed in (int(s) for s in args.seeds.split(",") if s):
-                print(
-                    f"== {args.profile} / {setting.name}, seed {seed}, {args.turns} turns",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                try:
-                    folder = next(folders)
-                    row = run(setting, args.profile, seed, args.turns, folder, args)
-                except ClientUnavailableError as e:
-                    print(f"peers: skipped {args.client}: {e}", file=sys.stderr)
-                    sys.exit(UNAVAILABLE)
-                rows.append(row)
-                print(
-                    f"   {args.profile}/{setting.name}/{seed}: ${row['cost_usd']:.2f}, read "
-                    f"{row['cache_read_share']:.1%}, 400s {row['http_400']}, facts "
-                    f"{row['facts_retained']}/{row['facts_asked']}, turns {row['turns_completed']}, "
-                    f"{row['wall_s']} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                if args.json:
-                    print(dumps(row).decode(), flush=True)
-    if not args.json:
+        rows, _ = run_units(units, args, args.results or os.path.join(tmp, "results"))
+    if args.json:
+        for row in rows:
+            print(dumps(row).decode(), flush=True)
+    else:
         print_table(rows)
 
 

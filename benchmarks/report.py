@@ -35,6 +35,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,15 +43,26 @@ from typing import Any, NamedTuple
 
 from economics import (
     DEFAULT_PROFILES,
+    DEFAULT_STRATEGIES,
     STRATEGIES,
+    WINDOW,
     Foldline,
+    add_fleet_options,
     aggregate,
     feasible,
     mean_ci,
+    run_units,
     scale_of,
     table_lines,
 )  # beside this file: on the path when run as a script
+from economics import unit_of as economics_unit
+from foldline import interop
+from foldline.errors import ClientUnavailableError
+from foldline.fleet import Unit
 from peers import CLIENTS, UNAVAILABLE, client_of
+from peers import argument_parser as peer_parser
+from peers import settings as peer_settings
+from peers import unit_of as peer_unit
 
 ROOT = Path(__file__).resolve().parents[1]
 """The list prices of the model the benchmarks run (the configured default)."""
@@ -115,9 +127,98 @@ def run_script(name: str, extra: Sequence[str], timeout: float) -> tuple[str, fl
     return text.rstrip(), time.perf_counter() - started, code
 
 
-def economics(args: argparse.Namespace) -> list[dict[str, Any]]:
+PAIR_TIMEOUT = 3600.0
+"""Seconds one economics session may take on the fleet (economics.py's default)."""
+
+
+def fleet_units(args: argparse.Namespace) -> list[Unit]:
+    """Every session of the page's tables as one fleet: foldline's rows, the limit rows and the
+    strategy classes (economics), and the real clients at their defaults and best settings (peers),
+    each at every seed and reply-length setting. A client that cannot be installed here is left out
+    with its reason printed."""
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    units: list[Unit] = []
+    for scale in scales(args):
+        settings = argparse.Namespace(
+            turns=args.turns,
+            window=WINDOW,
+            verbosity_scale=scale,
+            facts_at_end=False,
+            pair_timeout=PAIR_TIMEOUT,
+        )
+        if not args.economics_json:
+            units += [
+                economics_unit(p, n, seed, settings)
+                for p in DEFAULT_PROFILES
+                for n in DEFAULT_STRATEGIES
+                for seed in seeds
+            ]
+    for client in [c for c in args.peers.split(",") if c] if not args.peers_json else []:
+        try:
+            interop.installed(CLIENTS[client][0])
+        except ClientUnavailableError as e:
+            print(f"peers: {client} skipped: {e}", file=sys.stderr)
+            continue
+        for profile, scale in ((p, x) for p in DEFAULT_PROFILES for x in scales(args)):
+            flags = ["--client", client, "--profile", profile, "--turns", str(args.turns)]
+            flags += ["--seeds", args.seeds, "--verbosity-scale", str(scale)]
+            if client == "claude-code" and args.auto_compact_window:
+                flags += ["--auto-compact-window", args.auto_compact_window, "--defaults-too"]
+            if client == "opencode" and args.opencode_compaction:
+                flags += [x for spec in args.opencode_compaction for x in ("--opencode-compaction", spec)]
+                flags.append("--defaults-too")
+            peer_args = peer_parser().parse_args(flags)
+            units += [
+                peer_unit(setting, seed, peer_args) for setting in peer_settings(peer_args) for seed in seeds
+            ]
+    return units
+
+
+def run_the_fleet(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """The economics rows, the peers' rows and the page's line on the fleet that ran them all."""
+    units = fleet_units(args)
+    if not units:
+        return [], [], ""
+    with tempfile.TemporaryDirectory() as tmp:
+        rows, report = run_units(units, args, args.results or os.path.join(tmp, "results"))
+    full = report.commit or "unknown"
+    commit = full[:12] + ("-dirty" if full.endswith("-dirty") else "")
+    line = (
+        f"Every session of the tables below ran as one fleet (`foldline.fleet`, docs/fleet.md) at commit "
+        f"`{commit}`: {len(units)} units on {report.workers:g} workers (Ray CPUs, one unit each) on "
+        f"{report.nodes} node(s), {report.wall_s / 60:.1f} minutes of wall time"
+        + (
+            f", {len(report.failed)} units failed (their errors are in the results folder)"
+            if report.failed
+            else ""
+        )
+        + _other_commits(rows, full)
+        + "."
+    )
+    return (
+        [r for r in rows if client_of(r["strategy"]) is None],
+        [r for r in rows if client_of(r["strategy"])],
+        line,
+    )
+
+
+def _other_commits(rows: Sequence[dict[str, Any]], commit: str) -> str:
+    """What the page's line adds when a resumed fleet kept rows made at other commits."""
+    others = sorted({str(r.get("commit"))[:12] for r in rows if r.get("commit") != commit})
+    if not others:
+        return ""
+    kept = sum(1 for r in rows if r.get("commit") != commit)
+    return f" ({kept} rows kept from an earlier run of the fleet, at {', '.join(f'`{c}`' for c in others)})"
+
+
+def economics(
+    args: argparse.Namespace, fleet_rows: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     if args.economics_json:
         lines = Path(args.economics_json).read_text().splitlines()
+    elif fleet_rows is not None:
+        lines = [json.dumps(r) for r in fleet_rows]
+        Path(args.rows).write_text("".join(f"{line}\n" for line in lines))
     else:
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         lines = []
@@ -147,12 +248,17 @@ def scales(args: argparse.Namespace) -> list[float]:
     return sorted(set(found) | {1.0}, key=lambda x: (x != 1.0, x))
 
 
-def peers(args: argparse.Namespace, profiles: Sequence[str]) -> list[dict[str, Any]]:
+def peers(
+    args: argparse.Namespace, profiles: Sequence[str], fleet_rows: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Rows of the real clients (`benchmarks/peers.py`), one per (client, profile, seed); a client
     that cannot be installed here is skipped with its reason printed."""
     if args.peers_json:
         lines = Path(args.peers_json).read_text().splitlines()
         return [json.loads(line) for line in lines if line.startswith("{")]
+    if fleet_rows is not None:
+        Path(args.peers_rows).write_text("".join(f"{json.dumps(r)}\n" for r in fleet_rows))
+        return fleet_rows
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     rows: list[dict[str, Any]] = []
     runs = [(c, p, x) for c in args.peers.split(",") if c for p in profiles for x in scales(args)]
@@ -759,7 +865,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--economics-json", help="read economics rows from this JSON-lines file instead")
-    parser.add_argument("--jobs", type=int, default=2, help="economics pairs run at once")
     parser.add_argument("--seeds", default="7,8,9", help="economics seeds, comma-separated")
     parser.add_argument(
         "--verbosity-scale",
@@ -798,12 +903,17 @@ def main() -> None:
         help="economics rows of 1,000-turn sessions to show as the long-session table",
     )
     parser.add_argument("--peers-rows", default=str(PEERS_ROWS), help="where the peers' rows are kept")
+    add_fleet_options(parser)
+    parser.set_defaults(jobs=2)
     args = parser.parse_args()
     skip = set(args.skip.split(","))
-    rows = economics(args) if "economics" not in skip else []
+    fleet_economics, fleet_peers, fleet_line = (
+        run_the_fleet(args) if "economics" not in skip else ([], [], "")
+    )
+    rows = economics(args, fleet_economics) if "economics" not in skip else []
     if args.peers or args.peers_json:
         profiles = list(dict.fromkeys(r["profile"] for r in rows)) or list(DEFAULT_PROFILES)
-        rows += peers(args, profiles)
+        rows += peers(args, profiles, fleet_peers if fleet_line else None)
     planned = {r["profile"]: r["turns_planned"] for r in rows}  # the same for every seed
     turns = ", ".join(f"{p} {t}" for p, t in planned.items()) or str(args.turns)
     others = []
@@ -825,7 +935,7 @@ def main() -> None:
     long_rows = (
         [json.loads(x) for x in Path(args.long_json).read_text().splitlines()] if args.long_json else []
     )
-    note = Path(args.note).read_text() if args.note else ""
+    note = "\n\n".join(x for x in (fleet_line, Path(args.note).read_text() if args.note else "") if x)
     out.write_text(build_page(rows, others, turns, links, make, long_rows, note))
     print(f"wrote {out}", file=sys.stderr)
 

@@ -16,8 +16,11 @@ expire), once per cache setting:
 `ceiling` is the cache-read share no breakpoint or TTL could beat with the prompts the session sent:
 1 - the tokens the server had never been sent before / all prompt tokens (`NoveltyCount`).
 
+Each setting's session is one fleet unit (`foldline.fleet.Unit`, kind `ttl_choice:fleet_row`):
+`--jobs`, `--address`, `--results` and `--runtime-env` as in `benchmarks/economics.py`.
+
 Usage: python benchmarks/ttl_choice.py [--turns 300] [--context-window 200000] [--seed 7]
-                                      [--settings chosen,at-90-50k]
+                                      [--settings chosen,at-90-50k] [--jobs 3]
 """
 
 from __future__ import annotations
@@ -25,14 +28,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from economics import add_fleet_options, run_units
 from foldline.config import CacheConfig, Config
 from foldline.demo import DEMO_SETTINGS, run_session
+from foldline.fleet import Unit
 from foldline.server.caching import NoveltyCount
 
 
@@ -59,6 +66,37 @@ SETTINGS: dict[str, Callable[[Config], Config]] = {
 DEFAULT_SETTINGS = ("chosen", "turns-5m", "all-5m")
 
 
+FLEET_KIND = "ttl_choice:fleet_row"
+"""The fleet unit kind of one setting's session: `fleet_row`, with `benchmarks/` on the workers' path."""
+
+
+def fleet_row(unit: Unit, root: Path) -> dict[str, Any]:
+    """The fleet's unit function: the demo's managed session at the setting `unit.strategy`."""
+    settings = dataclasses.replace(
+        DEMO_SETTINGS, turns=unit.turns, context_window=unit.window, seed=unit.seed, profile=unit.profile
+    )
+    started = time.perf_counter()
+    novelty = NoveltyCount()
+    run = run_session(settings, root, managed=True, tune=SETTINGS[unit.strategy], novelty=novelty)
+    report = asyncio.run(run)
+    usage = report.usage
+    hour = sum(r.cache_write_1h for r in report.requests if r.status is None)
+    return {
+        "setting": unit.strategy,
+        "cost_usd": usage.cost(),
+        "cache_read_share": usage.read_share,
+        "read_ceiling": novelty.read_ceiling,
+        "writes_1h": hour,
+        "writes_5m": usage.cache_write - hour,
+        "turns_completed": report.turns_done,
+        "turns_planned": report.turns_planned,
+        "facts_retained": report.facts_retained,
+        "facts_asked": report.facts_asked,
+        "http_400": report.http_400s,
+        "wall_s": time.perf_counter() - started,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
@@ -67,6 +105,7 @@ def main() -> None:
     parser.add_argument(
         "--settings", default=",".join(DEFAULT_SETTINGS), help="comma-separated: " + ", ".join(SETTINGS)
     )
+    add_fleet_options(parser)
     args = parser.parse_args()
     unknown = [name for name in args.settings.split(",") if name not in SETTINGS]
     if unknown:  # before any session runs: each takes minutes
@@ -78,23 +117,29 @@ def main() -> None:
         f"{settings.turns} turns of {settings.profile!r} (seed {settings.seed}) on a "
         f"{settings.context_window:,}-token window, the simulated user's pauses on the server's clock"
     )
+    units = [
+        Unit(
+            kind=FLEET_KIND,
+            profile=settings.profile,
+            strategy=name,
+            seed=settings.seed,
+            turns=settings.turns,
+            window=settings.context_window,
+        )
+        for name in args.settings.split(",")
+    ]
+    with tempfile.TemporaryDirectory(prefix="foldline-ttl-") as d:
+        rows, _ = run_units(units, args, args.results or os.path.join(d, "results"))
     columns = ("cost", "cache read", "ceiling", "1h writes", "5m writes", "turns", "facts", "HTTP 400")
     widths = (9, 11, 8, 10, 10, 7, 5, 9)
     print(f"{'setting':<10} " + " ".join(f"{c:>{w}}" for c, w in zip(columns, widths, strict=True)))
-    for name in args.settings.split(","):
-        started = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="foldline-ttl-") as d:
-            novelty = NoveltyCount()
-            run = run_session(settings, Path(d), managed=True, tune=SETTINGS[name], novelty=novelty)
-            report = asyncio.run(run)
-        usage = report.usage
-        hour = sum(r.cache_write_1h for r in report.requests if r.status is None)
+    for row in rows:
+        cost, facts = f"${row['cost_usd']:.2f}", f"{row['facts_retained']}/{row['facts_asked']}"
         print(
-            f"{name:<10} {f'${usage.cost():.2f}':>9} {usage.read_share:>10.1%} "
-            f"{novelty.read_ceiling:>7.1%} {hour:>10,} {usage.cache_write - hour:>10,} "
-            f"{report.turns_done:>3}/{report.turns_planned:<3} "
-            f"{f'{report.facts_retained}/{report.facts_asked}':>5} {report.http_400s:>9} "
-            f"({time.perf_counter() - started:.0f} s)",
+            f"{row['setting']:<10} {cost:>9} {row['cache_read_share']:>10.1%} "
+            f"{row['read_ceiling']:>7.1%} {row['writes_1h']:>10,} {row['writes_5m']:>10,} "
+            f"{row['turns_completed']:>3}/{row['turns_planned']:<3} "
+            f"{facts:>5} {row['http_400']:>9} ({row['wall_s']:.0f} s)",
             flush=True,
         )
     sys.stdout.flush()

@@ -32,14 +32,15 @@ def test_demo_installs_neither_torch_nor_the_model_extra(tmp_path: Path) -> None
     assert "torch" not in steps
     assert "model" not in steps
     assert "dev" not in steps.replace("/dev/", "")
+    assert "fleet]" not in steps  # Ray is the fleet's extra, never the demo's
     assert "'.[server]'" in steps  # the demo starts the local server
 
 
-def test_test_installs_the_model_and_dev_extras(tmp_path: Path) -> None:
+def test_test_installs_the_model_dev_and_fleet_extras(tmp_path: Path) -> None:
     steps = _dry_run("test", tmp_path / "venv")
     assert "torch==" in steps
-    assert "'.[dev,model]'" in steps
-    assert steps.index("torch==") < steps.index("'.[dev,model]'")  # pinned torch first
+    assert "'.[dev,model,fleet]'" in steps  # CI runs the two-node Ray test
+    assert steps.index("torch==") < steps.index("'.[dev,model,fleet]'")  # pinned torch first
 
 
 def test_model_stamp_is_separate_from_the_demo_stamp(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 from tests._benchmarks import BENCHMARKS, load_benchmark
 
 from foldline import interop
+from foldline.fleet import RUN_KEYS
 from foldline.server.simulated.profiles import planted_facts
 from foldline.simulation import SimulationReport, score_facts
 
@@ -184,7 +185,8 @@ def test_three_turns_of_a_real_client_make_an_economics_row(client: str) -> None
     expected = econ.report_row(
         "feature", client, "", SimulationReport(profile="feature", seed=7, turns_planned=3)
     )
-    assert set(row) == {*expected, "client"}
+    # and what the fleet's runner adds (the full unit is left out of printed rows)
+    assert set(row) == {*expected, "client", *(k for k in RUN_KEYS if k != "unit")}
     assert (row["profile"], row["strategy"], row["seed"], row["client"]) == ("feature", client, 7, client)
     assert row["cost_usd"] > 0
     assert 0 < row["cache_read_share"] < 1

@@ -21,6 +21,7 @@ __all__ = [
     "CollapseConfig",
     "Config",
     "EstimateConfig",
+    "FleetConfig",
     "MechanicalFoldConfig",
     "MicrocompactConfig",
     "ModelLimits",
@@ -395,6 +396,24 @@ class ApprovalConfig:
     """A run of at least this many spaces is shown as one `␣×N` marker (and a warning)."""
     blank_run: int = 2
     """A run of at least this many blank lines is shown as one marker line (and a warning)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetConfig:
+    """How `foldline.fleet` runs many whole sessions on Ray (not a session's setting)."""
+
+    unit_cpus: float = 1.0
+    """CPUs one unit declares to Ray: an engine and its own `foldline serve` (or a real client and
+    the server), which take turns on the wire, so together they keep about one core busy."""
+    unit_memory_mb: int = 1_024
+    """Memory one unit declares to Ray, so a node is not given more sessions than it can hold (a
+    300-turn simulated session peaks near 400 MB for engine and server together; docs/fleet.md)."""
+    retries: int = 2
+    """Times a unit that raised is submitted again before its last error becomes its row."""
+    node_retries: int = 3
+    """Times Ray itself reruns a unit whose worker or node died (`max_retries`), apart from `retries`."""
+    progress_interval_s: float = 0.5
+    """How often the live display is redrawn while no unit finishes."""
 
 
 @dataclass(frozen=True, kw_only=True)
