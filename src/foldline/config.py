@@ -417,6 +417,14 @@ class Config:
     a compaction. Off by default: each snip rewrites the prompt after the first snipped message, and
     repeated every 5 prompts on a 200K window that cost 0.47x of no management against 0.28x without
     (benchmarks/simulator.py, 300 turns), the cache-read share falling from 99.0% to 94.2%."""
+    snip_min_window: int = 32_000
+    """Windows below this offer no Snip tool, so requests carry no `[id:…]` tags: on an 8K window a
+    small model echoes the tags (a whole answer was one) and has little to snip. The same line as
+    `full_system_prompt_min_window`."""
+    tools_in_prompt: bool = False
+    """Write the tools into the system prompt and read a call back from the reply's text
+    (`providers.prompted_tools`), for a server whose chat template drops the `tools` parameter;
+    `foldline chat` turns it on when llama.cpp's `/props` says its template has no tools."""
     summary_format: Literal["sections", "free"] = "sections"
     """`sections`: a compaction summary without the requested `## ` sections is a failure (R3.4.9).
     `free`: such a reply is kept whole, even one cut at the output limit, for a model too small to

@@ -267,9 +267,10 @@ class RequestAssembler:
         self._system = system_blocks(system)
         self._tools = [dict(t) for t in tools]
         self._budget = config.thinking_budget_tokens if provider_caps.supports_thinking else None
-        options = NormalizeOptions(
-            snip_enabled=config.snip_enabled, thinking_enabled=self._budget is not None
-        )
+        # tags only for a model that can act on them: a Snip tool offered, on a window Snip is for
+        snip = config.snip_enabled and config.window >= config.snip_min_window
+        snip = snip and any(tool.get("name") == "Snip" for tool in self._tools)
+        options = NormalizeOptions(snip_enabled=snip, thinking_enabled=self._budget is not None)
         self._normalizer = IncrementalNormalizer(options)
         self._memo = PreparedMessages()
         self._turns = _TurnBoundaries()
