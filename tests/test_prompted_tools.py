@@ -136,3 +136,16 @@ def test_llama_cpps_props_say_whether_the_template_renders_tools() -> None:
     assert not template_drops_tools({"chat_template_caps": pinned.replace("'supports_tools': False", "")})
     assert not template_drops_tools({"n_ctx": 8192})
     assert not Config().tools_in_prompt  # off unless a server says so
+
+
+@pytest.mark.anyio
+async def test_a_call_on_the_first_line_ends_the_reply_there() -> None:
+    accumulator, _, _ = await _reply(
+        '{"tool": "Read", "input": {"file_path": "a.txt"}}\n\nThis reads the file.'
+    )
+    message = accumulator.message()
+    assert [b["type"] for b in message.content] == ["tool_use"]
+    assert message.content[0]["input"] == {"file_path": "a.txt"}
+    assert message.stop_reason == "tool_use"
+    accumulator, _, _ = await _reply('{"tool": "Read", "input": {}}\nno call')  # not a call: text
+    assert accumulator.message().content[0]["text"] == '{"tool": "Read", "input": {}}\nno call'
