@@ -151,6 +151,27 @@ def _call_events(index: int, name: str, tool_input: dict[str, Any]) -> list[Stre
     return [BlockStart(index, block), InputJSONDelta(index, dumps(tool_input).decode())]
 
 
+def _more_text(
+    event: TextDelta, held: dict[int, tuple[BlockStart, list[TextDelta]]], tools: Sequence[Mapping[str, Any]]
+) -> list[StreamEvent]:
+    """What to send on for one more piece of a held text block: nothing while it may be a call; the
+    held text once it is prose; the call once its line is complete and valid."""
+    start, deltas = held[event.index]
+    deltas.append(event)
+    so_far = "".join(d.text for d in deltas).lstrip()
+    if so_far and not so_far.startswith(("{", "`")):  # prose: it and the rest go through
+        del held[event.index]
+        return [start, *deltas]
+    if so_far.startswith("{") and "\n" in so_far:
+        # A call is one line: the line ends it, as a stop sequence would (models go on explaining
+        # the call they made); a first line that is no call stays text.
+        call = parse_call(so_far.split("\n", 1)[0], tools)
+        if call is not None:
+            del held[event.index]
+            return _call_events(event.index, *call)
+    return []
+
+
 class PromptedTools:
     """A `Provider` over `inner` that writes the tools into the prompt and reads calls from the reply.
 
@@ -185,24 +206,12 @@ class PromptedTools:
             if isinstance(event, TextDelta) and event.index in ended:
                 continue
             if isinstance(event, TextDelta) and event.index in held:
-                start, deltas = held[event.index]
-                deltas.append(event)
-                so_far = "".join(d.text for d in deltas).lstrip()
-                if so_far and not so_far.startswith(("{", "`")):  # prose: it and the rest go through
-                    del held[event.index]
-                    yield start
-                    for delta in deltas:
-                        yield delta
-                elif so_far.startswith("{") and "\n" in so_far:
-                    # A call is one line: the line ends it, as a stop sequence would (models go on
-                    # explaining the call they made); a first line that is no call stays text.
-                    call = parse_call(so_far.split("\n", 1)[0], tools)
-                    if call is not None:
-                        del held[event.index]
-                        ended.add(event.index)
-                        called = True
-                        for out in _call_events(event.index, *call):
-                            yield out
+                out = _more_text(event, held, tools)
+                if out and isinstance(out[0], BlockStart) and out[0].block.get("type") == "tool_use":
+                    ended.add(event.index)
+                    called = True
+                for each in out:
+                    yield each
                 continue
             if isinstance(event, BlockStop) and event.index in held:
                 start, deltas = held.pop(event.index)
@@ -213,8 +222,8 @@ class PromptedTools:
                         yield delta
                 else:
                     called = True
-                    for out in _call_events(event.index, *call):
-                        yield out
+                    for made in _call_events(event.index, *call):
+                        yield made
                 yield event
                 continue
             if isinstance(event, MessageDelta) and called:
