@@ -8,6 +8,8 @@ empty workspace, the default tools as the session
 offers them on this window, one user message), greedy (temperature 0), and the reply is
 accumulated from the stream. It counts as a valid call when it holds a `tool_use` block whose tool
 was offered and whose input the tool's schema accepts (`validate_input`); a prompt counts once.
+`fitting_calls` counts those whose tool is the one that does what the prompt asks (`PROMPTS`); the
+input's values are not judged.
 
 Modes:
 - `native`: the tools as the `tools` parameter, which is what foldline sent before
@@ -45,29 +47,30 @@ from foldline.timeline import UserEntry, UserMessage, new_uuid, now_iso
 from foldline.tools import default_tools
 from foldline.tools.base import tool_specs, validate_input
 
-PROMPTS: tuple[str, ...] = (
-    "Read notes.txt",
-    "Run ls -la",
-    "List the files here",
-    "Search for TODO in src",
-    "Show me the contents of README.md",
-    "Run the tests with pytest",
-    "Find all Python files",
-    "What is in setup.py?",
-    "Run git status",
-    "Create a file hello.txt containing Hello, world",
-    "Search for the word import in main.py",
-    "Open config.json",
-    "Run echo hello",
-    "Find files named *.md",
-    "Print the current directory",
-    "Read src/app.py",
-    "Look for FIXME comments in the code",
-    "Show the git log",
-    "Check which Python version is installed",
-    "Write 'done' to status.txt",
+PROMPTS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("Read notes.txt", frozenset({"Read"})),
+    ("Run ls -la", frozenset({"Bash"})),
+    ("List the files here", frozenset({"Glob", "Bash"})),
+    ("Search for TODO in src", frozenset({"Grep"})),
+    ("Show me the contents of README.md", frozenset({"Read"})),
+    ("Run the tests with pytest", frozenset({"Bash"})),
+    ("Find all Python files", frozenset({"Glob"})),
+    ("What is in setup.py?", frozenset({"Read"})),
+    ("Run git status", frozenset({"Bash"})),
+    ("Create a file hello.txt containing Hello, world", frozenset({"Write"})),
+    ("Search for the word import in main.py", frozenset({"Grep"})),
+    ("Open config.json", frozenset({"Read"})),
+    ("Run echo hello", frozenset({"Bash"})),
+    ("Find files named *.md", frozenset({"Glob"})),
+    ("Print the current directory", frozenset({"Bash"})),
+    ("Read src/app.py", frozenset({"Read"})),
+    ("Look for FIXME comments in the code", frozenset({"Grep"})),
+    ("Show the git log", frozenset({"Bash"})),
+    ("Check which Python version is installed", frozenset({"Bash"})),
+    ("Write 'done' to status.txt", frozenset({"Write"})),
 )
-"""The fixed prompts: each asks for one thing a tool does (Read, Bash, Glob, Grep, Write)."""
+"""The fixed prompts, each with the tool that does what it asks: its dedicated tool, Bash only
+where the prompt asks for a command (a `cat` for "Read notes.txt" is a valid call, not a fitting one)."""
 
 WINDOW = 8_192
 """The window `make real-model` serves (`foldline model serve --ctx-size`'s default)."""
@@ -110,15 +113,16 @@ async def run(url: str, mode: str, max_tokens: int, workspace: Path) -> dict[str
     config = Config(model="smollm2-135m-instruct", context_window=WINDOW, max_output_tokens=max_tokens)
     base = AnthropicProvider(base_url=url)
     provider: Provider = PromptedTools(base) if mode == "prompted" else base
-    valid = 0
+    valid = fitting = 0
     rows = []
-    for prompt in PROMPTS:
+    for prompt, fits in PROMPTS:
         body, specs = request(prompt, config, workspace)
         body["temperature"] = 0.0
         started = time.monotonic()
         blocks = await ask(provider, body)
         calls = valid_calls(blocks, specs)
         valid += bool(calls)
+        fitting += bool(fits & set(calls))
         said = " ".join(str(b.get("text") or json.dumps(b.get("input"))) for b in blocks)[:100]
         rows.append(
             {"prompt": prompt, "calls": calls, "reply": said, "s": round(time.monotonic() - started, 2)}
@@ -127,7 +131,8 @@ async def run(url: str, mode: str, max_tokens: int, workspace: Path) -> dict[str
             f"{'CALL' if calls else '----'} {prompt!r}: {calls or ''} {said!r}", file=sys.stderr, flush=True
         )
     await base.aclose()
-    return {"mode": mode, "prompts": len(PROMPTS), "valid_calls": valid, "rows": rows}
+    summary = {"mode": mode, "prompts": len(PROMPTS), "valid_calls": valid, "fitting_calls": fitting}
+    return {**summary, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from foldline.config import Config
 from foldline.providers.limits import template_drops_tools
-from foldline.providers.prompted_tools import PromptedTools, as_text, parse_call, render_tools
+from foldline.providers.prompted_tools import EXAMPLES, PromptedTools, as_text, parse_call, render_tools
 from foldline.stream import MessageAccumulator, TextDelta
 from foldline.testing import ScriptedProvider
 from foldline.tools import default_tools
@@ -83,10 +83,17 @@ def test_the_tools_go_into_the_system_prompt_and_calls_and_results_into_text() -
     assert system.endswith(render_tools(TOOLS))
     for tool in TOOLS:  # one line per tool, in the form a call takes
         assert f'{{"tool":"{tool["name"]}","input":{{' in system
-    call, result = sent["messages"][1]["content"][0], sent["messages"][2]["content"][0]
-    assert call == {"type": "text", "text": '{"tool":"Read","input":{"file_path":"n"}}'}
-    assert result["type"] == "text"
-    assert result["text"].endswith("1\thello")
+    examples, (asked, call, result) = sent["messages"][:-3], sent["messages"][-3:]
+    assert asked == body["messages"][0]
+    assert call["content"][0] == {"type": "text", "text": '{"tool":"Read","input":{"file_path":"n"}}'}
+    assert result["content"][0]["type"] == "text"
+    assert result["content"][0]["text"].endswith("1\thello")
+    # example turns first: a call to each offered tool that has one, and one plain answer
+    shown = [m["content"] for m in examples if m["role"] == "assistant"]
+    assert [parse_call(text, TOOLS) for text in shown if text.startswith("{")] == [
+        (name, answer) for name, _, answer in EXAMPLES if name
+    ]
+    assert any(not text.startswith("{") for text in shown)
     assert as_text({**body, "tools": []})["messages"] == body["messages"]  # no tools: as it was
 
 
