@@ -124,13 +124,18 @@ def _as_text_block(block: Mapping[str, Any]) -> dict[str, Any]:
 
 EXAMPLES: tuple[tuple[str, str, dict[str, Any] | str], ...] = (
     ("Grep", "Search for main in app", {"pattern": "main", "path": "app"}),
-    ("Glob", "Find files named *.cfg", {"pattern": "**/*.cfg"}),
     ("Write", "Write hi to b.txt", {"file_path": "b.txt", "content": "hi"}),
+    ("Glob", "Find files named *.cfg", {"pattern": "**/*.cfg"}),
+    ("Read", "Show me docs/guide.md", {"file_path": "docs/guide.md"}),
     ("", "What is 2 + 2?", "4"),
+    ("Bash", "Run make build", {"command": "make build"}),
+    ("Grep", "Look for parse_args usages", {"pattern": "parse_args"}),
+    ("Write", "Create todo.md containing buy milk", {"file_path": "todo.md", "content": "buy milk"}),
+    ("Glob", "List the YAML files", {"pattern": "**/*.yaml"}),
     ("Bash", "Run pwd", {"command": "pwd"}),
     ("Read", "Read a.txt", {"file_path": "a.txt"}),
 )
-"""Example turns put before the conversation, one per offered built-in tool and one plain answer
+"""Example turns put before the conversation, two per offered built-in tool and one plain answer
 (tool, prompt, input or answer). A 135M model copies a pattern it sees in the chat where it ignores
 an instruction in the system prompt: without them 1 of the 20 benchmark prompts became a call. The
 values are none of the benchmark's; the most common tools come last, as the model leans to the
