@@ -29,6 +29,11 @@ def test_a_reply_that_is_one_valid_call_is_that_call() -> None:
     )
     fenced = '```json\n{"tool": "Bash", "input": {"command": "ls -la"}}\n```'
     assert parse_call(fenced, TOOLS) == ("Bash", {"command": "ls -la"})
+    # SmolLM2-135M's slip: one closing brace too many, nothing else can be meant
+    assert parse_call('{"tool":"Read","input":{"file_path":"notes.txt"}}}', TOOLS) == (
+        "Read",
+        {"file_path": "notes.txt"},
+    )
 
 
 @pytest.mark.parametrize(
@@ -43,6 +48,8 @@ def test_a_reply_that_is_one_valid_call_is_that_call() -> None:
         '{"tool": "Read", "input": {"file_path": "a"}, "why": "x"}',  # extra keys
         '[{"tool": "Read", "input": {"file_path": "a"}}]',  # a list
         'Sure: {"tool": "Read", "input": {"file_path": "notes.txt"}}',  # prose around it
+        '{"tool": "Read", "input": {"file_path": "notes.txt"}} and then',  # prose after it
+        '{"tool": "Read", "input": {"file_path": "notes.txt"}}]',  # a bracket is no brace
     ],
 )
 def test_a_malformed_call_is_not_a_call(reply: str) -> None:
@@ -156,3 +163,14 @@ async def test_a_call_on_the_first_line_ends_the_reply_there() -> None:
     assert message.stop_reason == "tool_use"
     accumulator, _, _ = await _reply('{"tool": "Read", "input": {}}\nno call')  # not a call: text
     assert accumulator.message().content[0]["text"] == '{"tool": "Read", "input": {}}\nno call'
+
+
+@pytest.mark.anyio
+async def test_a_request_with_tools_goes_greedy_unless_it_says_otherwise() -> None:
+    inner = ScriptedProvider([{"text": "a"}, {"text": "b"}, {"text": "c"}])
+    body = {"model": "m", "max_tokens": 8, "tools": TOOLS, "messages": [{"role": "user", "content": "hi"}]}
+    provider = PromptedTools(inner, temperature=Config().tools_in_prompt_temperature)
+    for sent in (body, {**body, "temperature": 0.5}, {**body, "tools": []}):
+        async for _ in provider.stream(sent):
+            pass
+    assert [call.body.get("temperature") for call in inner.calls] == [0.0, 0.5, None]

@@ -425,6 +425,10 @@ class Config:
     """Write the tools into the system prompt and read a call back from the reply's text
     (`providers.prompted_tools`), for a server whose chat template drops the `tools` parameter;
     `foldline chat` turns it on when llama.cpp's `/props` says its template has no tools."""
+    tools_in_prompt_temperature: float | None = 0.0
+    """The temperature those requests go with, unless they set one (None: the server's default,
+    llama.cpp's 0.8): sampled at 0.8, SmolLM2-135M slipped out of the call form where greedy
+    decoding, what benchmarks/local_tool_calls.py measures, wrote the call."""
     summary_format: Literal["sections", "free"] = "sections"
     """`sections`: a compaction summary without the requested `## ` sections is a failure (R3.4.9).
     `free`: such a reply is kept whole, even one cut at the output limit, for a model too small to

@@ -207,7 +207,7 @@ def _start(
         base_url=options["base_url"], api_key=options["api_key"], capabilities=options["capabilities"]
     )
     if options["config"].tools_in_prompt:
-        provider = PromptedTools(provider)
+        provider = PromptedTools(provider, temperature=options["config"].tools_in_prompt_temperature)
     return Session.open(
         path,
         provider=provider,

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 from uuid import uuid4
 
-from foldline._json import dumps, loads
+from foldline._json import dumps, raw_decode
 from foldline.errors import ToolError
 from foldline.providers.base import Capabilities, Provider, count_tokens
 from foldline.stream import BlockStart, BlockStop, InputJSONDelta, MessageDelta, StreamEvent, TextDelta
@@ -77,6 +77,8 @@ def parse_call(text: str, tools: Sequence[Mapping[str, Any]]) -> tuple[str, dict
 
     Strict on purpose: the whole reply (inside a Markdown code fence at most) is one JSON object with
     exactly the keys `tool` and `input`, the tool is one of `tools`, and its schema accepts the input.
+    The one slip let through is closing braces after the object (`…"notes.txt"}}}`): SmolLM2-135M
+    ends calls that way, and nothing else can be meant.
     """
     body = text.strip()
     if (fenced := _FENCE.match(body)) is not None:
@@ -84,8 +86,10 @@ def parse_call(text: str, tools: Sequence[Mapping[str, Any]]) -> tuple[str, dict
     if not body.startswith("{"):
         return None
     try:
-        value = loads(body)
-    except ValueError:
+        value, end = raw_decode(body, 0)
+    except (ValueError, RecursionError):
+        return None
+    if body[end:].strip("} \t"):  # closing braces past the object are a small model's slip, no more
         return None
     if not isinstance(value, dict) or set(value) != {"tool", "input"}:
         return None
@@ -209,11 +213,12 @@ class PromptedTools:
 
     Args:
         inner: the provider that talks to the server.
+        temperature: sent with a request that sets none (`Config.tools_in_prompt_temperature`).
     """
 
-    def __init__(self, inner: Provider) -> None:
+    def __init__(self, inner: Provider, *, temperature: float | None = None) -> None:
         self.inner = inner
-        self._calls = 0
+        self.temperature = temperature
 
     @property
     def capabilities(self) -> Capabilities:
@@ -223,7 +228,10 @@ class PromptedTools:
     async def stream(self, body: dict[str, Any], *, betas: Sequence[str] = ()) -> AsyncIterator[StreamEvent]:
         """One attempt: the request with its tools as text, the reply with a call as a `tool_use` block."""
         tools: list[Mapping[str, Any]] = list(body.get("tools") or [])
-        events = self.inner.stream(as_text(body), betas=betas)
+        sent = as_text(body)
+        if self.temperature is not None and tools:
+            sent.setdefault("temperature", self.temperature)
+        events = self.inner.stream(sent, betas=betas)
         if not tools:
             async for event in events:
                 yield event
