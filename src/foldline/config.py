@@ -72,6 +72,10 @@ class CollapseConfig:
     """Collapse runs; AutoCompact then only answers a prompt-too-long (R3.3.4)."""
     commit_at: float = 0.90
     """Share of the effective window at which staged folds are committed (R3.3.5)."""
+    span_opening_chars: int = 60
+    """Characters of a message's opening that name it in a span's summary instruction when the
+    requests carry no `[id:…]` tags to name it by (`Config.snip_min_window`): enough to tell turns
+    apart."""
     emergency_at: float = 0.95
     """Share of the effective window at which the ctx-agent folds synchronously (R3.3.5)."""
     keep_recent_turns: int = 1
