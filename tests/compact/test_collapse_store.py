@@ -33,6 +33,8 @@ from foldline.timeline import (
     api_filter,
 )
 from foldline.tokens import estimate_entry, padded
+from foldline.tools import default_tools
+from foldline.tools.base import tool_specs
 
 pytestmark = pytest.mark.anyio
 
@@ -316,9 +318,6 @@ async def test_a_single_turn_whose_summary_is_cut_is_left_out_of_later_runs() ->
 async def test_a_span_is_named_by_its_words_where_the_requests_carry_no_tags() -> None:
     """Collapse's summary instruction names its span by `[id:…]` tags only where the requests show
     them (a Snip tool, a window Snip is for); elsewhere by the opening words of its messages."""
-    from foldline.tools import default_tools
-    from foldline.tools.base import tool_specs
-
     records = conversation(3)
     [span] = find_spans(records, CONFIG)[:1]
     instructions = []
@@ -328,5 +327,6 @@ async def test_a_span_is_named_by_its_words_where_the_requests_carry_no_tags() -
         [sent] = provider.calls
         instructions.append(dumps(sent.body["messages"][-1]).decode())
     untagged, tagged = instructions
-    assert "[id:" not in untagged and "Turn 1: FACT-1 = v1." in untagged
+    assert "[id:" not in untagged
+    assert "Turn 1: FACT-1 = v1." in untagged
     assert "[id:" in tagged  # with Snip offered, the tags name it as before
