@@ -151,6 +151,23 @@ def test_a_llama_server_reports_its_running_window_whatever_its_alias() -> None:
         assert found.context_window == 4_096
 
 
+def test_a_llama_server_whose_template_drops_tools_gets_them_in_the_prompt() -> None:
+    """`foldline chat` on llama.cpp serving SmolLM2: `/props` says the template has no tools (in the
+    pinned build as a Python repr), so the chat writes them into the prompt (`Config.tools_in_prompt`)."""
+    caps = "{'supports_system_role': True, 'supports_tool_calls': False, 'supports_tools': False}"
+    props = {"default_generation_settings": {"n_ctx": 8_192}, "chat_template_caps": caps}
+    for answered, expected in (
+        (props, True),
+        ({**props, "chat_template_caps": caps.replace("False}", "True}")}, False),
+    ):
+        with run_server(_answering({"/props": answered})) as base_url:  # type: ignore[arg-type]
+            config = with_limits(
+                Config(model="smollm2"), base_url, None, context_window=None, max_output=None
+            )
+        assert config.window == 8_192
+        assert config.tools_in_prompt is expected
+
+
 def test_a_vllm_server_serving_one_model_under_another_name_reports_its_window() -> None:
     app = _answering({"/v1/models": {"object": "list", "data": [{"id": "qwen", "max_model_len": 32_768}]}})
     with run_server(app) as base_url:  # type: ignore[arg-type]

@@ -74,6 +74,10 @@ class CollapseConfig:
     """Collapse runs; AutoCompact then only answers a prompt-too-long (R3.3.4)."""
     commit_at: float = 0.90
     """Share of the effective window at which staged folds are committed (R3.3.5)."""
+    span_opening_chars: int = 60
+    """Characters of a message's opening that name it in a span's summary instruction when the
+    requests carry no `[id:…]` tags to name it by (`Config.snip_min_window`): enough to tell turns
+    apart."""
     emergency_at: float = 0.95
     """Share of the effective window at which the ctx-agent folds synchronously (R3.3.5)."""
     keep_recent_turns: int = 1
@@ -458,6 +462,18 @@ class Config:
     a compaction. Off by default: each snip rewrites the prompt after the first snipped message, and
     repeated every 5 prompts on a 200K window that cost 0.47x of no management against 0.28x without
     (benchmarks/simulator.py, 300 turns), the cache-read share falling from 99.0% to 94.2%."""
+    snip_min_window: int = 32_000
+    """Windows below this offer no Snip tool, so requests carry no `[id:…]` tags: on an 8K window a
+    small model echoes the tags (a whole answer was one) and has little to snip. The same line as
+    `full_system_prompt_min_window`."""
+    tools_in_prompt: bool = False
+    """Write the tools into the system prompt and read a call back from the reply's text
+    (`providers.prompted_tools`), for a server whose chat template drops the `tools` parameter;
+    `foldline chat` turns it on when llama.cpp's `/props` says its template has no tools."""
+    tools_in_prompt_temperature: float | None = 0.0
+    """The temperature those requests go with, unless they set one (None: the server's default,
+    llama.cpp's 0.8): sampled at 0.8, SmolLM2-135M slipped out of the call form where greedy
+    decoding, what benchmarks/local_tool_calls.py measures, wrote the call."""
     summary_format: Literal["sections", "free"] = "sections"
     """`sections`: a compaction summary without the requested `## ` sections is a failure (R3.4.9).
     `free`: such a reply is kept whole, even one cut at the output limit, for a model too small to

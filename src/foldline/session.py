@@ -47,7 +47,7 @@ from foldline.tools.base import Tool
 from foldline.tools.permissions import AskCallback, PermissionMode, PermissionRules
 from foldline.transcript import TranscriptWriter, open_session
 
-__all__ = ["Session"]
+__all__ = ["Session", "offered_tools"]
 
 
 @dataclass
@@ -123,7 +123,7 @@ class Session:
                 "Import it with foldline.sessions.import_claude_code_session (or `foldline chat --resume`)"
             )
         workspace = (workspace or Path.cwd()).resolve()
-        config, tools = _snip_agrees(config or Config(), tools)
+        config, tools = offered_tools(config or Config(), tools)
         if system is None:
             system = system_prompt_for(config.window, config.full_system_prompt_min_window)
         notices: list[str] = []
@@ -223,11 +223,13 @@ class Session:
         await self.aclose()
 
 
-def _snip_agrees(config: Config, tools: Sequence[Tool]) -> tuple[Config, Sequence[Tool]]:
+def offered_tools(config: Config, tools: Sequence[Tool]) -> tuple[Config, Sequence[Tool]]:
     """Snip's `[id:…]` tags and its nudge only where the model has the Snip tool to act on them (a
     session opened without it, `tools=()` or a custom set, must not advertise a tool it cannot call);
-    and the other way round, with Snip off (`Config.snip_enabled`), no Snip tool whose tags the
-    requests do not carry."""
+    no Snip tool on a window below `Config.snip_min_window`; and the other way round, with Snip off
+    (`Config.snip_enabled`), no Snip tool whose tags the requests do not carry."""
+    if config.window < config.snip_min_window:
+        config = replace(config, snip_enabled=False)
     has_snip = any(tool.name == "Snip" for tool in tools)
     if config.snip_enabled and not has_snip:
         return replace(config, snip_enabled=False), tools

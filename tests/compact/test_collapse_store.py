@@ -33,6 +33,8 @@ from foldline.timeline import (
     api_filter,
 )
 from foldline.tokens import estimate_entry, padded
+from foldline.tools import default_tools
+from foldline.tools.base import tool_specs
 
 pytestmark = pytest.mark.anyio
 
@@ -327,3 +329,20 @@ async def test_a_fold_summary_not_smaller_than_its_turns_is_a_failure_never_stag
     shrinking = conversation(3)  # long turns: the same short summary is staged
     [span] = find_spans(shrinking, CONFIG)[:1]
     assert isinstance(await short.summarize(shrinking, span), StagedFold)
+
+
+async def test_a_span_is_named_by_its_words_where_the_requests_carry_no_tags() -> None:
+    """Collapse's summary instruction names its span by `[id:…]` tags only where the requests show
+    them (a Snip tool, a window Snip is for); elsewhere by the opening words of its messages."""
+    records = conversation(3)
+    [span] = find_spans(records, CONFIG)[:1]
+    instructions = []
+    for tools in ([], tool_specs(default_tools())):
+        provider = FunctionProvider(lambda body, betas: {"text": SUMMARY})
+        await CtxAgent(provider, "sys", tools, CONFIG).summarize(records, span)
+        [sent] = provider.calls
+        instructions.append(dumps(sent.body["messages"][-1]).decode())
+    untagged, tagged = instructions
+    assert "[id:" not in untagged
+    assert "Turn 1: FACT-1 = v1." in untagged
+    assert "[id:" in tagged  # with Snip offered, the tags name it as before

@@ -245,6 +245,14 @@ class RequestPlan:
     """Where the message `cache_control` breakpoints went, in prompt order (the last is the rolling one)."""
 
 
+def carries_snip_tags(config: Config, tools: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether requests tag user messages `[id:…]`: only for a model that can act on the tags, with
+    a Snip tool offered and a window Snip is for (`Config.snip_min_window`); a small model shown
+    them echoes them."""
+    big_enough = config.snip_enabled and config.window >= config.snip_min_window
+    return big_enough and any(tool.get("name") == "Snip" for tool in tools)
+
+
 class RequestAssembler:
     """Builds each next request of one session, doing per turn only the work the new records need.
 
@@ -268,7 +276,7 @@ class RequestAssembler:
         self._tools = [dict(t) for t in tools]
         self._budget = config.thinking_budget_tokens if provider_caps.supports_thinking else None
         options = NormalizeOptions(
-            snip_enabled=config.snip_enabled, thinking_enabled=self._budget is not None
+            snip_enabled=carries_snip_tags(config, self._tools), thinking_enabled=self._budget is not None
         )
         self._normalizer = IncrementalNormalizer(options)
         self._memo = PreparedMessages()

@@ -50,8 +50,9 @@ from foldline.providers.anthropic import (
     AnthropicProvider,
     discover_capabilities,
 )
-from foldline.providers.base import Capabilities
+from foldline.providers.base import Capabilities, Provider
 from foldline.providers.limits import fit_thinking, server_limits
+from foldline.providers.prompted_tools import PromptedTools
 from foldline.session import Session
 from foldline.sessions import (
     claude_code_projects_dir,
@@ -226,6 +227,8 @@ def with_limits(
         if served is not None:
             context_window = context_window or served.context_window
             max_output = max_output or served.max_output
+            if served.drops_tools:  # its template would drop them: write them into the prompt
+                config = replace(config, tools_in_prompt=True)
     return fit_thinking(
         replace(
             config, context_window=context_window, model_max_output=max_output, reference_window=DESIGN_WINDOW
@@ -241,11 +244,14 @@ def _start(
     on_notice: Callable[[str], None],
 ) -> Session:
     # Each session gets its own provider: closing a session closes its client.
+    provider: Provider = AnthropicProvider(
+        base_url=options["base_url"], api_key=options["api_key"], capabilities=options["capabilities"]
+    )
+    if options["config"].tools_in_prompt:
+        provider = PromptedTools(provider, temperature=options["config"].tools_in_prompt_temperature)
     return Session.open(
         path,
-        provider=AnthropicProvider(
-            base_url=options["base_url"], api_key=options["api_key"], capabilities=options["capabilities"]
-        ),
+        provider=provider,
         workspace=workspace,
         on_event=on_event,
         on_notice=on_notice,

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from foldline._types import Block
+from foldline.api.params import carries_snip_tags
 from foldline.compact.fork import ForkedReply, ask_forked
-from foldline.compact.prompts import SPAN_SECTIONS, read_summary, span_prompt
+from foldline.compact.prompts import SPAN_SECTIONS, read_summary, span_prompt, span_prompt_by_words
 from foldline.compact.snip import short_id
 from foldline.config import Config
 from foldline.errors import ModelAPIError, PromptTooLongAPIError
@@ -314,6 +315,21 @@ def summary_of(sections: Mapping[str, str]) -> str:
     return "\n\n".join(f"## {title}\n{sections[title]}" for title in SPAN_SECTIONS)
 
 
+def _opening(records: Sequence[AnyRecord], uuid: str, chars: int) -> str:
+    """The first words of entry `uuid`'s text (a prompt, or a tool result's content)."""
+    for record in records:
+        if getattr(record, "uuid", None) != uuid:
+            continue
+        content = getattr(getattr(record, "message", None), "content", "")
+        parts = [content] if isinstance(content, str) else []
+        for block in content if isinstance(content, list) else ():
+            inner = block.get("text") if block.get("type") == "text" else block.get("content")
+            parts += [inner] if isinstance(inner, str) else [b.get("text", "") for b in inner or ()]
+        text = " ".join(" ".join(str(p) for p in parts).split())
+        return text[:chars]
+    return ""
+
+
 @dataclass
 class CtxAgent:
     """Asks the model, through forked requests, for one summary per span."""
@@ -325,9 +341,16 @@ class CtxAgent:
 
     async def summarize(self, records: Sequence[AnyRecord], span: TaskSpan) -> StagedFold | FoldFailure:
         """One forked request for `span`; a failure is returned, never raised (cancellation is)."""
-        instruction = span_prompt(
-            short_id(span.first_uuid), short_id(span.last_tagged_uuid or span.last_uuid)
-        )
+        last = span.last_tagged_uuid or span.last_uuid
+        if carries_snip_tags(self.config, self.tools):
+            instruction = span_prompt(short_id(span.first_uuid), short_id(last))
+        else:  # no tags in the requests to name the span by: its messages' opening words instead
+            chars = self.config.collapse.span_opening_chars
+            first_words, last_words = (
+                _opening(records, span.first_uuid, chars),
+                _opening(records, last, chars),
+            )
+            instruction = span_prompt_by_words(first_words, last_words)
         try:
             try:
                 reply = await self._ask(records, instruction)

@@ -86,6 +86,18 @@ def span_prompt(first_tag: str, last_tag: str) -> str:
     )
 
 
+def span_prompt_by_words(first_words: str, last_words: str) -> str:
+    """`span_prompt` for requests that carry no `[id:…]` tags (a small window, no Snip tool): the span
+    named by the opening words of its first and last user-side messages."""
+    return (
+        "Summarize only the finished part of this conversation that starts at the message beginning "
+        f"{first_words!r} and ends at the message beginning {last_words!r} and the reply to it (all "
+        "included). The summary will replace that part; keep every fact, file name, decision and user "
+        "statement from it that later work may need. Do not call any tools.\n\n"
+        f"{_SECTIONS_LEAD}\n{_section_list(SPAN_SECTIONS)}"
+    )
+
+
 def snip_nudge(percent_full: int) -> str:
     """The reminder appended when Snip is enabled and the context passes the configured share (R3.1)."""
     return (

@@ -11,7 +11,8 @@ so each known form is read and the first that gives a window wins:
 - llama.cpp's server: `GET /props` with the running window, `default_generation_settings.n_ctx`
   (or a top-level `n_ctx`): its `--ctx-size`, which is what it refuses beyond. It serves one model
   whatever its `--alias`, so this is asked before the model lists; `meta.n_ctx_train` on its
-  `/v1/models` entry is only the trained window, the last resort.
+  `/v1/models` entry is only the trained window, the last resort. The same answer says whether its
+  chat template renders tools (`template_drops_tools`).
 
 A server that serves one model answers for it whatever name foldline asks by, so when the listing
 has exactly one entry, that entry's limits are taken even if its id differs (a vLLM
@@ -34,7 +35,14 @@ from foldline.api.validate import MIN_THINKING_BUDGET
 from foldline.config import Config
 from foldline.errors import UserError
 
-__all__ = ["ServedLimits", "fit_thinking", "limits_from_entry", "running_window", "server_limits"]
+__all__ = [
+    "ServedLimits",
+    "fit_thinking",
+    "limits_from_entry",
+    "running_window",
+    "server_limits",
+    "template_drops_tools",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +51,8 @@ class ServedLimits:
 
     context_window: int | None
     max_output: int | None
+    drops_tools: bool = False
+    """Its chat template has no place for tools (llama.cpp's `/props`): `Config.tools_in_prompt`."""
 
 
 def _positive(value: object) -> int | None:
@@ -75,6 +85,15 @@ def _get(client: httpx2.Client, url: str) -> Any:
         return None
 
 
+def template_drops_tools(props: object) -> bool:
+    """llama.cpp's `GET /props` says its chat template renders no tools: `chat_template_caps` with
+    `supports_tools` false (an object, or in the pinned build its Python repr, `'supports_tools': False`)."""
+    caps = props.get("chat_template_caps") if isinstance(props, Mapping) else None
+    if isinstance(caps, Mapping):
+        return caps.get("supports_tools") is False
+    return isinstance(caps, str) and "'supports_tools': False" in caps
+
+
 def running_window(props: object) -> int | None:
     """The window a llama.cpp server runs with, from its `GET /props` answer (None if not one)."""
     if not isinstance(props, Mapping):
@@ -97,8 +116,9 @@ def server_limits(
             found = limits_from_entry(one)
             if found.context_window is not None:
                 return found
-        if (window := running_window(_get(client, f"{root}/props"))) is not None:
-            return ServedLimits(window, None)
+        props = _get(client, f"{root}/props")
+        if (window := running_window(props)) is not None:
+            return ServedLimits(window, None, template_drops_tools(props))
         listing = _get(client, f"{root}/v1/models")
     entries = listing.get("data") if isinstance(listing, Mapping) else None
     models = [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
