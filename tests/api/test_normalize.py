@@ -224,3 +224,43 @@ def test_real_transcripts_normalize_to_valid_messages(path: object) -> None:
     ]
     sent = "".join(b.get("text", "") for m in out for b in m["content"])
     assert all(t in sent for t in typed)
+
+
+def test_a_reply_without_thinking_joined_to_one_with_it_leads_with_the_thinking() -> None:
+    """Dropping an orphan tool_result between two replies joins them at the very end; with no Snip
+    tags to keep that user message alive, the joined reply must still lead with its thinking (A20)."""
+    from foldline.api.params import build_request
+    from foldline.api.validate import find_errors
+    from foldline.config import Config
+    from foldline.providers.base import Capabilities
+    from foldline.timeline import AssistantEntry, AssistantMessage, UserEntry, UserMessage
+
+    stamp = "2026-01-01T00:00:01.000Z"
+
+    def uid(n: int) -> str:
+        return f"00000000-0000-4000-8000-{n:012d}"
+
+    def reply(n: int, *blocks: dict[str, str]) -> AssistantEntry:
+        message = AssistantMessage(id=f"m{n}", model="", content=list(blocks))
+        return AssistantEntry(uuid=uid(n), timestamp=stamp, session_id="", message=message)
+
+    def user(n: int, content: object) -> UserEntry:
+        return UserEntry(uuid=uid(n), timestamp=stamp, session_id="", message=UserMessage(content=content))
+
+    orphan = [{"type": "tool_result", "tool_use_id": "toolu_orphan", "content": "late"}]
+    thinking = {"type": "thinking", "thinking": "", "signature": "sig-1"}
+    entries = [
+        user(1, "typed X"),
+        reply(2, {"type": "text", "text": "says X"}),
+        user(3, orphan),
+        reply(4, thinking, {"type": "text", "text": "more X"}),
+        user(5, "next"),
+    ]
+    read_only = [{"name": "Read", "description": "r", "input_schema": {"type": "object"}}]
+    plan = build_request(
+        entries, Config(thinking_budget_tokens=2048), ["s"], read_only, Capabilities(name="local")
+    )
+    assert [e.message for e in find_errors(plan.body)] == []
+    [reply] = [m for m in plan.body["messages"] if m["role"] == "assistant"]
+    assert reply["content"][0]["type"] == "thinking"
+    assert "says X" in str(reply["content"])  # both replies are there, joined

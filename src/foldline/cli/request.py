@@ -29,6 +29,7 @@ from foldline.cli.sessions import resolve_session
 from foldline.config import DESIGN_WINDOW, Config
 from foldline.errors import FoldlineError, UserError
 from foldline.providers.base import Capabilities
+from foldline.session import offered_tools
 from foldline.sessions import load_session
 from foldline.system_prompt import recorded_environment, system_prompt_for, with_environment
 from foldline.timeline import (
@@ -87,9 +88,9 @@ def _with_prompt(records: list[AnyRecord], session_id: str, prompt: str | None) 
     return [*records, entry]
 
 
-def _read_tools(path: Path | None) -> list[JSONObject]:
-    if path is None:  # what `foldline chat` sends
-        return tool_specs(default_tools())
+def _read_tools(path: Path | None) -> list[JSONObject] | None:
+    if path is None:
+        return None  # foldline's own: which of them depends on the window (`offered_tools`)
     tools = loads(path.read_bytes())
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         raise UserError(f"{path}: expected a JSON list of tool definitions")
@@ -160,6 +161,9 @@ def request(
         context_window=context_window,
         reference_window=DESIGN_WINDOW,  # as `foldline chat` sets it
     )
+    if tools is None:  # what `foldline chat` offers on this window (no Snip on a small one)
+        config, offered = offered_tools(config, default_tools())
+        tools = tool_specs(list(offered))
     try:
         records = _with_prompt(list(loaded.records), loaded.session_id, prompt)
         if system is None:  # as `foldline chat` would send it for this session (R4.3.2)

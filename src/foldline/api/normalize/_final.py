@@ -31,6 +31,7 @@ from foldline.api.normalize._s0_s5 import (
 from foldline.api.normalize._s6_edges import (
     _is_blank_text,
     _is_thinking,
+    _thinking_first,
     s6a_drop_orphan_thinking,
     s6b_strip_trailing_thinking,
     s6c_drop_whitespace,
@@ -59,7 +60,8 @@ def _rstrip_last_text(content: list[Block]) -> list[Block]:
 
 
 def _finish(msgs: list[_Msg], opts: NormalizeOptions, *, at_start: bool) -> list[_Msg]:
-    msgs = _merge_adjacent(msgs, _BOTH_ROLES)
+    merged = _merge_adjacent(msgs, _BOTH_ROLES)
+    msgs = [_with_thinking_first(m) for m in merged] if len(merged) != len(msgs) else merged
     if msgs and msgs[-1].role == "assistant":
         last = msgs[-1]
         if not opts.allow_prefill:
@@ -78,6 +80,15 @@ def _finish(msgs: list[_Msg], opts: NormalizeOptions, *, at_start: bool) -> list
     if msgs[0].role != "user":
         msgs = [_leading_user(), *msgs]
     return msgs
+
+
+def _with_thinking_first(m: _Msg) -> _Msg:
+    """A20 again after the last merge: dropping an orphan result between two replies (S6.h) can
+    join one without thinking to one with it, and the thinking must lead the joined message."""
+    if m.role != "assistant":
+        return m
+    content = _thinking_first(m.content)
+    return m if content is m.content else m.with_content(content)
 
 
 def final_shape(msgs: list[_Msg], opts: NormalizeOptions) -> list[_Msg]:
