@@ -158,6 +158,20 @@ def start_node(ray: Path, env: dict[str, str], *args: str) -> Node:
     return Node(process, temp_dir, log)
 
 
+def _wait_for_port(port: int, node: Node, limit_s: float = 240.0) -> None:
+    """Until the head's GCS accepts a connection (bounded); a head that died says so with its log."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if node.process.poll() is not None:
+            pytest.fail(f"`ray start --head` exited: {node.log.read_text(errors='replace')[-2000:]}")
+        with socket.socket() as probe:
+            probe.settimeout(1.0)
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    pytest.fail(f"the head's GCS did not listen on {port} within {limit_s:.0f} s")
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[str, Node, dict[str, str]]]:
     """A head and a second node on this machine, each with one CPU and its own temp folder."""
@@ -186,6 +200,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, Node, dict[str, str]]]:
     )
     nodes = [head]
     try:
+        _wait_for_port(port, head)  # on a loaded machine the head's GCS can take a minute to listen
         second = start_node(
             ray,
             env,
