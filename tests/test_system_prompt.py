@@ -142,6 +142,27 @@ def test_opting_out_sends_the_prompt_alone(tmp_path: Path) -> None:
     assert "".join(b["text"] for b in provider.calls[0].body["system"]) == "Be brief."
 
 
+def test_a_stated_host_and_no_git_make_the_block_the_same_bytes_on_every_machine(repo: Path) -> None:
+    """A simulated session states a fixed platform and shell, and asks no git about a generated
+    workspace, which may sit inside anyone's repository."""
+    block = environment_block(repo, today=date(2026, 1, 1), host=("linux", "/bin/bash"), git=False)
+    assert block == (
+        f"<environment>\nWorking directory: {repo}\nDate: 2026-01-01\nPlatform: linux\n"
+        "Shell: /bin/bash\nGit repository: no\n</environment>"
+    )
+
+
+def test_a_block_given_as_text_is_recorded_and_sent_instead_of_gathered(repo: Path) -> None:
+    provider = FunctionProvider(_answer)
+    block = "<environment>\nWorking directory: /elsewhere\n</environment>"
+    session = asyncio.run(_first_system(repo.parent / "s.jsonl", repo, provider, environment=block))
+    text = "".join(b["text"] for b in provider.calls[0].body["system"])
+    assert text.endswith(f"\n\n{block}")
+    assert "Git branch" not in text  # nothing gathered beside it
+    envs = [r for r in session.engine.timeline if isinstance(r, SystemEntry) and r.subtype == "environment"]
+    assert [e.content for e in envs] == [block]
+
+
 def test_a_small_window_gets_the_short_prompt_a_large_one_the_guidance(tmp_path: Path) -> None:
     """On 8K the guidance would take a twelfth of the room, and a 135M model stops calling tools
     under it (tests/server/test_real_model.py): below the configured window the prompt is short."""

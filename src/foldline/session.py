@@ -86,7 +86,7 @@ class Session:
         on_notice: Callable[[str], None] | None = None,
         levels: bool = True,
         clock: Callable[[], float] | None = None,
-        environment: bool = True,
+        environment: bool | str = True,
         undo: bool = True,
     ) -> Session:
         """Resume the foldline transcript at `path`, or create it; then build the engine over it.
@@ -106,8 +106,10 @@ class Session:
             clock: The engine's clock, epoch seconds (default: the wall clock); a simulated session
                 passes a virtual one so that time passes between its turns.
             environment: A new session gathers the environment block (directory, date, platform,
-                git) once, records it, and appends it to `system` (`foldline.system_prompt`). A
-                resumed session uses the block it recorded, if any, whatever this says.
+                git) once, records it, and appends it to `system` (`foldline.system_prompt`); a
+                string is the block itself, recorded instead of gathering one (a simulated session
+                states a deterministic one). A resumed session uses the block it recorded, if any,
+                whatever this says.
             undo: Apply each tool call's change through the workspace's checkpoint store
                 (`containment.checkpoints`), so `/undo` and `/rewind` take it back; an apply a kill
                 cut off is finished first (said as a notice).
@@ -144,7 +146,8 @@ class Session:
             env = recorded_environment(timeline.snapshot())
             new_env = None
             if env is None and environment and not timeline.snapshot():  # a new session
-                env = new_env = environment_block(workspace, limits=config.tools)
+                gathered = environment if isinstance(environment, str) else None
+                env = new_env = gathered or environment_block(workspace, limits=config.tools)
             engine = QueryEngine(
                 provider=provider,
                 config=config,

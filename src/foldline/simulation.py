@@ -26,6 +26,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from foldline.server.simulated.profiles import generate_workspace, planted_facts
 from foldline.server.tokenizer import count_block
 from foldline.session import Session
 from foldline.stream import MessageDelta, MessageStart, StreamEvent
-from foldline.system_prompt import COMPACT_SYSTEM_PROMPT
+from foldline.system_prompt import COMPACT_SYSTEM_PROMPT, environment_block
 from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
@@ -57,6 +58,7 @@ from foldline.tools import default_tools
 from foldline.usage import UsageTotals, usage_of
 
 __all__ = [
+    "SIMULATED_HOST",
     "SIMULATION_SYSTEM_PROMPT",
     "MeteredRequest",
     "SimulatedClock",
@@ -64,12 +66,17 @@ __all__ = [
     "quantile",
     "score_facts",
     "simulate",
+    "simulated_environment",
 ]
 
 SIMULATION_SYSTEM_PROMPT = COMPACT_SYSTEM_PROMPT
 """The system prompt simulated sessions send, whatever their window: the short one the published
 benchmark numbers (docs/benchmarks.md, the demo) were measured with. The simulated model answers
 from the messages alone, so only its size matters; real sessions get `system_prompt_for` theirs."""
+
+SIMULATED_HOST = ("linux", "/bin/bash")
+"""The platform and shell a simulated session's environment block states, whatever machine runs it:
+the requests, and so every token count and cost, are then the same bytes everywhere."""
 
 _MOVED = re.compile(r"^\[Output too large for the context: ([\d,]+) characters")
 _TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens")
@@ -177,9 +184,29 @@ class SimulatedClock:
     def __call__(self) -> float:
         return self.now
 
+    def today(self) -> date:
+        """The date it is now, in UTC."""
+        return datetime.fromtimestamp(self.now, UTC).date()
+
     def advance(self, seconds: float) -> None:
         """Let `seconds` pass."""
         self.now += seconds
+
+
+def simulated_environment(workspace: Path, clock: SimulatedClock | None = None) -> str:
+    """The environment block a simulated session sends: the one foldline ships
+    (`system_prompt.environment_block`), stating the workspace, the date on `clock` (default: a
+    fresh `SimulatedClock`'s), `SIMULATED_HOST`, and no git repository (a generated workspace has
+    none, whatever repository the folder it was generated in belongs to). Two runs of one seed in
+    workspaces at the same path send the same bytes."""
+    today = (clock or SimulatedClock()).today()
+    return environment_block(workspace.resolve(), today=today, host=SIMULATED_HOST, git=False)
+
+
+def _environment(environment: bool | str, workspace: Path, clock: SimulatedClock | None) -> str:
+    if isinstance(environment, str):
+        return environment
+    return simulated_environment(workspace, clock) if environment else ""
 
 
 def quantile(values: Sequence[int], q: float) -> int:
@@ -222,6 +249,8 @@ class SimulationReport:
     answers: list[tuple[str, str]] = field(default_factory=list)
     """(prompt, final answer text) per completed turn."""
     wall_s: float = 0.0
+    environment: str = ""
+    """The environment block the session's system prompt carried ("" when it sent none)."""
     requests: list[MeteredRequest] = field(default_factory=list)
     """Every request the provider was sent, main loop and forks, in order (see `_Meter`)."""
     main_requests: int = 0
@@ -452,6 +481,7 @@ async def simulate(
     settle: bool = True,
     system: str = SIMULATION_SYSTEM_PROMPT,
     facts_at_end: bool = False,
+    environment: bool | str = False,
 ) -> SimulationReport:
     """Play `turns` prompts of `profile`'s user into a real session over `provider`.
 
@@ -483,6 +513,9 @@ async def simulate(
             benchmarks send the one foldline ships, `system_prompt.system_prompt_for`).
         facts_at_end: Ask for the planted facts in the session's last turns, the first stated
             last (`profiles.user_prompts`), instead of about 60% of the session after each.
+        environment: Send the environment block foldline ships (`simulated_environment`: the
+            workspace, the date on `clock`, a fixed platform, no git), as a session does; a string
+            is the block to send instead; False sends none.
 
     Returns:
         The report; a turn refused at the blocking limit stops the run (`report.stopped`). Its
@@ -491,7 +524,11 @@ async def simulate(
     generate_workspace(workspace, seed)
     config = config or Config(transcript=TranscriptConfig(sessions_dir=sessions_dir, fsync="never"))
     report = SimulationReport(
-        profile=profile, seed=seed, turns_planned=turns, blocking_limit=config.blocking_limit
+        profile=profile,
+        seed=seed,
+        turns_planned=turns,
+        blocking_limit=config.blocking_limit,
+        environment=_environment(environment, workspace, clock),
     )
     meter = _Meter(provider)
     report.requests = meter.requests
@@ -511,7 +548,7 @@ async def simulate(
             on_event=on_event,
             clock=clock,
             system=system,
-            environment=False,  # a date and a git status would make two runs of one seed differ
+            environment=report.environment,
         ) as session:
             for turn, prompt in enumerate(
                 user_prompts(profile, turns, seed, output_facts=output_facts, facts_at_end=facts_at_end)

@@ -114,7 +114,12 @@ def _git(workspace: Path, args: Sequence[str], timeout_s: float) -> str | None:
 
 
 def environment_block(
-    workspace: Path, *, today: date | None = None, limits: ToolsConfig | None = None
+    workspace: Path,
+    *,
+    today: date | None = None,
+    limits: ToolsConfig | None = None,
+    host: tuple[str, str] | None = None,
+    git: bool = True,
 ) -> str:
     """The environment a coding model needs, as text: directory, date, platform, shell, git state.
 
@@ -122,17 +127,25 @@ def environment_block(
         workspace: The session's workspace.
         today: The date to state (default: today, local time).
         limits: `environment_git_timeout_s` and `environment_status_lines` (default `ToolsConfig()`).
+        host: The (platform, shell) to state (default: this machine's); a simulated session states
+            fixed ones, so its requests are the same bytes on every machine.
+        git: Ask git about the workspace; False states it is no repository without asking (a
+            generated workspace, which has none, whatever repository the folder it sits in is in).
     """
     limits = limits or ToolsConfig()
     timeout = limits.environment_git_timeout_s
+    system, shell = host or (
+        f"{platform.system().lower()} {platform.release()}".rstrip(),
+        os.environ.get("SHELL") or "unknown",
+    )
     lines = [
         "<environment>",
         f"Working directory: {workspace}",
         f"Date: {(today or date.today()).isoformat()}",
-        f"Platform: {platform.system().lower()} {platform.release()}".rstrip(),
-        f"Shell: {os.environ.get('SHELL') or 'unknown'}",
+        f"Platform: {system}",
+        f"Shell: {shell}",
     ]
-    inside = _git(workspace, ["rev-parse", "--is-inside-work-tree"], timeout)
+    inside = _git(workspace, ["rev-parse", "--is-inside-work-tree"], timeout) if git else None
     if inside is None or inside.strip() != "true":
         lines.append("Git repository: no")
     else:

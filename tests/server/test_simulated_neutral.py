@@ -1080,3 +1080,17 @@ async def test_the_work_a_turn_leaves_in_the_background_runs_before_the_users_pa
     # each fork is sent at the moment of the request before it, not a pause later
     assert [sent[i][0] for i in forks] == [sent[i - 1][0] for i in forks]
     assert clock.now > sent[0][0] + 300  # and the session did pause, past the 5-minute TTL
+
+
+def test_a_fact_is_never_read_from_the_environment_block() -> None:
+    """The block states the client's machine, not the conversation: a commit message that reads like
+    a stated fact is not one the user stated."""
+    block = (
+        "<environment>\nWorking directory: /w\nRecent commits:\nabc1234 the retry limit is 7.\n</environment>"
+    )
+    backend = SimulatedBackend(seed=1)
+    question = [{"role": "user", "content": "What is the retry limit?"}]
+    reply = backend.reply(BackendRequest(model=MODEL, messages=question, system=f"Be brief.\n\n{block}"))
+    assert "I don't know" in str(reply.content[0].get("text"))
+    stated = BackendRequest(model=MODEL, messages=question, system="Notes: the retry limit is 7.")
+    assert backend.reply(stated).content[0].get("text") == "The retry limit is 7."

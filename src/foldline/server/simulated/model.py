@@ -39,7 +39,7 @@ import hashlib
 import itertools
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -231,9 +231,9 @@ class _Turn:
         lost: dict[str, None] = {}
         reads: dict[str, int] = {}
         for call in self.calls:
-            path = _path_key(call.input.get("file_path", ""))
             if call.name != "Read" or call.result is None or "offset" in call.input:
                 continue
+            path = _file_key(call.input.get("file_path", ""), reads)
             reads[path] = reads.get(path, 0) + 1
             if _cleared(call.result):
                 lost[path] = None
@@ -310,16 +310,16 @@ def _read_turn(messages: Sequence[dict[str, Any]], tools: Toolbox, system: str =
             lost_before = set(turn.lost_reads())
             calls = []
             for block in uses:
+                # paths are read back as written: making them relative to the working directory a
+                # request states would make which files were read depend on whether it states one
                 name, tool_input = tools.canonical(str(block.get("name")), dict(block.get("input") or {}))
-                for key in ("file_path", "path"):
-                    if isinstance(tool_input.get(key), str):
-                        tool_input[key] = tools.relative(tool_input[key])
                 call = _Call(turn.rounds, name, tool_input)
                 calls.append(call)
                 by_id[str(block.get("id"))] = call
             turn.calls += calls
             if calls and all(
-                _full_read(c) and _path_key(str(c.input.get("file_path"))) in lost_before for c in calls
+                _full_read(c) and any(_same_path(c.input.get("file_path"), p) for p in lost_before)
+                for c in calls
             ):
                 turn.rereads += 1
             turn.rounds += 1 if uses else 0
@@ -348,7 +348,32 @@ def _path_key(path: object) -> str:
 
 
 def _same_path(a: object, b: object) -> bool:
-    return a is not None and b is not None and _path_key(a) == _path_key(b)
+    """Whether `a` and `b` name one file: the same path, or an absolute one and a relative one it
+    ends with (`/ws/src/x.py`, `src/x.py`). Told from the paths alone, never from the working
+    directory a request states: which files a turn has read must not depend on whether it states one."""
+    if a is None or b is None:
+        return False
+    one, other = _path_key(a), _path_key(b)
+    if one == other:
+        return True
+    if one.startswith("/") == other.startswith("/"):
+        return False
+    absolute, relative = (one, other) if one.startswith("/") else (other, one)
+    return absolute.endswith("/" + relative)
+
+
+def _file_key(path: object, known: Iterable[str]) -> str:
+    """The first of `known` that names the same file as `path` (`_same_path`), else `path`'s own key."""
+    return next((k for k in known if _same_path(k, path)), _path_key(path))
+
+
+def _distinct(paths: Iterable[str]) -> list[str]:
+    """`paths` in order, each file once however many ways it is written."""
+    out: list[str] = []
+    for path in paths:
+        if not any(_same_path(path, kept) for kept in out):
+            out.append(path)
+    return out
 
 
 def _full_read(call: _Call) -> bool:
@@ -434,7 +459,7 @@ class SimulatedBackend:
             progress = self._progress(request, last)
             return [_text(build_summary(messages, last, sections, self.config, progress))]
         tools = Toolbox.of(request.tools, messages, _request_texts(request))
-        turn = _read_turn(messages, tools, request.system_text())
+        turn = _read_turn(messages, tools, _instructions(request))
         if turn is None:
             return [_text("There is nothing to answer yet: I see no request from you.")]
         question = _QUESTION.match(turn.prompt)
@@ -483,7 +508,7 @@ class SimulatedBackend:
         if not covered or any(_answered(m) for m in [covered[-1], *messages[stop:-1]]):
             return None
         tools = Toolbox.of(request.tools, covered, _request_texts(request))
-        turn = _read_turn(covered, tools, request.system_text() if start == 0 else "")
+        turn = _read_turn(covered, tools, _instructions(request) if start == 0 else "")
         if turn is None or _QUESTION.match(turn.prompt):
             return None
         return turn.prompt, turn.progress
@@ -505,7 +530,7 @@ class SimulatedBackend:
         """
         wanted = " ".join(subject.lower().split())
         value = None
-        texts = [request.system_text()] + [
+        texts = [_instructions(request)] + [
             i.text.replace(question, "") if i.kind == "prompt" else i.text
             for i in items_of(messages)
             if i.kind in ("prompt", "assistant", "result")
@@ -732,7 +757,7 @@ class SimulatedBackend:
         ranked = [p for p in mentioned if not turn.done("Read", p)]
         readable = [p for p in found if not p.endswith(_BINARY_EXT)]
         ranked += _ranked([p for p in readable if p.endswith(_TEXT_EXT) or hits_any(p, lowered)], lowered)
-        return [p for p in dict.fromkeys(ranked) if not turn.done("Read", p)]
+        return [p for p in _distinct(ranked) if not turn.done("Read", p)]
 
     def _logs(self, turn: _Turn, tools: Toolbox, pick: int, mentioned: list[str]) -> list[_Planned]:
         logs = [p for p in mentioned if p.endswith(".log")] or ["logs/worker.log"]
@@ -979,6 +1004,19 @@ def _use(kind: Kind, tool_input: dict[str, Any]) -> _Planned:
 def _render(tools: Toolbox, calls: Sequence[_Planned]) -> list[Block]:
     """`calls` in the offered tools' own names and parameters (those the tools cannot take dropped)."""
     return [block for kind, tool_input in calls if (block := tools.use(kind, tool_input)) is not None]
+
+
+_ENVIRONMENT = re.compile(r"<(environment|env)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+"""A client's environment block in its system prompt (foldline's `<environment>`, Claude Code's
+`<env>`): directory, date, platform, git state."""
+
+
+def _instructions(request: BackendRequest) -> str:
+    """The request's system text without its environment block: what the model reads for a summary's
+    progress line or a stated fact. A directory, a date or a commit message stated there is the
+    client's machine, not the conversation, and the work must not change with it; the working
+    directory is read from the full text (`_request_texts`), for tools that want absolute paths."""
+    return _ENVIRONMENT.sub("", request.system_text())
 
 
 def _request_texts(request: BackendRequest) -> Iterator[str]:
