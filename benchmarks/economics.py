@@ -73,9 +73,14 @@ started again with the same folder runs only the units that have no row (docs/fl
 `--verbosity-scale X` runs the simulated model with its replies' quoted lines times X
 (`SimulatedConfig.verbosity_scale`); every row records the scale it ran at.
 
+Every session states the environment block foldline ships (`simulation.simulated_environment`:
+its workspace, the simulated clock's date, a fixed platform, no git), every row alike, the limit's
+too (its system prompt is kept whole); `--no-environment` sends none. Each row records whether it
+sent one and the date it stated (`environment`, `environment_date`).
+
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/economics.py [--turns 300]
 [--profiles feature,debug,swe] [--strategies truncate,...] [--seeds 7,8,9] [--verbosity-scale 1.0]
-[--json] [--jobs 2] [--address HOST:PORT] [--results URL]`
+[--no-environment] [--json] [--jobs 2] [--address HOST:PORT] [--results URL]`
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ import argparse
 import asyncio
 import copy
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -931,7 +937,16 @@ def report_row(
         "cost_per_turn": [round(c, 5) for c in report.turn_costs()],
         "fixed_tokens": fixed_tokens,
         "verbosity_scale": verbosity_scale,
+        # foldline as shipped states its environment; the row says whether this session did, and
+        # the date it stated (the simulated clock's: the same for every run of a seed)
+        "environment": bool(report.environment),
+        "environment_date": _stated_date(report.environment),
     }
+
+
+def _stated_date(environment: str) -> str | None:
+    found = re.search(r"^Date: (\S+)$", environment, re.MULTILINE)
+    return found.group(1) if found else None
 
 
 async def play(
@@ -946,9 +961,11 @@ async def play(
     root: Path,
     on_turn: Callable[[int, SimulationReport], None] | None = None,
     facts_at_end: bool = False,
+    environment: bool = True,
 ) -> SimulationReport:
     """One session of `profile` under `strategy` over `provider` (whose capabilities it already has),
-    its requests rewritten by `rewriter` (`strategy.rewriter(window)`) if any."""
+    its requests rewritten by `rewriter` (`strategy.rewriter(window)`) if any; `environment`: state
+    the environment block foldline ships."""
     sent: Provider = Rewriting(provider, rewriter) if rewriter is not None else provider
     config = Config(
         context_window=strategy.engine_window(window),
@@ -981,6 +998,7 @@ async def play(
         # foldline is judged with the system prompt it ships (the limit row sends it too)
         system=system_prompt_for(config.window, config.full_system_prompt_min_window),
         facts_at_end=facts_at_end,
+        environment=environment,
     )
     for summarizer in summarizers(rewriter):
         report.requests.extend(summarizer.requests)  # answered requests outside the main loop
@@ -1027,6 +1045,7 @@ def run_pair(profile: str, strategy: Strategy, seed: int, args: argparse.Namespa
                         root=root,
                         on_turn=progress,
                         facts_at_end=args.facts_at_end,
+                        environment=getattr(args, "environment", True),
                     ),
                     args.pair_timeout,
                 )
@@ -1061,6 +1080,7 @@ def unit_of(profile: str, name: str, seed: int, args: argparse.Namespace) -> Uni
             verbosity_scale=float(args.verbosity_scale),
             facts_at_end=bool(args.facts_at_end),
             pair_timeout=float(args.pair_timeout),
+            environment=bool(getattr(args, "environment", True)),
         ),
     )
 
@@ -1073,6 +1093,7 @@ def fleet_row(unit: Unit, root: Path) -> dict[str, Any]:
         verbosity_scale=float(unit.knob("verbosity_scale", 1.0)),
         facts_at_end=bool(unit.knob("facts_at_end", False)),
         pair_timeout=float(unit.knob("pair_timeout", 3600.0)),
+        environment=bool(unit.knob("environment", True)),
     )
     return pair_row(unit.profile, unit.strategy, unit.seed, args, root)
 
@@ -1291,6 +1312,12 @@ def main() -> None:
         type=float,
         default=1.0,
         help="the simulated model's reply length, times its calibration (foldline serve --verbosity-scale)",
+    )
+    parser.add_argument(
+        "--no-environment",
+        dest="environment",
+        action="store_false",
+        help="send no environment block (foldline as shipped sends one: every row does by default)",
     )
     args = parser.parse_args()
     if not args.verbosity_scale >= 0:

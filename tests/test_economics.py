@@ -95,6 +95,9 @@ def test_every_strategy_completes_a_short_session_and_reports_every_column(tmp_p
     assert len(row["context_per_turn"]) == 6
     assert len(row["cost_per_turn"]) == 6
     assert 0 < sum(row["cost_per_turn"]) <= row["cost_usd"] + 1e-3
+    # foldline as shipped: every row states the environment, the simulated clock's date recorded
+    assert (row["environment"], row["environment_date"]) == (True, "2026-01-01")
+    assert all(report.environment in "".join(b["text"] for b in c.body["system"]) for c in provider.calls)
 
 
 def test_the_limit_row_sends_only_the_current_turn_and_a_note_of_the_facts_stated_before_it(
@@ -104,9 +107,12 @@ def test_the_limit_row_sends_only_the_current_turn_and_a_note_of_the_facts_state
 
     facts = planted_facts(7, output_facts=True)
     rewriter = econ.NoteOnly(facts=facts)
-    _, provider = _session(tmp_path, econ.Limit(), rewriter, turns=5)
+    report, provider = _session(tmp_path, econ.Limit(), rewriter, turns=5)
     first = facts[0]  # stated in turn 2 (index 1)
+    assert report.environment.startswith("<environment>")
     for call in provider.calls:
+        # the environment block foldline ships, as foldline's row sends it
+        assert report.environment in "".join(b["text"] for b in call.body["system"])
         messages = call.body["messages"]
         typed = econ.turn_starts(messages)
         assert typed == [0], "one typed prompt, the first message"

@@ -36,10 +36,12 @@ then the same bytes whatever the block states, and only the block's own tokens m
 
 
 def _play(
-    profile: str, environment: bool | str, *, seed: int = SEED, turns: int = TURNS
+    profile: str, environment: bool | str | None, *, seed: int = SEED, turns: int = TURNS
 ) -> tuple[list[list[str]], list[int], SimulationReport]:
-    """One session: each turn's tool calls (name and input, paths made workspace-relative) and each
-    turn's tool-result tokens, as the transcript records them."""
+    """One session (`environment` None: `simulate`'s default): each turn's tool calls (name and
+    input, paths made workspace-relative) and each turn's tool-result tokens, as the transcript
+    records them."""
+    stated = {} if environment is None else {"environment": environment}
     root = ROOT / profile
     shutil.rmtree(root, ignore_errors=True)  # the model edits and writes: every run starts clean
     workspace = root / "ws"
@@ -52,7 +54,7 @@ def _play(
             workspace=workspace,
             sessions_dir=root / "sessions",
             clock=SimulatedClock(),
-            environment=environment,
+            **stated,
         )
     )
     records = load_transcript(root / "sessions" / f"simulated-{profile}-{seed}.jsonl").records
@@ -168,9 +170,11 @@ def test_the_block_a_simulated_session_sends_is_the_same_on_every_run(tmp_path: 
 
 
 def test_two_runs_of_one_seed_with_the_block_are_identical() -> None:
+    """A simulated session sends the block unless told not to (foldline as shipped), and its bytes
+    are the same on every run."""
     profile = "debug"
-    calls, results, first = _play(profile, True)
-    again_calls, again_results, again = _play(profile, True)
+    calls, results, first = _play(profile, None)
+    again_calls, again_results, again = _play(profile, None)
     assert first.environment.startswith("<environment>\nWorking directory: ")
     assert (calls, results) == (again_calls, again_results)
     assert [r.prompt for r in first.requests] == [r.prompt for r in again.requests]

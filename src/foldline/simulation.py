@@ -17,6 +17,9 @@ The planted facts (`profiles.facts_for`) are scored from the answers: a question
 retained when the answer contains the fact's value. The levels' receipts are counted from the
 transcript's records once the session is closed.
 
+The session states the environment block foldline ships (`simulated_environment`), the same bytes
+on every run of a seed: the simulated clock's date, a fixed platform, no git.
+
 Token counts here use the server's tokenizer, the one that bills the requests.
 """
 
@@ -481,7 +484,7 @@ async def simulate(
     settle: bool = True,
     system: str = SIMULATION_SYSTEM_PROMPT,
     facts_at_end: bool = False,
-    environment: bool | str = False,
+    environment: bool | str = True,
 ) -> SimulationReport:
     """Play `turns` prompts of `profile`'s user into a real session over `provider`.
 
@@ -514,8 +517,10 @@ async def simulate(
         facts_at_end: Ask for the planted facts in the session's last turns, the first stated
             last (`profiles.user_prompts`), instead of about 60% of the session after each.
         environment: Send the environment block foldline ships (`simulated_environment`: the
-            workspace, the date on `clock`, a fixed platform, no git), as a session does; a string
-            is the block to send instead; False sends none.
+            workspace, the date on `clock`, a fixed platform, no git), as a session does: the
+            simulated model's work is the same without it (tests/test_simulation_environment.py),
+            only the requests' size is foldline's as shipped. A string is the block to send
+            instead; False sends none.
 
     Returns:
         The report; a turn refused at the blocking limit stops the run (`report.stopped`). Its
