@@ -11,6 +11,7 @@ wants one.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import json
 import shutil
@@ -33,6 +34,7 @@ SEED, TURNS = 103, 4
 ROOT = Path(tempfile.mkdtemp(prefix="foldline-env-"))
 """One workspace path per profile for every run: the tools' results (Grep lists absolute paths) are
 then the same bytes whatever the block states, and only the block's own tokens may differ."""
+atexit.register(shutil.rmtree, ROOT, True)
 
 
 def _play(
