@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from foldline.server.backend import BackendRequest
+from foldline.server.config import SimulatedConfig
 from foldline.server.simulated import SimulatedBackend
 from foldline.server.simulated.profiles import (
     Reference,
@@ -201,6 +202,13 @@ def test_sessions_without_references_are_unchanged() -> None:
         "feature", 40, 5, output_facts=True, references=False
     )
     assert not any(p.startswith("Rerun") for p in user_prompts("feature", 40, 5))
+
+
+def test_other_prompts_never_meet_the_reference_work_or_its_round_cap() -> None:
+    capped = SimulatedBackend(seed=SEED, config=SimulatedConfig(max_reference_rounds=0))
+    for prompt in user_prompts("swe", 12, SEED, output_facts=True):
+        request = BackendRequest(model="m", messages=[_said(prompt, "user")], tools=_tools(False))
+        assert capped.reply(request) == SimulatedBackend(seed=SEED).reply(request), prompt
 
 
 def _session(tmp_path: Path, *, levels: bool) -> SimulationReport:

@@ -1062,6 +1062,8 @@ def _earlier_work(
     if (decided := earlier.DECIDE.match(prompt)) is not None:
         subject, value, rejected = decided.group("subject", "value", "rejected")
         return [_text(f"Agreed: we keep the {subject} as {value}, not {rejected}. I will apply it there.")]
+    if not any(p.match(prompt) for p in (earlier.FIX, earlier.CHANGED, earlier.FAILED, earlier.APPLY)):
+        return None
     if turn.progress >= config.max_reference_rounds:
         return [_text("I have spent the rounds this needs without settling it; tell me how to go on.")]
     if (fix := earlier.FIX.match(prompt)) is not None:
