@@ -36,8 +36,9 @@ agents do to the bytes they send, applied to every request the engine makes:
 - `foldline`: every level, `cache_edits` declared as foldline serve supports them (a feature with no
   public pricing: its billing is this server's own model).
 - `limit`: the physical limit (`NoteOnly`, an oracle): each request is the system prompt, the
-  tools, a note of the planted facts seen so far and the current turn; every other token is dropped
-  for free. No agent can do this; every row's cost is judged against it.
+  tools, a note of the planted facts seen so far, a note of the earlier work the session refers
+  back to and the current turn; every other token is dropped for free. No agent can do this; every
+  row's cost is judged against it.
 - `foldline-no-edits-at-90`: the headline row with Collapse committing only at 90% of the window
   (`CollapseConfig.commit_when_it_pays=False`), the default before design.md R3.3.7.
 - `foldline-no-edits-100k`: the headline row managing to a 100K working window on the 200K model.
@@ -62,7 +63,11 @@ request, cache-read share, peak request, API calls, summary calls (requests that
 loop's), HTTP 400s, planted facts retained of those asked, turns completed. Two kinds of fact are
 planted (`profiles.planted_facts(output_facts=True)`): five the user states in a prompt, and three
 that only a script's long output states once, in passing, which no answer repeats; the second kind
-is reported apart (`output_facts_*`). `aggregate` gives each column's mean and range over the seeds.
+is reported apart (`output_facts_*`). The user also refers back to earlier work
+(`profiles.references_for`: a file a fix changed, a test a check saw fail, a decision): per session
+`references` asked, `recoveries` (the model paid extra calls to find the referent again) and
+`quality_misses` (its work missed the referent); the table pools the miss rate over the seeds with
+its 95% Wilson interval. `aggregate` gives each column's mean and range over the seeds.
 `--json` prints one object per run on stdout (progress goes to stderr). Each (profile, strategy,
 seed) is one fleet unit (`foldline.fleet.Unit`, kind `economics:fleet_row`): `--jobs N` runs N at
 once on a local Ray (each an engine and a server process; `--jobs 1`, the default, runs them one
@@ -106,7 +111,7 @@ from foldline.pricing import LONG_CONTEXT_THRESHOLD
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.providers.base import Capabilities, Provider, count_tokens
 from foldline.server.caching import flatten, total_tokens
-from foldline.server.simulated.profiles import Fact, planted_facts
+from foldline.server.simulated.profiles import Fact, Reference, planted_facts, references_for
 from foldline.server.tokenizer import count_block
 from foldline.simulation import MeteredRequest, SimulationReport, simulate
 from foldline.stream import MessageDelta, MessageStart, StreamEvent, TextDelta
@@ -642,14 +647,18 @@ class OpenhandsSummary(NoManagement):
 @dataclass
 class NoteOnly:
     """The physical limit's request: the system prompt, the tools, a note of the planted facts seen
-    before this turn (each as the sentence that stated it) and the current turn, nothing else.
+    before this turn (each as the sentence that stated it), a note of the earlier work stated before
+    it (`Reference.note`) and the current turn, nothing else.
 
-    An oracle, not an agent: it knows which facts the rest of the session asks for (`facts`, set
-    from the profile for the run's seed) and drops everything else for free. The note rides as a
-    last system block, where the simulated model reads statements as it reads the conversation.
+    An oracle, not an agent: it knows which facts and which earlier work the rest of the session asks
+    for (`facts`, `references`, set from the profile for the run's seed) and drops everything else for
+    free. The facts' note rides as a last system block, where the simulated model reads statements as
+    it reads the conversation; the earlier work's rides as a text block before the current prompt, as
+    the model resolves references from the conversation, never the system prompt.
     """
 
     facts: Sequence[Fact] = ()
+    references: Sequence[Reference] = ()
 
     async def rewrite(self, body: dict[str, Any], inner: Provider) -> dict[str, Any]:
         messages = body["messages"]
@@ -663,7 +672,15 @@ class NoteOnly:
         if seen:
             note = "Notes from earlier in this session: " + " ".join(s[0].upper() + s[1:] for s in seen)
             system = [*system, {"type": "text", "text": note}]
-        return {**body, "system": system, "messages": messages[cut:]}
+        kept = messages[cut:]
+        done = [r.note for r in self.references if r.statement in earlier]
+        if done and kept:
+            first = kept[0]
+            content = first.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+            work = {"type": "text", "text": "Notes on earlier work in this session: " + " ".join(done)}
+            kept = [{**first, "content": [work, *blocks]}, *kept[1:]]
+        return {**body, "system": system, "messages": kept}
 
 
 @dataclass
@@ -927,6 +944,9 @@ def report_row(
         "facts_retained": report.facts_retained,
         "output_facts_asked": report.output_facts_asked,
         "output_facts_retained": report.output_facts_retained,
+        "references": report.references,
+        "recoveries": report.recoveries,
+        "quality_misses": report.quality_misses,
         "turns_completed": report.turns_done,
         "turns_planned": report.turns_planned,
         "receipts": report.receipts,
@@ -995,6 +1015,7 @@ async def play(
         on_turn=on_turn,
         levels=strategy.levels,
         output_facts=True,
+        references=True,
         # foldline is judged with the system prompt it ships (the limit row sends it too)
         system=system_prompt_for(config.window, config.full_system_prompt_min_window),
         facts_at_end=facts_at_end,
@@ -1029,8 +1050,9 @@ def run_pair(profile: str, strategy: Strategy, seed: int, args: argparse.Namespa
             AnthropicProvider(base_url=server.url, api_key="benchmark", capabilities=strategy.capabilities())
         )
         rewriter = strategy.rewriter(args.window)
-        if isinstance(rewriter, NoteOnly):  # the oracle knows the session's facts
+        if isinstance(rewriter, NoteOnly):  # the oracle knows the session's facts and earlier work
             rewriter.facts = planted_facts(seed, output_facts=True)
+            rewriter.references = references_for(seed)
         try:
             report = asyncio.run(
                 asyncio.wait_for(
@@ -1160,7 +1182,8 @@ def pair_row(profile: str, name: str, seed: int, args: argparse.Namespace, root:
     print(
         f"   {profile}/{name}/{seed}: ${row['cost_usd']:.2f}, read {row['cache_read_share']:.1%}, "
         f"peak {row['peak_context_tokens']:,}, 400s {row['http_400']}, facts "
-        f"{row['facts_retained']}/{row['facts_asked']}, {row['wall_s']} s",
+        f"{row['facts_retained']}/{row['facts_asked']}, earlier work {row['references']} referred, "
+        f"{row['recoveries']} recovered, {row['quality_misses']} missed, {row['wall_s']} s",
         file=sys.stderr,
         flush=True,
     )
@@ -1250,6 +1273,13 @@ def aggregate(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         cells["seeds"] = sorted(r["seed"] for r in group)
         for column in COLUMNS:
             cells[column] = Spread.of([float(r[column]) for r in group])
+        for column in REFERENCE_COLUMNS:
+            cells[column] = Spread.of([float(r.get(column, 0)) for r in group])
+        # pooled over seeds: a session asks only a few references, too few for a per-seed rate
+        cells["miss_rate"] = wilson(
+            sum(int(r.get("quality_misses", 0)) for r in group),
+            sum(int(r.get("references", 0)) for r in group),
+        )
         user = [user_facts(r) for r in group]
         cells["user_facts_retained"] = Spread.of([float(k) for k, _ in user])
         cells["user_facts_asked"] = Spread.of([float(a) for _, a in user])
@@ -1263,6 +1293,28 @@ def aggregate(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def wilson(hits: int, trials: int) -> tuple[float, float, float]:
+    """(rate, low, high): `hits / trials` and its 95% Wilson score interval (0 trials: no interval)."""
+    if trials == 0:
+        return 0.0, float("-inf"), float("inf")
+    z, rate = 1.96, hits / trials
+    centre = (rate + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * ((rate * (1 - rate) + z * z / (4 * trials)) / trials) ** 0.5 / (1 + z * z / trials)
+    return rate, max(0.0, centre - half), min(1.0, centre + half)
+
+
+REFERENCE_COLUMNS = ("references", "recoveries", "quality_misses")
+"""Earlier-work columns (rows of older runs have none: they count 0)."""
+
+
+def miss_rate_text(cell: dict[str, Any]) -> str:
+    """The pooled miss rate of a cell's references with its 95% interval, or `-` where none were asked."""
+    rate, low, high = cell["miss_rate"]
+    if low == float("-inf"):
+        return "-"
+    return f"{rate:.0%} [{low:.0%}, {high:.0%}]"
+
+
 def feasible(cell: dict[str, Any]) -> bool:
     """Completed every turn of every seed with no HTTP 400."""
     return cell["turns_completed"].low >= cell["turns_planned"].high and cell["http_400"].high == 0
@@ -1272,8 +1324,9 @@ def table_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
     """The side-by-side table (markdown), one line per `aggregate` cell: mean (range) over seeds."""
     out = [
         "| profile | strategy | seeds | cost | cache read | peak context | API calls | summary calls "
-        "| HTTP 400 | facts (user) | facts (tool output) | turns |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| HTTP 400 | facts (user) | facts (tool output) | earlier work: referred | recovered "
+        "| missed | miss rate [95%] | turns |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for c in cells:
         out.append(
@@ -1283,6 +1336,8 @@ def table_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
             f"| {c['http_400'].show('.0f')} "
             f"| {c['user_facts_retained'].show('.1f')}/{c['user_facts_asked'].show('.0f')} "
             f"| {c['output_facts_retained'].show('.1f')}/{c['output_facts_asked'].show('.0f')} "
+            f"| {c['references'].show('.0f')} | {c['recoveries'].show('.1f')} "
+            f"| {c['quality_misses'].show('.1f')} | {miss_rate_text(c)} "
             f"| {c['turns_completed'].show('.0f')}/{c['turns_planned'].show('.0f')} |"
         )
     return out

@@ -673,7 +673,8 @@ STRATEGY_TEXT = {
     "anthropic-clear": "Anthropic's `clear_tool_uses_20250919` through `foldline serve`'s real "
     "`context_management` (trigger 100K input tokens, keep 3 tool uses, `clear_at_least` 30K).",
     "limit": "**the physical limit**, an oracle no agent can be: each request is the system prompt, the "
-    "tools, a note of the planted facts stated so far and the current turn; everything else is dropped "
+    "tools, a note of the planted facts stated so far, a note of the earlier work the session refers back "
+    "to and the current turn; everything else is dropped "
     "for free, and every new token is written once. Every row's cost is also given as a multiple of it.",
     "claude-code-design": "foldline's engine as Claude Code is designed: AutoCompact with a "
     "cache-sharing summary fork, no Context Collapse, the public API (no cache_edits).",
@@ -703,6 +704,15 @@ retained when the answer contains its value:
 - **user**: the user states five facts early ("Note for later: the staging port is 6543.").
 - **tool output**: the user has three scripts run early; each prints one value among 60 lines of
   progress, which the answer does not repeat. Only the tool result held it.
+
+The user also refers back to earlier work by what was done, never by name (`profiles.references_for`):
+"Rerun the tests of the module you changed when we fixed the rounding bug." (a file the model's fix
+changed), "Rerun the test that failed in the parser check." (one failing test among 79 lines of a
+script's output), "Apply the decision on the cache key to the orders module." (a decision the user
+stated early). The simulated model resolves each from what the request holds; a file or a result it
+lost costs extra calls to find again (**recovered**: a search of the tree, the whole check rerun), a
+decision it lost is applied wrongly (**missed**). The miss rate is pooled over the seeds, with its
+95% Wilson interval.
 
 A run that stopped early asked fewer questions; a strategy is feasible when every seed completed
 every turn with no HTTP 400. A real client that completed every turn stays a peer even with 400s:

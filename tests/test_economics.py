@@ -128,6 +128,27 @@ def test_the_limit_row_sends_only_the_current_turn_and_a_note_of_the_facts_state
         assert first.line[0].upper() + first.line[1:] in system
 
 
+def test_the_limit_row_carries_what_references_need_so_it_pays_no_recovery_and_no_miss(
+    tmp_path: Path,
+) -> None:
+    from foldline.server.simulated import planted_facts
+    from foldline.server.simulated.profiles import references_for
+
+    facts, references = planted_facts(7, output_facts=True), references_for(7)
+    strategy = econ.Limit()
+    runs = {}
+    for name, carried in (("notes", references), ("facts only", ())):
+        rewriter = econ.NoteOnly(facts=facts, references=carried)
+        report, _ = _session(tmp_path / name, strategy, rewriter, turns=30, window=200_000)
+        runs[name] = econ.Outcome("feature", strategy, report, 0, 0).row()
+    assert runs["notes"]["references"] == 4
+    assert (runs["notes"]["recoveries"], runs["notes"]["quality_misses"]) == (0, 0)
+    # without the note the oracle's request holds nothing of the earlier work: the file and the
+    # result are paid for again, the decision is missed
+    assert runs["facts only"]["recoveries"] == 3
+    assert runs["facts only"]["quality_misses"] == 1
+
+
 @pytest.mark.parametrize(
     ("name", "tagged"), [("foldline-no-edits", True), ("foldline-no-edits-no-snip", False)]
 )

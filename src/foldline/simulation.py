@@ -14,8 +14,13 @@ that keeps each request's `usage` as the server billed it, or the HTTP status it
 Forks never enter the timeline, so the meter is the one place that sees them all. From those: the
 cost at list prices, the cache-read share, the peak request and the requests over a blocking limit.
 The planted facts (`profiles.facts_for`) are scored from the answers: a question the user asked is
-retained when the answer contains the fact's value. The levels' receipts are counted from the
-transcript's records once the session is closed.
+retained when the answer contains the fact's value. References to earlier work
+(`profiles.references_for`, `simulate(references=True)`) are scored from the referring turn's tool
+calls, which the harness judges against the true referent it knows from the profile (the model never
+sees it): a turn whose calls hold the referent's target (the changed module's tests, the failing
+test, the decided value) found it; one that also searched the tree for the fix or ran the check
+again paid a recovery; one without the target is a quality miss (a recovery that found nothing is
+both). The levels' receipts are counted from the transcript's records once the session is closed.
 
 The session states the environment block foldline ships (`simulated_environment`), the same bytes
 on every run of a seed: the simulated clock's date, a fixed platform, no git.
@@ -40,7 +45,13 @@ from foldline.events import UIEvent
 from foldline.providers.base import Capabilities, Provider, count_tokens
 from foldline.server.config import SimulatedConfig
 from foldline.server.simulated.model import think_time
-from foldline.server.simulated.profiles import generate_workspace, planted_facts, user_prompts
+from foldline.server.simulated.profiles import (
+    Reference,
+    generate_workspace,
+    planted_facts,
+    references_for,
+    user_prompts,
+)
 from foldline.server.tokenizer import count_block
 from foldline.session import Session
 from foldline.stream import MessageDelta, MessageStart, StreamEvent
@@ -68,6 +79,7 @@ __all__ = [
     "SimulationReport",
     "quantile",
     "score_facts",
+    "score_references",
     "simulate",
     "simulated_environment",
 ]
@@ -272,6 +284,16 @@ class SimulationReport:
     """...of which the answer still knew the value."""
     fact_answers: list[tuple[str, str, bool]] = field(default_factory=list)
     """(subject, value, retained) per question asked."""
+    references: int = 0
+    """Turns that referred back to earlier work (`simulate(references=True)`) and completed."""
+    recoveries: int = 0
+    """...of which the model paid extra calls to recover the referent (a search, a check run again)."""
+    quality_misses: int = 0
+    """...of which the work missed the referent (a wrong or no target, a decision not applied)."""
+    reference_turns: list[tuple[str, list[str]]] = field(default_factory=list)
+    """(prompt, its calls as `Name value...`) per completed referring turn: what they are scored on."""
+    reference_outcomes: list[tuple[str, str, bool, bool]] = field(default_factory=list)
+    """(kind, referent, recovered, missed) per referring turn."""
     receipts: dict[str, int] = field(default_factory=dict)
     """How often each level acted, from the transcript's receipts and control records."""
     main_usage: UsageTotals = field(default_factory=UsageTotals)
@@ -369,6 +391,8 @@ class SimulationReport:
             "not in the transcript)",
             f"planted facts          {self.facts_retained} of {self.facts_asked} asked retained "
             f"({self.facts_planted} planted)",
+            f"earlier work           {self.references} references, {self.recoveries} recovered, "
+            f"{self.quality_misses} missed",
             f"level receipts         {receipts}",
         ]
         if self.stopped:
@@ -467,6 +491,42 @@ def score_facts(report: SimulationReport, *, output_facts: bool) -> None:
     report.facts_retained = sum(1 for *_, retained in report.fact_answers if retained)
 
 
+def _calls_of(records: Sequence[AnyRecord]) -> list[str]:
+    """A turn's tool calls, each as its name and its input's string values (what scoring reads)."""
+    out = []
+    for record in records:
+        if isinstance(record, AssistantEntry) and not record.is_api_error_message:
+            for block in record.message.content:
+                if block.get("type") == "tool_use":
+                    tool_input = block.get("input")
+                    values = tool_input.values() if isinstance(tool_input, dict) else ()
+                    out.append(" ".join([str(block.get("name")), *(v for v in values if isinstance(v, str))]))
+    return out
+
+
+def _reference_outcome(reference: Reference, calls: Sequence[str]) -> tuple[bool, bool]:
+    """(recovered, missed) of one referring turn's calls against the true referent."""
+    target = re.compile(rf"{re.escape(reference.target)}(?![\w.])")
+    found = any(target.search(call) for call in calls)
+    recovered = bool(reference.recovery) and any(reference.recovery in call for call in calls)
+    return recovered, not found
+
+
+def score_references(report: SimulationReport) -> None:
+    """Each referring turn's outcome (`report.reference_turns`), judged against the profile's true
+    referents: a turn is a recovery when it ran the recovery's call, a miss when no call held the
+    referent's target."""
+    by_question = {r.question: r for r in references_for(report.seed)}
+    report.reference_outcomes = []
+    for prompt, calls in report.reference_turns:
+        reference = by_question[prompt]
+        recovered, missed = _reference_outcome(reference, calls)
+        report.reference_outcomes.append((reference.kind, reference.referent, recovered, missed))
+    report.references = len(report.reference_outcomes)
+    report.recoveries = sum(1 for *_, recovered, _ in report.reference_outcomes if recovered)
+    report.quality_misses = sum(1 for *_, missed in report.reference_outcomes if missed)
+
+
 async def simulate(
     provider: Provider,
     *,
@@ -485,6 +545,7 @@ async def simulate(
     system: str = SIMULATION_SYSTEM_PROMPT,
     facts_at_end: bool = False,
     environment: bool | str = True,
+    references: bool = False,
 ) -> SimulationReport:
     """Play `turns` prompts of `profile`'s user into a real session over `provider`.
 
@@ -521,12 +582,15 @@ async def simulate(
             simulated model's work is the same without it (tests/test_simulation_environment.py),
             only the requests' size is foldline's as shipped. A string is the block to send
             instead; False sends none.
+        references: Also have the user refer back to earlier work (`profiles.references_for`):
+            scored into `references`, `recoveries` and `quality_misses` (`score_references`).
 
     Returns:
         The report; a turn refused at the blocking limit stops the run (`report.stopped`). Its
         `requests` are every request `provider` was sent, forks included, metered at the provider.
     """
-    generate_workspace(workspace, seed)
+    generate_workspace(workspace, seed, references=references)
+    questions = {r.question for r in references_for(seed)} if references else set()
     config = config or Config(transcript=TranscriptConfig(sessions_dir=sessions_dir, fsync="never"))
     report = SimulationReport(
         profile=profile,
@@ -556,7 +620,14 @@ async def simulate(
             environment=report.environment,
         ) as session:
             for turn, prompt in enumerate(
-                user_prompts(profile, turns, seed, output_facts=output_facts, facts_at_end=facts_at_end)
+                user_prompts(
+                    profile,
+                    turns,
+                    seed,
+                    output_facts=output_facts,
+                    facts_at_end=facts_at_end,
+                    references=references,
+                )
             ):
                 if settle:
                     await session.engine.drain()
@@ -574,6 +645,8 @@ async def simulate(
                 records = list(session.engine.timeline)[before:]
                 report.rounds_per_turn.append(_measure(report, records, turn))
                 report.answers.append((prompt, result.text))
+                if prompt in questions:
+                    report.reference_turns.append((prompt, _calls_of(records)))
                 report.turn_ends.append(len(meter.requests))
                 if on_turn is not None:
                     on_turn(turn, report)
@@ -584,4 +657,5 @@ async def simulate(
     report.main_usage = usage_of(final)
     report.receipts = _count_receipts(final)
     score_facts(report, output_facts=output_facts)
+    score_references(report)
     return report

@@ -135,6 +135,10 @@ class SimulatedConfig:
     """(cumulative share, rounds) anchors; between two anchors the count grows geometrically."""
     max_parallel_reads: int = 3
     """Most Read calls one round makes at once."""
+    max_reference_rounds: int = 8
+    """Most rounds a turn that makes or refers back to earlier work takes (a fix, a rerun, a decision
+    applied; `earlier.py`): past it the model answers, so a turn whose calls keep being compacted away
+    cannot go round for ever. Above the five rounds the longest of them (a result recovered) takes."""
     bulky_result_chars: int = 2_000
     """A tool-result message at least this long is one the model snips when told it may. Below the
     output of the profiles' scripts (about 2,800 characters), so a result that states a planted fact

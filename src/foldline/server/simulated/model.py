@@ -39,7 +39,7 @@ import hashlib
 import itertools
 import math
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -47,6 +47,7 @@ from typing import Any
 from foldline._types import Block
 from foldline.server.backend import BackendRequest, Reply, text_of
 from foldline.server.config import SimulatedConfig
+from foldline.server.simulated import earlier
 from foldline.server.simulated.summary import (
     build_summary,
     items_of,
@@ -465,6 +466,9 @@ class SimulatedBackend:
         question = _QUESTION.match(turn.prompt)
         if question:
             return [_text(self._recall(messages, turn.prompt, question.group(1), request))]
+        referring = _earlier_work(messages, turn, tools, self.config)
+        if referring is not None:
+            return referring
         # The workload is the user's: drawn from the prompt alone (the simulated user never types the
         # same prompt twice in a session), never from how much of the session the request still shows.
         target = draw_rounds(_unit(self.seed, turn.prompt), self.config.round_quantiles)
@@ -1069,3 +1073,194 @@ _NOTABLE = (
     "Scales ",
 )
 """Result lines worth noting: definitions, checks, test outcomes, errors, headings, docs."""
+
+
+# --- earlier work (`earlier.py`) ---------------------------------------------------------------------
+
+_SUITE = "python3 -m unittest discover -s tests -q 2>&1 | tail -n 5"
+
+
+def _earlier_work(
+    messages: Sequence[dict[str, Any]], turn: _Turn, tools: Toolbox, config: SimulatedConfig
+) -> list[Block] | None:
+    """The work of a prompt that makes, or refers back to, earlier work (`earlier.py`): a fix, a
+    decision, a rerun of what a fix changed or a check failed, a decision applied. None for any other
+    prompt. Its rounds are set by what the request shows, not drawn: a referent the request lost
+    costs the rounds that recover it."""
+    prompt = turn.prompt
+    if "Bash" not in tools:
+        return None
+
+    def canonical(name: str, tool_input: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        kind, ours = tools.canonical(name, tool_input)
+        if isinstance(ours.get("file_path"), str):
+            ours["file_path"] = _path_key(tools.relative(ours["file_path"]))
+        return kind, ours
+
+    if (decided := earlier.DECIDE.match(prompt)) is not None:
+        subject, value, rejected = decided.group("subject", "value", "rejected")
+        return [_text(f"Agreed: we keep the {subject} as {value}, not {rejected}. I will apply it there.")]
+    if not any(p.match(prompt) for p in (earlier.FIX, earlier.CHANGED, earlier.FAILED, earlier.APPLY)):
+        return None
+    if turn.progress >= config.max_reference_rounds:
+        return [_text("I have spent the rounds this needs without settling it; tell me how to go on.")]
+    if (fix := earlier.FIX.match(prompt)) is not None:
+        return _fix(turn, tools, fix.group("topic"), fix.group("name"))
+    if (changed := earlier.CHANGED.match(prompt)) is not None:
+        topic = changed.group("topic")
+        return _rerun_changed(turn, tools, topic, earlier.changed_file(messages, topic, prompt, canonical))
+    if (failed := earlier.FAILED.match(prompt)) is not None:
+        topic = failed.group("topic")
+        return _rerun_failed(turn, tools, topic, earlier.failed_test(messages, topic, prompt, canonical))
+    if (apply := earlier.APPLY.match(prompt)) is not None:
+        subject, module = apply.group("subject", "module")
+        return _apply(turn, tools, subject, module, earlier.decision(messages, subject, prompt, canonical))
+    return None
+
+
+def _ran(turn: _Turn, command: str) -> _Call | None:
+    """The answered Bash run of `command` in this turn, if any."""
+    runs = [c for c in turn.calls if c.name == "Bash" and c.input.get("command") == command]
+    return runs[-1] if runs and runs[-1].result is not None else None
+
+
+def _step(tools: Toolbox, lead: str, call: _Planned) -> list[Block]:
+    blocks = _render(tools, [call])
+    return [_text(lead), *blocks] if blocks else [_text("I cannot do that with the tools I have here.")]
+
+
+def _bash(command: str, description: str) -> _Planned:
+    return _use("Bash", {"command": command, "description": description})
+
+
+def _tests_of(path: str) -> str:
+    """The command running one source file's unittest module (`src/pkg/x.py`: `tests.test_x`)."""
+    return f"python3 -m unittest -q tests.test_{PurePosixPath(path).stem} 2>&1 | tail -n 5"
+
+
+def _last_line(call: _Call) -> str:
+    lines = (call.result or "").strip().splitlines()
+    return lines[-1] if lines else "no output"
+
+
+def _sources(call: _Call | None, suffix: str = ".py") -> list[str]:
+    return (
+        list(dict.fromkeys(_path_key(p) for p in _paths_in(call.result or "") if p.endswith(suffix)))
+        if call
+        else []
+    )
+
+
+def _edit_line(
+    turn: _Turn, tools: Toolbox, path: str, pick: Callable[[str], bool], mark: str
+) -> list[Block] | None:
+    """Read `path` (once more at most when its listing was lost) and append `mark` to its first line
+    `pick` accepts; None once the file was edited this turn (or cannot be)."""
+    if any(c.name == "Edit" and _same_path(c.input.get("file_path"), path) for c in turn.calls):
+        return None
+    listing = turn.read_listing(path)
+    if listing is None:
+        reads = sum(1 for c in turn.calls if c.name == "Read" and _same_path(c.input.get("file_path"), path))
+        return _step(tools, "Reading it.", _use("Read", {"file_path": path})) if reads < 2 else None
+    line = next((line for line in _listing_lines(listing) if pick(line)), None)
+    if line is None:
+        return None
+    change = {"file_path": path, "old_string": line, "new_string": f"{line}  # {mark}"}
+    return _step(tools, "Making the change.", _use("Edit", change))
+
+
+def _fix(turn: _Turn, tools: Toolbox, topic: str, name: str) -> list[Block]:
+    """Find where `name` is defined, mark the fix on its definition, run that module's tests."""
+    find = f"grep -rl -- 'def {name}(' src"
+    search = _ran(turn, find)
+    if search is None:
+        return _step(tools, f"Let me find where `{name}` is defined.", _bash(find, f"Find {name}"))
+    found = _sources(search)
+    if not found:
+        return [_text(f"I found no definition of `{name}` under src.")]
+    path = found[0]
+    edit = _edit_line(turn, tools, path, lambda line: line.startswith(f"def {name}("), f"fixed: {topic}")
+    if edit is not None:
+        return edit
+    run = _ran(turn, _tests_of(path))
+    if run is None:
+        return _step(tools, "Running its tests.", _bash(_tests_of(path), "Run the module's tests"))
+    return [_text(f"Fixed the {topic} in `{name}`: changed {path}. Its tests: {_last_line(run)}.")]
+
+
+def _rerun_changed(turn: _Turn, tools: Toolbox, topic: str, path: str | None) -> list[Block]:
+    """Rerun the tests of the file the `topic` fix changed: from the request, else found by searching
+    the tree for the fix's mark (the whole suite when that finds no single file)."""
+    recovered = ""
+    if path is None:
+        recovery = f"grep -rl -- 'fixed: {topic}' src"
+        search = _ran(turn, recovery)
+        if search is None:
+            lead = f"I no longer see which module the fix for the {topic} changed; searching the tree for it."
+            return _step(tools, lead, _bash(recovery, "Find the fixed module"))
+        found = _sources(search)
+        path = found[0] if len(found) == 1 else None
+        recovered = " (I had to search the tree for it)"
+    command = _tests_of(path) if path else _SUITE
+    run = _ran(turn, command)
+    if run is None:
+        return _step(tools, "Rerunning the tests.", _bash(command, "Rerun the tests"))
+    if path is None:
+        return [
+            _text(f"I could not tell which module we changed, so I ran the whole suite: {_last_line(run)}.")
+        ]
+    return [_text(f"Reran the tests of {path}{recovered}: {_last_line(run)}.")]
+
+
+def _rerun_failed(turn: _Turn, tools: Toolbox, topic: str, test: str | None) -> list[Block]:
+    """Rerun the one test the `topic` check failed: from the request, else by running the check's
+    script again (the whole suite when its output fails no single test)."""
+    if test is None:
+        find = f"find . -name '*{earlier.script_stem(topic)}*' -not -path '*/.*'"
+        search = _ran(turn, find)
+        if search is None:
+            lead = f"I no longer see which test failed in the {topic}; finding the check to run it again."
+            return _step(tools, lead, _bash(find, "Find the check's script"))
+        scripts = _sources(search, ".sh")
+        if len(scripts) == 1:
+            command = f"sh {scripts[0]}"
+            run = _ran(turn, command)
+            if run is None:
+                return _step(tools, "Running the check again.", _bash(command, "Run the check"))
+            failed = earlier.failing_tests(run.result or "")
+            test = failed[0] if len(failed) == 1 else None
+    if test is None:
+        command = _SUITE
+    else:
+        name, _, where = test.rstrip(")").partition(" (")
+        command = f"python3 -m unittest -q {where}.{name} 2>&1 | tail -n 5"
+    run = _ran(turn, command)
+    if run is None:
+        return _step(tools, "Rerunning the test.", _bash(command, "Rerun the failing test"))
+    shown = f"`{test}`" if test else f"the whole suite (I could not tell which test failed in the {topic})"
+    return [_text(f"Reran {shown}: {_last_line(run)}.")]
+
+
+def _apply(turn: _Turn, tools: Toolbox, subject: str, module: str, value: str | None) -> list[Block]:
+    """Mark the decided `value` for `subject` in `module`'s source; with no decision in sight, say so."""
+    find = f"find . -name '{module}.py' -not -path '*/.*'"
+    search = _ran(turn, find)
+    if search is None:
+        return _step(tools, f"Finding the {module} module.", _bash(find, f"Find {module}.py"))
+    found = _sources(search)
+    if not found:
+        return [_text(f"I found no {module} module.")]
+    path = found[0]
+    mark = f"{subject}: {value}" if value else f"{subject}: left as it was (no decision found)"
+    edit = _edit_line(turn, tools, path, lambda line: _SETTING.match(line) is not None, mark)
+    if edit is not None:
+        return edit
+    if value is None:
+        return [
+            _text(f"I see no decision on the {subject} in this conversation, so I left {path} as it was.")
+        ]
+    return [_text(f"Applied the decision on the {subject} to {path}: {value}.")]
+
+
+_SETTING = re.compile(r"^[A-Z][A-Z0-9_]* = ")
+"""A module-level setting: where a decision about the module's behaviour is marked."""

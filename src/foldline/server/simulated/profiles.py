@@ -10,7 +10,13 @@ A profile names two things, both a pure function of the seed:
   ("What is the staging port?"), so a session measures whether compaction lost them. With
   `output_facts=True` the user also runs scripts whose long output states a value once, in
   passing ("the stress test seed is 48213."), and asks for it much later: a fact only a tool
-  result ever held, which masking or clearing old results can lose (`output_facts_for`).
+  result ever held, which masking or clearing old results can lose (`output_facts_for`). With
+  `references=True` the user also refers back to earlier work (`references_for`): a file the model
+  changed ("the module you changed when we fixed the rounding bug"), a test a script's run saw fail
+  ("the test that failed in the parser check"), a decision the user made ("Let's keep the cache
+  key as a (path, mtime) tuple, not a content hash."). None of them is shaped like a fact: the
+  file is named only by the model's own calls and answer, the failing test only by one line of a
+  long output, and only what the request still holds of that work tells the model which it was.
 
 No prompt is typed twice in a session (a repeated request says which turn it is): the model draws
 each turn's workload from the prompt's text alone, so the prompt is the turn's id and the work a
@@ -27,16 +33,20 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Literal
 
 __all__ = [
     "PROFILES",
     "Fact",
+    "Reference",
     "facts_for",
     "generate_workspace",
     "output_facts_for",
     "package_name",
     "planted_facts",
+    "reference_positions",
+    "references_for",
     "user_prompts",
 ]
 
@@ -136,6 +146,140 @@ def _script(fact: Fact, rng: random.Random, steps: int = 60) -> str:
     return "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n"
 
 
+ReferenceKind = Literal["file", "result", "decision"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """Earlier work a later prompt refers to by what was done, never by name (`references_for`)."""
+
+    kind: ReferenceKind
+    topic: str
+    """What both prompts name it by: the bug fixed, the check run, the subject decided."""
+    referent: str
+    """What the later turn needs: the changed file's path, the failing test's unittest id, the
+    decided value."""
+    statement: str
+    """The early prompt: a fix the model makes, a script it runs, the user's decision."""
+    question: str
+    """The later prompt that refers back."""
+    target: str
+    """What a referring turn's calls hold when it found the referent: the changed module's tests, the
+    failing test's dotted name, the decided value."""
+    recovery: str = ""
+    """What a call of a turn that had to recover holds: the fix's mark it searched the tree for, the
+    script it ran again (a decision cannot be recovered)."""
+    script: str | None = None
+    """For a result: the workspace script whose output names the failing test."""
+
+    @property
+    def note(self) -> str:
+        """The sentence that carries the referent (the `limit` oracle's note)."""
+        if self.kind == "file":
+            return f"When we fixed the {self.topic} we changed {self.referent}."
+        if self.kind == "result":
+            return f"The test that failed in the {self.topic}: {self.referent}."
+        return self.statement
+
+
+_BUGS = ("rounding bug", "clamp order bug", "offset bug", "overflow bug", "sign bug", "scaling bug")
+_DECISIONS = (
+    ("cache key", "a (path, mtime) tuple", "a content hash"),
+    ("retry delay", "exponential backoff capped at 30 s", "a fixed 5 s pause"),
+    ("error type", "a ValueError subclass", "a bare Exception"),
+    ("config format", "TOML", "JSON"),
+)
+_REFERENCE_KINDS: tuple[ReferenceKind, ...] = ("file", "result", "decision", "file")
+
+
+def _functions(seed: int, module: str) -> list[str]:
+    """The generated functions of `module` (`_module_files`), in order."""
+    source, _ = _module_files(package_name(seed), module, _rng(seed, "module", module))
+    return [line[4:].split("(")[0] for line in source.splitlines() if line.startswith("def ")]
+
+
+def _test_id(module: str, function: str) -> str:
+    cls = "".join(part.capitalize() for part in module.split("_"))
+    return f"test_{function} (tests.test_{module}.Test{cls})"
+
+
+def references_for(seed: int) -> tuple[Reference, ...]:
+    """The earlier work a session of `seed` refers back to (the same for every profile of a seed):
+    two fixed files, one failing test, one decision, each on its own module."""
+    rng = _rng(seed, "references")
+    pkg = package_name(seed)
+    modules = rng.sample(_MODULES, len(_REFERENCE_KINDS) + 1)
+    bugs = rng.sample(_BUGS, 2)
+    out: list[Reference] = []
+    for kind, module in zip(_REFERENCE_KINDS, modules, strict=False):
+        if kind == "file":
+            bug = bugs.pop()
+            function = rng.choice(_functions(seed, module))
+            out.append(
+                Reference(
+                    "file",
+                    bug,
+                    f"src/{pkg}/{module}.py",
+                    f"Fix the {bug} in `{function}`.",
+                    f"Rerun the tests of the module you changed when we fixed the {bug}.",
+                    target=f"tests.test_{module}",
+                    recovery=f"fixed: {bug}",
+                )
+            )
+        elif kind == "result":
+            function = rng.choice(_functions(seed, module))
+            script = f"scripts/{module}_check.sh"
+            test = _test_id(module, function)
+            name, where = test[:-1].split(" (")
+            out.append(
+                Reference(
+                    "result",
+                    f"{module} check",
+                    test,
+                    f"Run `sh {script}` and tell me whether it passes.",
+                    f"Rerun the test that failed in the {module} check.",
+                    target=f"{where}.{name}",
+                    recovery=PurePosixPath(script).name,
+                    script=script,
+                )
+            )
+        else:
+            subject, value, rejected = rng.choice(_DECISIONS)
+            out.append(
+                Reference(
+                    "decision",
+                    subject,
+                    value,
+                    f"Let's keep the {subject} as {value}, not {rejected}.",
+                    f"Apply the decision on the {subject} to the {modules[-1]} module.",
+                    target=value,
+                )
+            )
+    return tuple(out)
+
+
+def _check_script(seed: int, reference: Reference) -> str:
+    """A test run that lists every test of the package and fails the reference's one (exit 1)."""
+    tests = [_test_id(module, function) for module in _MODULES for function in _functions(seed, module)]
+    lines = [f"{test} ... {'FAIL' if test == reference.referent else 'ok'}" for test in tests]
+    rng = _rng(seed, "check", reference.referent)
+    got = rng.randrange(10, 900)
+    lines += [
+        "",
+        "=" * 70,
+        f"FAIL: {reference.referent}",
+        "-" * 70,
+        "Traceback (most recent call last):",
+        f"AssertionError: {got + 1} != {got}",
+        "",
+        "-" * 70,
+        f"Ran {len(lines)} tests in 0.{rng.randrange(100, 999)}s",
+        "",
+        "FAILED (failures=1)",
+    ]
+    return "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\nexit 1\n"
+
+
 # --- the workspace ---------------------------------------------------------------------------------
 
 
@@ -230,7 +374,9 @@ def _data(rng: random.Random, rows: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def generate_workspace(root: Path, seed: int, *, data_rows: int = 40_000, log_lines: int = 6_000) -> Path:
+def generate_workspace(
+    root: Path, seed: int, *, data_rows: int = 40_000, log_lines: int = 6_000, references: bool = False
+) -> Path:
     """Write the profile repository under `root` (created); the same seed writes the same bytes.
 
     Args:
@@ -238,6 +384,7 @@ def generate_workspace(root: Path, seed: int, *, data_rows: int = 40_000, log_li
         seed: Decides names, numbers, sizes and contents.
         data_rows: Rows of `data/measurements.csv` (about 40 characters each).
         log_lines: Lines of `logs/worker.log` (the huge log).
+        references: Also write the check scripts the user's references run (`references_for`).
 
     Returns:
         `root`.
@@ -264,6 +411,9 @@ def generate_workspace(root: Path, seed: int, *, data_rows: int = 40_000, log_li
     for fact in output_facts_for(seed):
         assert fact.script is not None
         files[fact.script] = _script(fact, _rng(seed, "script", fact.script))
+    for reference in references_for(seed) if references else ():
+        if reference.script is not None:
+            files[reference.script] = _check_script(seed, reference)
     for relative, text in files.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -324,13 +474,39 @@ def _fact_positions(turns: int, count: int, *, at_end: bool = False) -> tuple[li
     return stated, asked
 
 
+def reference_positions(turns: int, count: int, taken: set[int]) -> list[tuple[int, int]]:
+    """(stated, asked) turns of `count` references, none in `taken` (the facts' turns) nor shared:
+    stated early on even turns, asked about 60% of the session later (the next free turn); a
+    reference that no longer fits the session is left out."""
+    used = set(taken)
+    out: list[tuple[int, int]] = []
+    stated = 2
+    for _ in range(count):
+        while stated in used:
+            stated += 2
+        asked = stated + max(1, (turns * 3) // 5)
+        while asked in used:
+            asked += 1
+        if asked >= turns:
+            break
+        used |= {stated, asked}
+        out.append((stated, asked))
+    return out
+
+
 def planted_facts(seed: int, *, output_facts: bool = False) -> tuple[Fact, ...]:
     """Every fact a session of `seed` plants: the user's, then (when asked for) the scripts'."""
     return facts_for(seed) + (output_facts_for(seed) if output_facts else ())
 
 
 def user_prompts(
-    profile: str, turns: int, seed: int, *, output_facts: bool = False, facts_at_end: bool = False
+    profile: str,
+    turns: int,
+    seed: int,
+    *,
+    output_facts: bool = False,
+    facts_at_end: bool = False,
+    references: bool = False,
 ) -> list[str]:
     """The prompts the profile's user types, one per turn.
 
@@ -342,6 +518,8 @@ def user_prompts(
             late (interleaved with the user's own facts).
         facts_at_end: Ask for every fact in the last turns (the first one stated in the very last),
             so a long session shows what it still knows of its beginning at its end.
+        references: Also refer back to earlier work (`references_for`, placed by
+            `reference_positions` on turns no fact uses).
 
     Raises:
         ValueError: an unknown profile.
@@ -366,6 +544,12 @@ def user_prompts(
     for fact, at in zip(facts, asked, strict=False):
         if at > stated[facts.index(fact)] and at not in stated:
             prompts[at] = fact.question
+    if references:
+        kept = references_for(seed)
+        for reference, (early, late) in zip(
+            kept, reference_positions(turns, len(kept), {*stated, *asked}), strict=False
+        ):
+            prompts[early], prompts[late] = reference.statement, reference.question
     typed: set[str] = set()
     for turn, prompt in enumerate(prompts):
         if prompt in typed:

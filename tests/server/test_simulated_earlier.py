@@ -1,0 +1,242 @@
+"""Earlier work the user refers back to (`simulated/earlier.py`): the model resolves it from what the
+request holds, pays to recover a file or a result it lost, misses a decision it lost, and the
+harness scores each referring turn against the profile's true referent."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from foldline.server.backend import BackendRequest
+from foldline.server.config import SimulatedConfig
+from foldline.server.simulated import SimulatedBackend
+from foldline.server.simulated.profiles import (
+    Reference,
+    facts_for,
+    planted_facts,
+    reference_positions,
+    references_for,
+    user_prompts,
+)
+from foldline.server.simulated.toolbox import Toolbox
+from foldline.simulation import SimulationReport, score_references, simulate
+from foldline.testing import SimulatedProvider
+from foldline.tools import default_tools
+from foldline.tools.base import tool_specs
+
+SEED = 3
+FILE, RESULT, DECISION, _ = references_for(SEED)
+FAILING = f"FAIL: {RESULT.referent}"
+RUN_OUTPUT = "\n".join(
+    [*(f"test_{n}_ok (tests.test_money.TestMoney) ... ok" for n in range(30)), FAILING, "FAILED (failures=1)"]
+)
+
+RENAMES = {"Bash": "run_shell_command", "Read": "read_file", "Edit": "edit_file"}
+
+
+def _tools(renamed: bool) -> list[dict[str, Any]]:
+    specs = tool_specs(default_tools())
+    return [{**s, "name": RENAMES.get(s["name"], s["name"])} if renamed else s for s in specs]
+
+
+def _use(id_: str, name: str, tool_input: dict[str, Any], renamed: bool) -> dict[str, Any]:
+    named = RENAMES.get(name, name) if renamed else name
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": id_, "name": named, "input": tool_input}],
+    }
+
+
+def _result(id_: str, text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": id_, "content": text}]}
+
+
+def _said(text: str, role: str = "assistant") -> dict[str, Any]:
+    return {"role": role, "content": [{"type": "text", "text": text}]}
+
+
+def _earlier_turns(renamed: bool) -> list[dict[str, Any]]:
+    """The three early turns as a client would have sent them: a fix, a check run, a decision."""
+    edit = {
+        "file_path": FILE.referent,
+        "old_string": "def f(value: int) -> int:",
+        "new_string": f"x  # fixed: {FILE.topic}",
+    }
+    return [
+        _said(FILE.statement, "user"),
+        _use("t1", "Edit", edit, renamed),
+        _result("t1", "The file was edited."),
+        _said("Done."),
+        _said(RESULT.statement, "user"),
+        _use("t2", "Bash", {"command": f"sh {RESULT.script}"}, renamed),
+        _result("t2", RUN_OUTPUT),
+        _said("It finished with an error: FAILED (failures=1)."),
+        _said(DECISION.statement, "user"),
+        _said("Agreed."),
+    ]
+
+
+def _summary(wording: str) -> list[dict[str, Any]]:
+    """The early turns as a summary holds them: the answer lines that name the work, in any wording."""
+    lines = (
+        f"Fixed the {FILE.topic} in `f`: changed {FILE.referent}.\n"
+        f"`sh {RESULT.script}` failed:\n{FAILING}\n"
+        f"The user said: {DECISION.statement}"
+    )
+    return [_said(f"{wording}\n\n{lines}", "user"), _said("Understood.")]
+
+
+MODULE = DECISION.question.split(" to the ")[1].split()[0]
+
+
+def _asked(reference: Reference, renamed: bool) -> list[dict[str, Any]]:
+    """The referring prompt; for a decision, with the module found and read (its next call is the
+    edit that applies the decision)."""
+    asked = [_said(reference.question, "user")]
+    if reference.kind != "decision":
+        return asked
+    find = f"find . -name '{MODULE}.py' -not -path '*/.*'"
+    return [
+        *asked,
+        _use("d1", "Bash", {"command": find, "description": "Find it"}, renamed),
+        _result("d1", f"./src/pkg/{MODULE}.py"),
+        _use("d2", "Read", {"file_path": f"src/pkg/{MODULE}.py"}, renamed),
+        _result("d2", '     1\t"""A module."""\n     2\tSETTING_VERSION = 6\n'),
+    ]
+
+
+def _calls(system: str, messages: list[dict[str, Any]], renamed: bool) -> list[tuple[str, dict[str, Any]]]:
+    """The calls the model makes next, in its own terms (tool names and paths read back)."""
+    tools = _tools(renamed)
+    request = BackendRequest(model="m", messages=messages, system=system, tools=tools)
+    reply = SimulatedBackend(seed=SEED).reply(request)
+    toolbox = Toolbox.of(tools, messages, [])
+    return [toolbox.canonical(b["name"], b["input"]) for b in reply.content if b.get("type") == "tool_use"]
+
+
+DISTRACTORS = (
+    f"When we fixed the {FILE.topic} we changed src/elsewhere/other.py.",
+    f"The test that failed in the {RESULT.topic}: test_other (tests.test_other.TestOther).",
+    f"Let's keep the {DECISION.topic} as something else entirely, not {DECISION.referent}.",
+)
+
+
+def _history(kind: str, wording: str, renamed: bool) -> list[dict[str, Any]]:
+    if kind == "raw":
+        return _earlier_turns(renamed)
+    return _summary(wording) if kind == "summary" else []
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    # a system prompt that states other referents, or any text: never where a referent is read from
+    system=st.one_of(st.just("\n".join(DISTRACTORS)), st.text(max_size=40)),
+    wording=st.sampled_from(("Summary of the conversation so far:", "Here is where we are.", "CONTEXT")),
+    renamed=st.booleans(),
+    history=st.sampled_from(("raw", "summary", "none")),
+    reference=st.sampled_from((FILE, RESULT, DECISION)),
+)
+def test_a_referring_turns_work_depends_only_on_the_prompts_and_what_the_request_holds(
+    system: str, wording: str, renamed: bool, history: str, reference: Reference
+) -> None:
+    messages = [*_history(history, wording, renamed), *_asked(reference, renamed)]
+    # the same visible conversation under foldline's tool names, with no system prompt and the
+    # summary in one wording
+    plain = [*_history(history, "Summary:", False), *_asked(reference, False)]
+    calls = _calls(system, messages, renamed)
+    assert calls == _calls("", plain, False)
+    if history != "none":  # and whether raw or summarized, the work found the referent
+        [(_, work)] = calls
+        assert reference.target in " ".join(map(str, work.values()))
+
+
+def test_a_request_that_holds_the_referent_goes_straight_to_it() -> None:
+    for reference in (FILE, RESULT):
+        [(kind, tool_input)] = _calls("", [*_earlier_turns(False), _said(reference.question, "user")], False)
+        assert kind == "Bash"
+        assert reference.target in tool_input["command"]
+
+
+def test_a_request_that_lost_the_referent_pays_a_search_or_cannot_know_the_decision() -> None:
+    [(_, search)] = _calls("", [_said(FILE.question, "user")], False)
+    assert search["command"] == f"grep -rl -- '{FILE.recovery}' src"
+    [(_, find)] = _calls("", [_said(RESULT.question, "user")], False)
+    assert find["command"].startswith("find . -name '*customers_check*'")
+    # a decision cannot be recovered: the module is marked without it
+    [(kind, edit)] = _calls("", _asked(DECISION, False), False)
+    assert kind == "Edit"
+    assert DECISION.referent not in edit["new_string"]
+    assert "no decision found" in edit["new_string"]
+
+
+def test_references_are_deterministic_per_seed_and_never_share_a_turn_with_a_fact() -> None:
+    assert references_for(11) == references_for(11)
+    assert references_for(11) != references_for(12)
+    prompts = user_prompts("debug", 100, 11, output_facts=True, references=True)
+    assert prompts == user_prompts("debug", 100, 11, output_facts=True, references=True)
+    for reference in references_for(11):
+        early, late = prompts.index(reference.statement), prompts.index(reference.question)
+        assert 0 < early < late
+        assert late - early >= 50, "referred to about 60% of the session later"
+    asked = [p for p in prompts if p.startswith("What is the")]
+    assert len(asked) == len(facts_for(11)) + 3, "every fact still asked"
+    assert reference_positions(40, 4, {2, 26}) == [(4, 28), (6, 30), (8, 32), (10, 34)]
+    for turns, at_end in itertools.product((40, 45, 57, 100), (False, True)):
+        typed = user_prompts("swe", turns, 11, output_facts=True, facts_at_end=at_end, references=True)
+        for fact in planted_facts(11, output_facts=True):
+            assert fact.question in typed, (turns, at_end)
+            assert any(p.startswith(fact.statement) for p in typed), (turns, at_end)
+        # a reference that would land on a fact's turn moves on, or is left out where none is free
+        referred = [r for r in references_for(11) if r.question in typed]
+        assert len(referred) >= 3, (turns, at_end)
+        assert all(r.statement in typed for r in referred)
+
+
+def test_sessions_without_references_are_unchanged() -> None:
+    assert user_prompts("feature", 40, 5, output_facts=True) == user_prompts(
+        "feature", 40, 5, output_facts=True, references=False
+    )
+    assert not any(p.startswith("Rerun") for p in user_prompts("feature", 40, 5))
+
+
+def test_other_prompts_never_meet_the_reference_work_or_its_round_cap() -> None:
+    capped = SimulatedBackend(seed=SEED, config=SimulatedConfig(max_reference_rounds=0))
+    for prompt in user_prompts("swe", 12, SEED, output_facts=True):
+        request = BackendRequest(model="m", messages=[_said(prompt, "user")], tools=_tools(False))
+        assert capped.reply(request) == SimulatedBackend(seed=SEED).reply(request), prompt
+
+
+def _session(tmp_path: Path, *, levels: bool) -> SimulationReport:
+    return asyncio.run(
+        simulate(
+            SimulatedProvider(seed=SEED, profile="debug"),
+            profile="debug",
+            turns=24,
+            seed=SEED,
+            workspace=tmp_path / "ws",
+            sessions_dir=tmp_path / "sessions",
+            references=True,
+            levels=levels,
+        )
+    )
+
+
+def test_a_session_scores_each_referring_turn_against_the_true_referent(tmp_path: Path) -> None:
+    report = _session(tmp_path, levels=False)
+    assert report.references == 4
+    outcomes = {kind: (recovered, missed) for kind, _, recovered, missed in report.reference_outcomes}
+    # nothing compacted away: the file and the decision are in view; the check's bulky output is the
+    # one thing the model itself snipped, so it runs the check again (a paid recovery, not a miss)
+    assert outcomes["file"] == (False, False)
+    assert outcomes["decision"] == (False, False)
+    assert report.quality_misses == 0
+    # the harness, not the model, knows the referent: a turn that ran another module's tests misses
+    prompt, calls = next(t for t in report.reference_turns if t[0] == FILE.question)
+    report.reference_turns = [(prompt, [c.replace(FILE.target, "tests.test_elsewhere") for c in calls])]
+    score_references(report)
+    assert (report.references, report.quality_misses) == (1, 1)
