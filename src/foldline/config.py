@@ -51,6 +51,11 @@ class TranscriptConfig:
     fsync: FsyncPolicy = "boundaries"
     """`boundaries`: fsync before a tool runs and before each API call; `always`: after every
     record; `never`: leave it to the OS (tests, benchmarks)."""
+    named_to_model: bool = False
+    """The system prompt names this transcript and says what it holds (`system_prompt.transcript_note`),
+    and Read and Grep may read it without asking: a detail that a fold or a compaction summary left out
+    (an exact value, a command's output, a decision) can be searched for in the session's own record
+    instead of being lost (design.md §3.7)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,6 +40,7 @@ __all__ = [
     "environment_block",
     "recorded_environment",
     "system_prompt_for",
+    "transcript_note",
     "with_environment",
 ]
 
@@ -176,6 +177,21 @@ def recorded_environment(records: Sequence[AnyRecord]) -> str | None:
     return next(
         (r.content for r in records if isinstance(r, SystemEntry) and r.subtype == ENVIRONMENT_SUBTYPE),
         None,
+    )
+
+
+def transcript_note(path: Path) -> str:
+    """The system prompt's line naming the session's transcript (`TranscriptConfig.named_to_model`).
+
+    Summaries lose things; the transcript never does (it is append-only, every message and tool
+    result word for word). Naming it lets the model look a lost detail up at the price of one search,
+    where a summary that dropped it would leave the model to guess or to ask the user again.
+    """
+    return (
+        f"This session's full transcript, every message and tool result word for word, including the "
+        f"parts later folded or summarized out of this conversation, is at {path} (JSON lines). When "
+        "you need a detail that is no longer in view (a value the user gave, a command's output, a "
+        "decision), search that file for it with Grep before guessing or asking the user again."
     )
 
 

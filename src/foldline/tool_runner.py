@@ -82,7 +82,7 @@ class ToolRunner:
             read_files=self._read_files,
             limits=dataclasses.replace(self.config.tools, read_max_output_chars=self._read_cap()),
             read_denied=denied,
-            own_output_dirs=(self._results_dir(),),  # its previews tell the model to Read them (R3.0)
+            own_output_dirs=self._own_output(),
             snip_ids=self._snip_ids,
             sandbox=self.sandbox,
             checkpoints=self.checkpoints,
@@ -153,6 +153,14 @@ class ToolRunner:
     def _snip_ids(self, ids: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], int]:
         resolution = resolve_snip(self.log.timeline.snapshot(), ids)
         return resolution.named, resolution.unknown, resolution.partners
+
+    def _own_output(self) -> tuple[Path, ...]:
+        # the saved results: their previews tell the model to Read them (R3.0); the transcript, when
+        # the system prompt names it for the model to search (`TranscriptConfig.named_to_model`)
+        transcript = getattr(self.log.transcript, "path", None)
+        if self.config.transcript.named_to_model and isinstance(transcript, Path):
+            return (self._results_dir(), transcript)
+        return (self._results_dir(),)
 
     def _results_dir(self) -> Path:
         return self.results_dir or (

@@ -65,6 +65,8 @@ _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _QUESTION = re.compile(r"^\s*what (?:is|was) the ([\w' -]+?)\s*\?\s*$", re.IGNORECASE)
 _STATEMENT = re.compile(r"\bthe ([\w' -]+?) is (\w[^\n]*?)\.(?=\s|$)", re.IGNORECASE)
 _RUN = re.compile(r"\bRun `([^`]+)`")
+_ARCHIVE = re.compile(r"\btranscript\b[^\n]{0,200}?\bat:?\s+((?:/|~/)[^\s'\"`<>]+)", re.IGNORECASE)
+"""A file named as the conversation's transcript ("read the full transcript at: PATH")."""
 _PATH_WORD = re.compile(r"[\w./-]+\.(?:py|md|log|csv|toml|txt|json|cfg|ini|yaml|yml)\b")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _IDENTIFIER = re.compile(
@@ -465,7 +467,11 @@ class SimulatedBackend:
             return [_text("There is nothing to answer yet: I see no request from you.")]
         question = _QUESTION.match(turn.prompt)
         if question:
-            return [_text(self._recall(messages, turn.prompt, question.group(1), request))]
+            subject = question.group(1)
+            known = self._recall(messages, turn.prompt, subject, request)
+            if known is None:
+                return self._look_up(turn, tools, subject, request) or [_text(_unknown(subject))]
+            return [_text(known)]
         referring = _earlier_work(messages, turn, tools, self.config)
         if referring is not None:
             return referring
@@ -526,8 +532,8 @@ class SimulatedBackend:
 
     def _recall(
         self, messages: Sequence[dict[str, Any]], question: str, subject: str, request: BackendRequest
-    ) -> str:
-        """The planted fact's value from a visible statement, else a plain "I don't know".
+    ) -> str | None:
+        """The planted fact's value from a visible statement, else None.
 
         Every text is read but the question itself: a client may hand a summary back in the same
         message as the next prompt, and what that summary states is as visible as anywhere else.
@@ -540,15 +546,29 @@ class SimulatedBackend:
             if i.kind in ("prompt", "assistant", "result")
         ]
         for text in texts:
-            for match in _STATEMENT.finditer(text):
+            for match in _STATEMENT.finditer(_unescaped(text)):
                 if " ".join(match.group(1).lower().split()) == wanted:
                     value = match.group(2)
-        if value is None:
-            return (
-                f"I don't know the {subject}: nothing I can see in this conversation states it. "
-                "If you told me earlier, it is no longer in my context; please tell me again."
-            )
-        return f"The {subject} is {value}."
+        return None if value is None else f"The {subject} is {value}."
+
+    def _look_up(self, turn: _Turn, tools: Toolbox, subject: str, request: BackendRequest) -> list[Block]:
+        """A search of a file the request says holds the earlier conversation word for word, once
+        per turn, for a statement the request no longer shows (empty when there is no such file, no
+        search tool, or it was searched already). Whoever names the file (a client's post-compaction
+        message, a system prompt) and whatever the tool is called, the search costs one round and
+        its result's tokens, billed as any other."""
+        searched = {str(c.input.get("path", "")) for c in turn.calls if c.name == "Grep"}
+        for path in _archives(request):
+            if path in searched:
+                continue
+            pattern = {"pattern": f"the {subject} is", "path": path, "output_mode": "content", "-i": True}
+            calls = _render(tools, [_use("Grep", pattern)])
+            if calls:
+                return [
+                    _text(f"I no longer see the {subject} in my context; searching the transcript for it."),
+                    *calls,
+                ]
+        return []
 
     def _snip(self, messages: Sequence[dict[str, Any]], turn: _Turn, tools: Toolbox) -> list[Block] | None:
         """A Snip call over old bulky tool-result messages, when a reminder in this turn allows it."""
@@ -920,6 +940,30 @@ _REMOVAL = re.compile(
     r"\b(?:messages?|output|results?|context|entries|history)\b",
     re.I,
 )
+
+
+def _unknown(subject: str) -> str:
+    return (
+        f"I don't know the {subject}: nothing I can see in this conversation states it. "
+        "If you told me earlier, it is no longer in my context; please tell me again."
+    )
+
+
+def _unescaped(text: str) -> str:
+    """`text` with JSON's string escapes read (a search of a JSON-lines transcript quotes its lines
+    as they are stored): newlines and quotes end a statement as they do in plain text."""
+    return text.replace("\\n", "\n").replace("\\t", " ").replace('\\"', '"').replace('"', ' " ')
+
+
+def _archives(request: BackendRequest) -> list[str]:
+    """Files the request says hold the earlier conversation word for word (a transcript), in the
+    order named, each once: "read the full transcript at: PATH", "the full transcript ... is at PATH"."""
+    found: dict[str, None] = {}
+    texts = [request.system_text()] + [t for m in request.messages for t in _text_blocks(m)]
+    for text in texts:
+        for match in _ARCHIVE.finditer(text):
+            found[match.group(1).rstrip(".,;:)")] = None
+    return list(found)
 
 
 def _nudged(reminders: str, tool: str) -> bool:

@@ -1,0 +1,110 @@
+"""The simulated model looks a lost statement up in a file the request names as the transcript."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from foldline.server.backend import BackendRequest
+from foldline.server.simulated import SimulatedBackend
+from foldline.tools import default_tools
+from foldline.tools.base import tool_specs
+
+TOOLS = tool_specs(default_tools())
+TRANSCRIPT = "/home/me/.foldline/projects/ws/3f2a.jsonl"
+POINTERS = {
+    # Claude Code 2.1's message after a compaction, then foldline's system prompt line
+    "claude-code": "If you need specific details from before compaction (like exact code snippets, error "
+    f"messages, or content you generated), read the full transcript at: {TRANSCRIPT}",
+    "foldline": "This session's full transcript, every message and tool result word for word, is at "
+    f"{TRANSCRIPT} (JSON lines).",
+}
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def _request(
+    messages: list[dict[str, Any]], system: str = "", tools: list[dict[str, Any]] | None = None
+) -> Any:
+    return BackendRequest(
+        model="claude-sonnet-4-5",
+        messages=messages,
+        tools=TOOLS if tools is None else tools,
+        request_key="k",
+        max_tokens=8192,
+        system=system or None,
+    )
+
+
+def _reply(request: BackendRequest) -> tuple[str, list[dict[str, Any]]]:
+    content = SimulatedBackend(seed=3).reply(request).content
+    text = "".join(str(b.get("text", "")) for b in content)
+    return text, [dict(b) for b in content if b.get("type") == "tool_use"]
+
+
+def _asked(pointer_in_summary: str | None, system: str = "") -> list[dict[str, Any]]:
+    summary = "This session continues an earlier conversation.\n## Work\nThe parser was fixed."
+    if pointer_in_summary is not None:
+        summary += "\n\n" + pointer_in_summary
+    return [
+        _user(summary),
+        {"role": "assistant", "content": [{"type": "text", "text": "Ok."}]},
+        _user("What is the staging port?"),
+    ]
+
+
+@pytest.mark.parametrize("where", ["summary", "system"])
+@pytest.mark.parametrize("client", sorted(POINTERS))
+def test_a_statement_no_longer_in_view_is_searched_for_in_the_named_transcript(
+    client: str, where: str
+) -> None:
+    pointer = POINTERS[client]
+    messages = _asked(pointer if where == "summary" else None)
+    text, calls = _reply(_request(messages, system=pointer if where == "system" else ""))
+    assert [c["name"] for c in calls] == ["Grep"], text
+    assert calls[0]["input"]["path"] == TRANSCRIPT
+    assert "staging port" in calls[0]["input"]["pattern"]
+    # the search's result, as rg prints a JSON line of the transcript: the value is read back
+    line = json.dumps({"type": "user", "message": {"content": "Note for later: the staging port is 6543."}})
+    answered = [
+        *messages,
+        {"role": "assistant", "content": [{"type": "text", "text": text}, {**calls[0], "id": "g1"}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "g1", "content": f"{TRANSCRIPT}:4:{line}"}],
+        },
+    ]
+    text, calls = _reply(_request(answered, system=pointer if where == "system" else ""))
+    assert calls == []
+    assert "The staging port is 6543." in text
+
+
+def test_without_a_named_transcript_or_after_one_search_the_model_says_it_does_not_know() -> None:
+    text, calls = _reply(_request(_asked(None)))
+    assert calls == []
+    assert text.startswith("I don't know the staging port")
+    messages = _asked(POINTERS["foldline"])
+    _, calls = _reply(_request(messages))
+    assert calls, "the search is made first"
+    searched = [
+        *messages,
+        {"role": "assistant", "content": [{"type": "text", "text": "Searching."}, {**calls[0], "id": "g1"}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "g1", "content": "No matches found"}],
+        },
+    ]
+    text, calls = _reply(_request(searched))
+    assert calls == []  # one search a turn: a miss is not a loop
+    assert text.startswith("I don't know the staging port")
+
+
+def test_the_search_uses_whatever_the_search_tool_is_called() -> None:
+    renamed = [{**spec, "name": "content_search"} if spec["name"] == "Grep" else spec for spec in TOOLS]
+    _, calls = _reply(_request(_asked(POINTERS["claude-code"]), tools=renamed))
+    assert [c["name"] for c in calls] == ["content_search"]
+    assert calls[0]["input"]["path"] == TRANSCRIPT
