@@ -734,6 +734,8 @@ class Foldline:
     """Tokens of fold summaries in view at which AutoCompact replaces them (design.md R3.3.8)."""
     snip_nudge_share: float = Config().snip_nudge_share
     """Share of the window past which the model is reminded it can Snip."""
+    transcript_named: bool = TranscriptConfig().named_to_model
+    """The system prompt names the session's transcript for the model to search (design.md §3.5)."""
 
     def engine_window(self, window: int) -> int:
         return min(window, self.working_window) if self.working_window else window
@@ -816,6 +818,11 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         "nudge25",
         "foldline-no-edits reminding the model it can Snip past 25% of the window (50% by default)",
         snip_nudge_share=0.25,
+    ),
+    "foldline-no-edits-transcript": _no_edits(
+        "transcript",
+        "foldline-no-edits with the session's transcript named in the system prompt, for the model to search",
+        transcript_named=True,
     ),
     "foldline-no-edits-100k": _no_edits(
         "100k",
@@ -1002,7 +1009,11 @@ async def play(
         autocompact=AutoCompactConfig(
             memory=SessionMemoryConfig(with_collapse=strategy.memory_with_collapse)
         ),
-        transcript=TranscriptConfig(sessions_dir=root / "sessions", fsync="never"),
+        transcript=TranscriptConfig(
+            sessions_dir=root / "sessions",
+            fsync="never",
+            named_to_model=getattr(strategy, "transcript_named", TranscriptConfig().named_to_model),
+        ),
     )
     report = await simulate(
         sent,
