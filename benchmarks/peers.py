@@ -77,8 +77,8 @@ from foldline._json import dumps, loads
 from foldline.config import Config
 from foldline.errors import ClientRunError, ClientUnavailableError
 from foldline.fleet import Unit, knobs
-from foldline.server.simulated.profiles import generate_workspace, user_prompts
-from foldline.simulation import MeteredRequest, SimulationReport, score_facts
+from foldline.server.simulated.profiles import generate_workspace, references_for, user_prompts
+from foldline.simulation import MeteredRequest, SimulationReport, score_facts, score_references
 
 CLIENTS = {
     "claude-code": (interop.CLAUDE_CODE, "Claude Code 2.1.328, real client, its own compaction"),
@@ -265,7 +265,8 @@ def run(
     package, _ = CLIENTS[client]
     binary = interop.installed(package)
     root.mkdir(parents=True, exist_ok=True)
-    generate_workspace(root / "ws", seed)
+    generate_workspace(root / "ws", seed, references=True)
+    questions = {r.question for r in references_for(seed)}
     report = SimulationReport(
         profile=profile, seed=seed, turns_planned=turns, blocking_limit=Config().blocking_limit
     )
@@ -274,7 +275,8 @@ def run(
     with interop.serve(root, "--seed", str(seed), "--profile", profile, *window) as server:
         driver = Driver(setting, binary, root, server.url, args.turn_timeout)
         seen = 0
-        for turn, prompt in enumerate(user_prompts(profile, turns, seed, output_facts=True)):
+        prompts = user_prompts(profile, turns, seed, output_facts=True, references=True)
+        for turn, prompt in enumerate(prompts):
             try:
                 text, note = driver.turn(prompt)
             except (ClientRunError, subprocess.TimeoutExpired) as e:
@@ -296,6 +298,8 @@ def run(
                 break
             report.rounds_per_turn.append(sum(1 for e in entries if is_main(e, interop.MODEL)))
             report.answers.append((prompt, text))
+            if prompt in questions:  # the replies' calls, as the server logged them
+                report.reference_turns.append((prompt, [c for e in entries for c in e.get("calls", ())]))
             report.turn_ends.append(len(report.requests))
             if (turn + 1) % max(1, turns // 5) == 0:
                 print(
@@ -309,6 +313,7 @@ def run(
     report.wall_s = time.perf_counter() - started
     report.main_requests = sum(1 for e in answered if is_main(e, interop.MODEL))
     score_facts(report, output_facts=True)
+    score_references(report)
     row = report_row(profile, setting.name, setting.label, report, verbosity_scale=args.verbosity_scale)
     row["client"] = client
     # The log keeps no request's parts; the smallest main-loop request is the client's system
