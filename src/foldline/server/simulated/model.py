@@ -432,7 +432,7 @@ class SimulatedBackend:
         sections = summary_request(last) if last else None
         if sections is not None:
             progress = self._progress(request, last)
-            return [_text(build_summary(messages, last, sections, self.config, progress))]
+            return [_text(build_summary(messages, last, sections, self.config, progress, self.seed))]
         tools = Toolbox.of(request.tools, messages, _request_texts(request))
         turn = _read_turn(messages, tools, request.system_text())
         if turn is None:
