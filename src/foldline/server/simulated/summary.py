@@ -31,6 +31,13 @@ them. The one exception is the last line of a summary that covers a request stil
 compaction inside a turn neither shortens nor lengthens the turn's work (the model reads it back,
 `read_progress`). An earlier summary's progress line is never copied: it may be stale.
 
+Summaries may be lossy (`SimulatedConfig.summary_fidelity` q, `summary_fact_budget`;
+`dropped_statements`): each statement the rules above keep survives with probability q, drawn from
+the seed, the statement and the summarized content (`summary_key`), never from the request's words;
+the budget then keeps the most recent ones. A lost statement is taken out of every text before the
+lines are chosen, so it is gone from the whole summary while the rest of each line stays. At q = 1
+with the budget not reached nothing is lost and the summary is what the rules above give.
+
 The request is read generically (no import of the client's prompt module: the server shares no code
 with the side that builds requests).
 """
