@@ -16,11 +16,14 @@ from tests.server.summary_cases import digest, in_progress
 from tests.server.test_simulated_rewording import _instructions
 from tests.server.test_simulated_summary import WORDINGS
 
+from foldline.compact.autocompact import SUMMARY_LEAD
 from foldline.compact.prompts import summary_prompt
 from foldline.server.backend import BackendRequest
 from foldline.server.config import SimulatedConfig
 from foldline.server.simulated import SimulatedBackend
 from foldline.server.simulated.summary import read_progress
+from foldline.tools import default_tools
+from foldline.tools.base import tool_specs
 
 MODEL = "claude-sonnet-4-5"
 FULL = "0bafcb9d26f5eeaae50c5ae34cb68112b5a9391637202e38755da5c01cce7855"
@@ -279,3 +282,44 @@ def test_the_in_process_provider_takes_the_models_config() -> None:
     config = SimulatedConfig(summary_fidelity=0.25)
     assert SimulatedProvider(seed=2, config=config).backend.config is config
     assert SimulatedProvider(seed=2).backend.config == SimulatedConfig()
+
+
+def _finish(backend: SimulatedBackend, messages: list[dict[str, Any]], rounds: int = 40) -> tuple[str, int]:
+    """Play the turn `messages` leave open to its answer (every tool call answered "ok"): the answer
+    and the rounds it took."""
+    tools = tool_specs(default_tools())
+    messages = list(messages)
+    for done in range(rounds):
+        request = BackendRequest(model=MODEL, messages=messages, tools=tools, system="Working directory: /w")
+        content = [dict(b) for b in backend.reply(request).content]
+        uses = [b for b in content if b["type"] == "tool_use"]
+        if not uses:
+            return "".join(str(b.get("text", "")) for b in content), done
+        for n, block in enumerate(uses):
+            block["id"] = f"toolu_{done}_{n}"
+        messages.append({"role": "assistant", "content": content})
+        results = [{"type": "tool_result", "tool_use_id": b["id"], "content": "ok"} for b in uses]
+        messages.append({"role": "user", "content": results})
+    raise AssertionError("the turn did not end")
+
+
+def test_a_turn_carried_on_from_a_lossy_summary_does_not_recall_what_the_summary_lost() -> None:
+    for q, recalled in ((1.0, True), (0.0, False)):
+        backend = _backend(q)
+        first = _summary(backend, in_progress(), summary_prompt())
+        handed = [_user(SUMMARY_LEAD + first)]
+        answer, _ = _finish(backend, handed)
+        assert ("Noted: the staging port is 6543." in answer) is recalled, answer
+        # a second summary inside the same turn: what the first lost stays lost, the turn the same
+        call = {"type": "tool_use", "id": "toolu_9", "name": "Bash", "input": {"command": "ls"}}
+        more = [
+            *handed,
+            {"role": "assistant", "content": [call]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "calc.py"}],
+            },
+        ]
+        second = _summary(backend, more, summary_prompt())
+        assert ("6543" in second) is recalled
+        assert read_progress(second) == (in_progress()[0]["content"][0]["text"], 2)

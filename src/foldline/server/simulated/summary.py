@@ -60,9 +60,11 @@ __all__ = [
     "dropped_statements",
     "items_of",
     "kept_lines",
+    "lost_in_progress",
     "progress_line",
     "read_progress",
     "span_bounds",
+    "statement_of",
     "statements",
     "summary_key",
     "summary_request",
@@ -136,6 +138,8 @@ _PROGRESS = re.compile(
     r"^Work in progress: (\d+) tool rounds? done on the request (\"(?:[^\"\\\n]|\\.)*\")\.$", re.M
 )
 """The summary's one line that is not extractive (`progress_line`)."""
+_ESCAPED_RUN = re.compile(r"(?:\\u[0-9a-f]{4})+")
+"""A sentence `progress_line` wrote as escapes (`dumps` writes none: it leaves text as UTF-8)."""
 _MD_HEADING = re.compile(r"^\s*#{1,4}\s+(.+?)\s*#*\s*$")
 _NUMBERED = re.compile(r"^\s*(\d{1,2})[.)]\s+\**([A-Z][^:*\n]{1,60}?)\**\s*(?::|$)")
 _KEY = re.compile(r"^\s*([A-Z][A-Z_ ]{2,40}[A-Z]):")
@@ -198,9 +202,22 @@ def progress_line(prompt: str, rounds: int, dropped: frozenset[str] = frozenset(
     rounds_done = f"{rounds} tool round{'s' if rounds != 1 else ''}"
     quoted = dumps(prompt).decode()
     for sentence in _sentences(prompt):
-        if _statement_of(sentence) in dropped:
+        if statement_of(sentence) in dropped:
             quoted = quoted.replace(dumps(sentence).decode()[1:-1], _escaped(sentence), 1)
     return f"Work in progress: {rounds_done} done on the request {quoted}."
+
+
+def lost_in_progress(text: str) -> frozenset[str]:
+    """The statements the last `progress_line` in `text` writes as escapes: what the summary lost of
+    the request it carries. A later summary of the same turn keeps them lost, and the model's answer
+    does not repeat them."""
+    found = None
+    for match in _PROGRESS.finditer(text):
+        found = match
+    if found is None:
+        return frozenset()
+    runs = [run for raw in _ESCAPED_RUN.findall(found.group(2)) if isinstance(run := loads(f'"{raw}"'), str)]
+    return frozenset(s for run in runs for sentence in _sentences(run) if (s := statement_of(sentence)))
 
 
 def _escaped(text: str) -> str:
@@ -357,7 +374,7 @@ def kept_lines(items: Sequence[Item], config: SimulatedConfig) -> dict[str, list
     }
 
 
-def _statement_of(sentence: str) -> str | None:
+def statement_of(sentence: str) -> str | None:
     """The statement `sentence` makes ("Note for later: the Port is 6543." -> "the port is 6543"), in
     one normal form whoever wrote it and wherever; None when it states nothing."""
     match = _FACT.search(sentence)
@@ -380,7 +397,7 @@ def statements(items: Sequence[Item], config: SimulatedConfig) -> list[str]:
         if item.kind == "result":
             found += [_normal(line) for line in _lines(item.text, width) if _FACT_LINE.match(line)]
         elif item.kind in ("prompt", "assistant"):
-            found += [s for s in map(_statement_of, _sentences(item.text)) if s is not None]
+            found += [s for s in map(statement_of, _sentences(item.text)) if s is not None]
     return found
 
 
@@ -424,7 +441,7 @@ def _scrubbed(item: Item, dropped: frozenset[str], width: int) -> str:
     a `dropped` statement; the rest of the text as it was."""
 
     def sentence(match: re.Match[str]) -> str:
-        return "" if _statement_of(match.group()) in dropped else match.group()
+        return "" if statement_of(match.group()) in dropped else match.group()
 
     lines = []
     for line in item.text.splitlines(keepends=True):
@@ -454,7 +471,7 @@ def build_summary(
     instruction: str,
     sections: Sequence[str],
     config: SimulatedConfig,
-    progress: tuple[str, int] | None = None,
+    progress: tuple[str, int] | tuple[str, int, frozenset[str]] | None = None,
     seed: int = 0,
 ) -> str:
     """The summary reply: the kept lines (`kept_lines`), under each requested `## Title` when any.
@@ -467,7 +484,8 @@ def build_summary(
         config: Line limits, and how lossy the summary is (`summary_fidelity`,
             `summary_fact_budget`: `dropped_statements`).
         progress: The request the covered messages leave in progress and its tool rounds done
-            (`progress_line`), or None when they end with an answer.
+            (`progress_line`), and the statements of it an earlier summary lost, or None when they
+            end with an answer.
         seed: The server's seed: with the content, it decides which statements a lossy summary loses.
     """
     start, stop = span_bounds(messages, instruction)
@@ -508,7 +526,8 @@ def build_summary(
     else:
         text = "\n".join(fresh([line for body in groups.values() for line in body])) + "\n"
     if progress is not None:
-        text += progress_line(*progress, dropped) + "\n"
+        lost = progress[2] if len(progress) == 3 else frozenset()
+        text += progress_line(progress[0], progress[1], dropped | lost) + "\n"
     if _SUMMARY_TAGS.search(instruction):
         text = f"<summary>\n{text}</summary>\n"
     return text
