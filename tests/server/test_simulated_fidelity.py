@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.server.summary_cases import digest, in_progress
 from tests.server.test_simulated_rewording import _instructions
-from tests.server.test_simulated_summary import WORDINGS
+from tests.server.test_simulated_summary import ECONOMICS, WORDINGS
 
 from foldline.compact.autocompact import SUMMARY_LEAD
 from foldline.compact.prompts import summary_prompt
@@ -323,3 +323,17 @@ def test_a_turn_carried_on_from_a_lossy_summary_does_not_recall_what_the_summary
         second = _summary(backend, more, summary_prompt())
         assert ("6543" in second) is recalled
         assert read_progress(second) == (in_progress()[0]["content"][0]["text"], 2)
+
+
+def test_a_request_that_carries_its_events_as_text_is_keyed_by_them() -> None:
+    """OpenHands' form: no messages to summarize, the events inside the instruction. The same
+    statement among different events is drawn afresh each time; at q = 0 none is left."""
+    openhands = ECONOMICS.OPENHANDS_INSTRUCTION
+    fact = [("staging port", "6543")]
+    kept = []
+    for n in range(40):
+        events = f"<EVENT id={n}>\nNote for later: the staging port is 6543. Fix module {n}.\n</EVENT>\n"
+        text = f"{openhands}\n<PREVIOUS SUMMARY>\n\n</PREVIOUS SUMMARY>\n{events}"
+        kept.append(bool(_kept(_summary(_backend(0.5), [], text), fact)))
+        assert "6543" not in _summary(_backend(0.0), [], text)
+    assert 5 < sum(kept) < 35, kept
