@@ -76,7 +76,12 @@ after another in this process, without Ray), `--address` on an existing Ray clus
 started again with the same folder runs only the units that have no row (docs/fleet.md).
 
 `--verbosity-scale X` runs the simulated model with its replies' quoted lines times X
-(`SimulatedConfig.verbosity_scale`); every row records the scale it ran at.
+(`SimulatedConfig.verbosity_scale`); every row records the scale it ran at. `--fidelity 1.0,0.9,0.7`
+runs every cell once per summary fidelity q (`foldline serve --summary-fidelity`: each stated fact
+survives one summary with probability q) and `--summary-fact-budget N` caps the statements one
+summary keeps; each unit carries its q as a knob, every row records `summary_fidelity` and
+`summary_fact_budget`, and the table has one line per q with the facts retained pooled over the
+seeds and their 95% Wilson interval.
 
 Every session states the environment block foldline ships (`simulation.simulated_environment`:
 its workspace, the simulated clock's date, a fixed platform, no git), every row alike, the limit's
@@ -85,7 +90,8 @@ sent one and the date it stated (`environment`, `environment_date`).
 
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/economics.py [--turns 300]
 [--profiles feature,debug,swe] [--strategies truncate,...] [--seeds 7,8,9] [--verbosity-scale 1.0]
-[--no-environment] [--json] [--jobs 2] [--address HOST:PORT] [--results URL]`
+[--fidelity 1.0,0.7] [--summary-fact-budget N] [--no-environment] [--json] [--jobs 2]
+[--address HOST:PORT] [--results URL]`
 """
 
 from __future__ import annotations
@@ -111,12 +117,15 @@ from foldline.pricing import LONG_CONTEXT_THRESHOLD
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.providers.base import Capabilities, Provider, count_tokens
 from foldline.server.caching import flatten, total_tokens
+from foldline.server.config import SimulatedConfig
 from foldline.server.simulated.profiles import Fact, Reference, planted_facts, references_for
 from foldline.server.tokenizer import count_block
 from foldline.simulation import MeteredRequest, SimulationReport, simulate
 from foldline.stream import MessageDelta, MessageStart, StreamEvent, TextDelta
 from foldline.system_prompt import system_prompt_for
 
+FACT_BUDGET = SimulatedConfig().summary_fact_budget
+"""The statements one summary keeps where a run does not say (`--summary-fact-budget`)."""
 UNLIMITED = 100_000_000
 WINDOW = 200_000
 DEFAULT_PROFILES = ("feature", "debug", "swe")
@@ -918,11 +927,13 @@ def report_row(
     *,
     fixed_tokens: int | None = None,
     verbosity_scale: float = 1.0,
+    summary_fidelity: float = 1.0,
+    summary_fact_budget: int = FACT_BUDGET,
 ) -> dict[str, Any]:
     """The table's row of one session (`Outcome.row`; benchmarks/peers.py builds a real client's
     `SimulationReport` from the server's request log and prints this same row). `fixed_tokens`: the
-    system prompt and tools of the session's first request, where known; `verbosity_scale`: the
-    simulated model's reply-length setting the session ran at."""
+    system prompt and tools of the session's first request, where known; `verbosity_scale`,
+    `summary_fidelity` and `summary_fact_budget`: the simulated model's settings the session ran at."""
     usage = report.usage
     cost = usage.cost()
     last: dict[int, int] = {}
@@ -968,6 +979,8 @@ def report_row(
         # the date it stated (the simulated clock's: the same for every run of a seed)
         "environment": bool(report.environment),
         "environment_date": _stated_date(report.environment),
+        "summary_fidelity": summary_fidelity,
+        "summary_fact_budget": summary_fact_budget,
     }
 
 
@@ -1056,7 +1069,14 @@ def run_pair(profile: str, strategy: Strategy, seed: int, args: argparse.Namespa
             )
 
     server_window = UNLIMITED if strategy.name == "none" else args.window
-    with serve(seed, profile, server_window, getattr(args, "verbosity_scale", 1.0)) as server:
+    with serve(
+        seed,
+        profile,
+        server_window,
+        getattr(args, "verbosity_scale", 1.0),
+        summary_fidelity=getattr(args, "summary_fidelity", 1.0),
+        summary_fact_budget=getattr(args, "summary_fact_budget", FACT_BUDGET),
+    ) as server:
         provider = FirstBody(
             AnthropicProvider(base_url=server.url, api_key="benchmark", capabilities=strategy.capabilities())
         )
@@ -1100,8 +1120,8 @@ FLEET_KIND = "economics:fleet_row"
 with `benchmarks/` on their path."""
 
 
-def unit_of(profile: str, name: str, seed: int, args: argparse.Namespace) -> Unit:
-    """One (profile, strategy, seed) session of this run as a fleet unit."""
+def unit_of(profile: str, name: str, seed: int, args: argparse.Namespace, fidelity: float = 1.0) -> Unit:
+    """One (profile, strategy, seed) session of this run, its summaries at `fidelity`, as a fleet unit."""
     return Unit(
         kind=FLEET_KIND,
         profile=profile,
@@ -1114,6 +1134,8 @@ def unit_of(profile: str, name: str, seed: int, args: argparse.Namespace) -> Uni
             facts_at_end=bool(args.facts_at_end),
             pair_timeout=float(args.pair_timeout),
             environment=bool(getattr(args, "environment", True)),
+            summary_fidelity=float(fidelity),
+            summary_fact_budget=int(getattr(args, "summary_fact_budget", FACT_BUDGET)),
         ),
     )
 
@@ -1127,6 +1149,8 @@ def fleet_row(unit: Unit, root: Path) -> dict[str, Any]:
         facts_at_end=bool(unit.knob("facts_at_end", False)),
         pair_timeout=float(unit.knob("pair_timeout", 3600.0)),
         environment=bool(unit.knob("environment", True)),
+        summary_fidelity=float(unit.knob("summary_fidelity", 1.0)),
+        summary_fact_budget=int(unit.knob("summary_fact_budget", FACT_BUDGET)),
     )
     return pair_row(unit.profile, unit.strategy, unit.seed, args, root)
 
@@ -1178,6 +1202,23 @@ def add_fleet_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_fidelity_options(parser: argparse.ArgumentParser) -> None:
+    """`--fidelity` and `--summary-fact-budget`: how lossy the simulated model's summaries are."""
+    parser.add_argument(
+        "--fidelity",
+        default="1.0",
+        help="summary fidelities q, comma-separated: every cell runs once per q (foldline serve "
+        "--summary-fidelity: each stated fact survives one summary with probability q)",
+    )
+    parser.add_argument(
+        "--summary-fact-budget",
+        type=int,
+        default=FACT_BUDGET,
+        help="most stated facts one summary keeps, the oldest lost first "
+        "(foldline serve --summary-fact-budget)",
+    )
+
+
 def user_facts(row: dict[str, Any]) -> tuple[int, int]:
     """(retained, asked) of the facts the user stated in a prompt (rows of older runs have no
     output facts)."""
@@ -1189,12 +1230,18 @@ def pair_row(profile: str, name: str, seed: int, args: argparse.Namespace, root:
     """One (profile, strategy, seed) row (pairs may run in other processes)."""
     strategy = STRATEGIES[name]()
     print(f"== {profile} / {strategy.label}, seed {seed}, {args.turns} turns", file=sys.stderr, flush=True)
-    row = {**run_pair(profile, strategy, seed, args, root).row(), "verbosity_scale": args.verbosity_scale}
+    row = {
+        **run_pair(profile, strategy, seed, args, root).row(),
+        "verbosity_scale": args.verbosity_scale,
+        "summary_fidelity": getattr(args, "summary_fidelity", 1.0),
+        "summary_fact_budget": getattr(args, "summary_fact_budget", FACT_BUDGET),
+    }
     print(
         f"   {profile}/{name}/{seed}: ${row['cost_usd']:.2f}, read {row['cache_read_share']:.1%}, "
         f"peak {row['peak_context_tokens']:,}, 400s {row['http_400']}, facts "
-        f"{row['facts_retained']}/{row['facts_asked']}, earlier work {row['references']} referred, "
-        f"{row['recoveries']} recovered, {row['quality_misses']} missed, {row['wall_s']} s",
+        f"{row['facts_retained']}/{row['facts_asked']} at q {row['summary_fidelity']:g}, earlier work "
+        f"{row['references']} referred, {row['recoveries']} recovered, {row['quality_misses']} missed, "
+        f"{row['wall_s']} s",
         file=sys.stderr,
         flush=True,
     )
@@ -1269,18 +1316,60 @@ def scale_of(row: dict[str, Any]) -> float:
     return float(row.get("verbosity_scale", 1.0))
 
 
+def fidelity_of(row: dict[str, Any]) -> float:
+    """The summary fidelity q a row ran at (rows from before the setting: 1.0, every fact kept)."""
+    return float(row.get("summary_fidelity", 1.0))
+
+
+WILSON_Z = 1.959964
+"""The normal 0.975 quantile: a two-sided 95% interval."""
+
+
+@dataclass(frozen=True)
+class Retention:
+    """Facts retained of those asked, pooled over a cell's seeds, with the 95% Wilson score interval
+    of the share (each asked fact one trial; seeds pooled, so it is narrower than a per-seed
+    interval would be where seeds differ)."""
+
+    kept: int
+    asked: int
+
+    def interval(self) -> tuple[float, float]:
+        """(low, high) of the share; (0, 1) when nothing was asked."""
+        if self.asked == 0:
+            return 0.0, 1.0
+        n, share, z2 = self.asked, self.kept / self.asked, WILSON_Z**2
+        centre = (share + z2 / (2 * n)) / (1 + z2 / n)
+        half = WILSON_Z / (1 + z2 / n) * (share * (1 - share) / n + z2 / (4 * n * n)) ** 0.5
+        # at 0 or all kept the interval ends exactly at 0 or 1 (rounding would leave 0.9999...)
+        low = 0.0 if self.kept == 0 else max(0.0, centre - half)
+        return low, 1.0 if self.kept == self.asked else min(1.0, centre + half)
+
+    def show(self) -> str:
+        if self.asked == 0:
+            return "-"
+        low, high = self.interval()
+        return f"{self.kept}/{self.asked} {self.kept / self.asked:.0%} [{low:.0%}, {high:.0%}]"
+
+
 def aggregate(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (profile, strategy, reply-length scale): each column's `Spread` over the seeds that
-    ran, in row order;
-    `cost_by_seed` (each seed's cost, for ratios paired by seed: a seed is the same simulated user in
-    every row) and `fixed_tokens` (the system prompt and tools, where the rows know them)."""
-    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    """One row per (profile, strategy, reply-length scale, summary fidelity): each column's `Spread`
+    over the seeds that ran, in row order; `retention` (facts kept of those asked, pooled over the
+    seeds, with its Wilson interval); `cost_by_seed` (each seed's cost, for ratios paired by seed: a
+    seed is the same simulated user in every row) and `fixed_tokens` (the system prompt and tools,
+    where the rows know them)."""
+    groups: dict[tuple[str, str, float, float], list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["profile"], r["strategy"], scale_of(r)), []).append(r)
+        groups.setdefault((r["profile"], r["strategy"], scale_of(r), fidelity_of(r)), []).append(r)
     out = []
-    for (profile, strategy, scale), group in groups.items():
+    for (profile, strategy, scale, fidelity), group in groups.items():
         cells: dict[str, Any] = {"profile": profile, "strategy": strategy, "label": group[0]["label"]}
         cells["verbosity_scale"] = scale
+        cells["summary_fidelity"] = fidelity
+        cells["summary_fact_budget"] = group[0].get("summary_fact_budget", FACT_BUDGET)
+        cells["retention"] = Retention(
+            sum(int(r["facts_retained"]) for r in group), sum(int(r["facts_asked"]) for r in group)
+        )
         cells["seeds"] = sorted(r["seed"] for r in group)
         for column in COLUMNS:
             cells[column] = Spread.of([float(r[column]) for r in group])
@@ -1336,8 +1425,8 @@ def table_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
     out = [
         "| profile | strategy | seeds | cost | cache read | peak context | API calls | summary calls "
         "| HTTP 400 | facts (user) | facts (tool output) | earlier work: referred | recovered "
-        "| missed | miss rate [95%] | turns |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| missed | miss rate [95%] | turns | q | retention [95%] |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for c in cells:
         out.append(
@@ -1349,13 +1438,29 @@ def table_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
             f"| {c['output_facts_retained'].show('.1f')}/{c['output_facts_asked'].show('.0f')} "
             f"| {c['references'].show('.0f')} | {c['recoveries'].show('.1f')} "
             f"| {c['quality_misses'].show('.1f')} | {miss_rate_text(c)} "
-            f"| {c['turns_completed'].show('.0f')}/{c['turns_planned'].show('.0f')} |"
+            f"| {c['turns_completed'].show('.0f')}/{c['turns_planned'].show('.0f')} "
+            f"| {c['summary_fidelity']:g} | {c['retention'].show()} |"
         )
     return out
 
 
 def print_table(rows: Sequence[dict[str, Any]], out: Any = sys.stdout) -> None:
-    print("\n".join(table_lines(aggregate(rows))), file=out)
+    """The table, its lines grouped by q (the rows' order within each)."""
+    cells = sorted(aggregate(rows), key=lambda c: -c["summary_fidelity"])
+    print("\n".join(table_lines(cells)), file=out)
+
+
+def fidelities(text: str) -> list[float]:
+    """`--fidelity`'s comma-separated values, each checked to lie in [0, 1].
+
+    Raises:
+        ValueError: a value that is no number or lies outside [0, 1].
+    """
+    values = [float(x) for x in text.split(",") if x.strip()]
+    wrong = [v for v in values if not 0.0 <= v <= 1.0]
+    if wrong or not values:
+        raise ValueError(f"--fidelity takes values between 0 and 1, not {text!r}")
+    return list(dict.fromkeys(values))
 
 
 def main() -> None:
@@ -1385,17 +1490,24 @@ def main() -> None:
         action="store_false",
         help="send no environment block (foldline as shipped sends one: every row does by default)",
     )
+    add_fidelity_options(parser)
     args = parser.parse_args()
     if not args.verbosity_scale >= 0:
         parser.error(f"--verbosity-scale must be 0 or more, not {args.verbosity_scale}")
+    try:
+        qs = fidelities(args.fidelity)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.summary_fact_budget < 0:
+        parser.error(f"--summary-fact-budget must be 0 or more, not {args.summary_fact_budget}")
     profiles = [p for p in args.profiles.split(",") if p]
     names = [s for s in args.strategies.split(",") if s]
     seeds = [int(s) for s in args.seeds.split(",") if s]
     unknown = [n for n in names if n not in STRATEGIES]
     if unknown:
         parser.error(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
-    cells = [(p, n, seed) for p in profiles for n in names for seed in seeds]
-    units = [unit_of(p, n, seed, args) for p, n, seed in cells]
+    cells = [(p, n, seed, q) for q in qs for p in profiles for n in names for seed in seeds]
+    units = [unit_of(p, n, seed, args, q) for p, n, seed, q in cells]
     with tempfile.TemporaryDirectory() as tmp:
         rows, _ = run_units(units, args, args.results or os.path.join(tmp, "results"))
     if args.json:

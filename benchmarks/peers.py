@@ -55,7 +55,12 @@ unit runs; each worker installs it into its own cache on first use, or finds it 
 
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/peers.py --client claude-code --profile feature
 [--turns 20] [--seeds 7,8,9] [--auto-compact-window 100000,60000] [--defaults-too]
-[--verbosity-scale 1.0] [--json]`
+[--verbosity-scale 1.0] [--fidelity 1.0,0.7] [--summary-fact-budget N] [--json]`
+
+`--fidelity` and `--summary-fact-budget` set the simulated model's summaries as in
+`benchmarks/economics.py` (`foldline serve --summary-fidelity`, `--summary-fact-budget`): a client's
+own compaction requests are summaries the model answers, so each q is its own row, recorded in
+`summary_fidelity` and `summary_fact_budget`.
 """
 
 from __future__ import annotations
@@ -71,7 +76,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from economics import WINDOW, add_fleet_options, print_table, report_row, run_units
+from economics import (
+    FACT_BUDGET,
+    WINDOW,
+    add_fidelity_options,
+    add_fleet_options,
+    fidelities,
+    print_table,
+    report_row,
+    run_units,
+)
 from foldline import interop
 from foldline._json import dumps, loads
 from foldline.config import Config
@@ -271,8 +285,11 @@ def run(
         profile=profile, seed=seed, turns_planned=turns, blocking_limit=Config().blocking_limit
     )
     started = time.perf_counter()
+    fidelity = getattr(args, "summary_fidelity", 1.0)
+    budget = getattr(args, "summary_fact_budget", FACT_BUDGET)
     window = ("--context-window", str(args.window), "--verbosity-scale", str(args.verbosity_scale))
-    with interop.serve(root, "--seed", str(seed), "--profile", profile, *window) as server:
+    summaries = ("--summary-fidelity", str(fidelity), "--summary-fact-budget", str(budget))
+    with interop.serve(root, "--seed", str(seed), "--profile", profile, *window, *summaries) as server:
         driver = Driver(setting, binary, root, server.url, args.turn_timeout)
         seen = 0
         prompts = user_prompts(profile, turns, seed, output_facts=True, references=True)
@@ -314,7 +331,15 @@ def run(
     report.main_requests = sum(1 for e in answered if is_main(e, interop.MODEL))
     score_facts(report, output_facts=True)
     score_references(report)
-    row = report_row(profile, setting.name, setting.label, report, verbosity_scale=args.verbosity_scale)
+    row = report_row(
+        profile,
+        setting.name,
+        setting.label,
+        report,
+        verbosity_scale=args.verbosity_scale,
+        summary_fidelity=fidelity,
+        summary_fact_budget=budget,
+    )
     row["client"] = client
     # The log keeps no request's parts; the smallest main-loop request is the client's system
     # prompt and tools plus its first typed prompt (an upper bound on system + tools, by the prompt).
@@ -327,8 +352,9 @@ FLEET_KIND = "peers:fleet_row"
 """The fleet unit kind of one client session: `fleet_row`, with `benchmarks/` on the workers' path."""
 
 
-def unit_of(setting: Setting, seed: int, args: argparse.Namespace) -> Unit:
-    """One session of the client at `setting` as a fleet unit (the setting travels as JSON knobs)."""
+def unit_of(setting: Setting, seed: int, args: argparse.Namespace, fidelity: float = 1.0) -> Unit:
+    """One session of the client at `setting`, the model's summaries at `fidelity`, as a fleet unit
+    (the setting travels as JSON knobs)."""
     return Unit(
         kind=FLEET_KIND,
         profile=args.profile,
@@ -342,6 +368,8 @@ def unit_of(setting: Setting, seed: int, args: argparse.Namespace) -> Unit:
             compaction=dumps(setting.compaction, sort_keys=True).decode(),
             turn_timeout=float(args.turn_timeout),
             verbosity_scale=float(args.verbosity_scale),
+            summary_fidelity=float(fidelity),
+            summary_fact_budget=int(getattr(args, "summary_fact_budget", FACT_BUDGET)),
         ),
     )
 
@@ -357,6 +385,8 @@ def fleet_row(unit: Unit, root: Path) -> dict[str, Any]:
         window=unit.window,
         verbosity_scale=float(unit.knob("verbosity_scale", 1.0)),
         turn_timeout=float(unit.knob("turn_timeout", 600.0)),
+        summary_fidelity=float(unit.knob("summary_fidelity", 1.0)),
+        summary_fact_budget=int(unit.knob("summary_fact_budget", FACT_BUDGET)),
     )
     return run(setting, unit.profile, unit.seed, unit.turns, root, args)
 
@@ -403,6 +433,7 @@ def argument_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="the simulated model's reply length, times its calibration (foldline serve --verbosity-scale)",
     )
+    add_fidelity_options(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object per seed on stdout")
     add_fleet_options(parser)
     return parser
@@ -413,6 +444,12 @@ def main() -> None:
     args = parser.parse_args()
     if not args.verbosity_scale >= 0:
         parser.error(f"--verbosity-scale must be 0 or more, not {args.verbosity_scale}")
+    try:
+        qs = fidelities(args.fidelity)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.summary_fact_budget < 0:
+        parser.error(f"--summary-fact-budget must be 0 or more, not {args.summary_fact_budget}")
     if args.auto_compact_window and args.client != "claude-code":
         parser.error("--auto-compact-window is Claude Code's setting: use it with --client claude-code")
     if args.opencode_compaction and args.client != "opencode":
@@ -427,7 +464,7 @@ def main() -> None:
         print(f"peers: skipped {args.client}: {e}", file=sys.stderr)
         sys.exit(UNAVAILABLE)
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    units = [unit_of(setting, seed, args) for setting in runs for seed in seeds]
+    units = [unit_of(setting, seed, args, q) for q in qs for setting in runs for seed in seeds]
     with tempfile.TemporaryDirectory() as tmp:
         rows, _ = run_units(units, args, args.results or os.path.join(tmp, "results"))
     if args.json:

@@ -22,9 +22,16 @@ simulated model (`foldline serve --verbosity-scale`); rows carry their `verbosit
 aggregated by (profile, strategy, scale). The rows at 1.0 make the main tables; the page adds a
 reply-length sweep: the headline's ratio to each scale's peer, with its interval and verdict.
 
+With `--fidelity 1.0,0.9,0.7` economics and peers run once per summary fidelity q of the simulated
+model (`foldline serve --summary-fidelity`: each stated fact survives one summary with probability
+q); rows carry their `summary_fidelity` (a row without one ran at 1.0, every fact kept) and are
+aggregated by q too. The rows at 1.0 make the main tables; the page adds a section with every row
+grouped by q: facts retained of those asked, pooled over the seeds, with the 95% Wilson interval.
+
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/report.py [--turns 300] [--economics-json FILE]
 [--skip prefix_cache,...] [--peers claude-code,opencode] [--peers-json FILE]
-[--auto-compact-window 100000,60000] [--opencode-compaction prune=true] [--verbosity-scale 0.5,1,2]`
+[--auto-compact-window 100000,60000] [--opencode-compaction prune=true] [--verbosity-scale 0.5,1,2]
+[--fidelity 1.0,0.7]`
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ from economics import (
     add_fleet_options,
     aggregate,
     feasible,
+    fidelities,
+    fidelity_of,
     mean_ci,
     run_units,
     scale_of,
@@ -138,7 +147,7 @@ def fleet_units(args: argparse.Namespace) -> list[Unit]:
     with its reason printed."""
     seeds = [int(s) for s in args.seeds.split(",") if s]
     units: list[Unit] = []
-    for scale in scales(args):
+    for scale, q in ((x, q) for x in scales(args) for q in fidelity_list(args)):
         settings = argparse.Namespace(
             turns=args.turns,
             window=WINDOW,
@@ -148,7 +157,7 @@ def fleet_units(args: argparse.Namespace) -> list[Unit]:
         )
         if not args.economics_json:
             units += [
-                economics_unit(p, n, seed, settings)
+                economics_unit(p, n, seed, settings, q)
                 for p in DEFAULT_PROFILES
                 for n in DEFAULT_STRATEGIES
                 for seed in seeds
@@ -162,6 +171,7 @@ def fleet_units(args: argparse.Namespace) -> list[Unit]:
         for profile, scale in ((p, x) for p in DEFAULT_PROFILES for x in scales(args)):
             flags = ["--client", client, "--profile", profile, "--turns", str(args.turns)]
             flags += ["--seeds", args.seeds, "--verbosity-scale", str(scale)]
+            flags += ["--fidelity", ",".join(map(str, fidelity_list(args)))]
             if client == "claude-code" and args.auto_compact_window:
                 flags += ["--auto-compact-window", args.auto_compact_window, "--defaults-too"]
             if client == "opencode" and args.opencode_compaction:
@@ -169,7 +179,10 @@ def fleet_units(args: argparse.Namespace) -> list[Unit]:
                 flags.append("--defaults-too")
             peer_args = peer_parser().parse_args(flags)
             units += [
-                peer_unit(setting, seed, peer_args) for setting in peer_settings(peer_args) for seed in seeds
+                peer_unit(setting, seed, peer_args, q)
+                for q in fidelity_list(args)
+                for setting in peer_settings(peer_args)
+                for seed in seeds
             ]
     return units
 
@@ -225,6 +238,7 @@ def economics(
         for scale in scales(args):  # one run per reply-length setting of the simulated model
             command = [sys.executable, str(HERE / "economics.py"), "--json", "--turns", str(args.turns)]
             command += ["--jobs", str(args.jobs), "--seeds", args.seeds, "--verbosity-scale", str(scale)]
+            command += ["--fidelity", ",".join(map(str, fidelity_list(args)))]
             lines += subprocess.run(
                 command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=True
             ).stdout.splitlines()
@@ -248,6 +262,12 @@ def scales(args: argparse.Namespace) -> list[float]:
     return sorted(set(found) | {1.0}, key=lambda x: (x != 1.0, x))
 
 
+def fidelity_list(args: argparse.Namespace) -> list[float]:
+    """The summary fidelities to run (`--fidelity`), 1.0 first: the main tables'."""
+    found = fidelities(str(getattr(args, "fidelity", "1.0")))
+    return sorted(set(found) | {1.0}, key=lambda q: (q != 1.0, -q))
+
+
 def peers(
     args: argparse.Namespace, profiles: Sequence[str], fleet_rows: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
@@ -268,7 +288,7 @@ def peers(
             continue
         command = [sys.executable, str(HERE / "peers.py"), "--json", "--client", client]
         command += ["--profile", profile, "--turns", str(args.turns), "--seeds", args.seeds]
-        command += ["--verbosity-scale", str(scale)]
+        command += ["--verbosity-scale", str(scale), "--fidelity", ",".join(map(str, fidelity_list(args)))]
         if client == "claude-code" and args.auto_compact_window:
             command += ["--auto-compact-window", args.auto_compact_window, "--defaults-too"]
         if client == "opencode":
@@ -742,6 +762,37 @@ SWEEP_TEXT = (
     "simulator, not by the agents."
 )
 
+FIDELITY_TEXT = (
+    "The same sessions with lossy summaries: at summary fidelity q each statement a summary would keep "
+    '("the X is Y.", whoever said it; the model does not know which were planted) survives one '
+    "summary request with probability q, drawn from the seed, the statement and the summarized "
+    "content, never the request's wording, so every strategy's summary of the same content loses the "
+    "same facts; a fact carried through k summaries survives with about q^k (`foldline serve "
+    "--summary-fidelity`). Retention is facts retained of those asked, pooled over the seeds (each "
+    "asked fact one trial), with its 95% Wilson score interval; pooling treats every asked fact as an "
+    "independent trial and ignores differences between seeds, so where seeds differ the interval is "
+    "too narrow. A "
+    "strategy that summarizes less loses less as q falls; at q = 1 summaries lose nothing, as in the "
+    "tables above."
+)
+
+
+def fidelity_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
+    """Every cell grouped by q (highest first), then profile and strategy: retention with its
+    interval, and cost."""
+    out = [
+        "| q | profile | strategy | reply length x | seeds | retention [95%] | cost | summary calls |",
+        "|--:|---|---|--:|--:|--:|--:|--:|",
+    ]
+    for c in sorted(cells, key=lambda c: -c["summary_fidelity"]):  # stable: row order within a q
+        out.append(
+            f"| {c['summary_fidelity']:g} | {c['profile']} | {c['strategy']} | {c['verbosity_scale']:g} "
+            f"| {len(c['seeds'])} | {c['retention'].show()} | ${c['cost_usd'].show(',.2f')} "
+            f"| {c['summary_calls'].show('.0f')} |"
+        )
+    return out
+
+
 LIMIT_TEXT = (
     f"`{LIMIT}`: the physical-limit row, no agent: each request carries only the system prompt, the "
     "tools, a note of what the remaining work needs and the current turn, every new token written "
@@ -791,7 +842,8 @@ def build_page(
     note: str = "",
 ) -> str:
     everything = rows
-    rows = [r for r in everything if scale_of(r) == 1.0]  # the calibrated simulator: the main tables
+    # the calibrated simulator, summaries keeping every fact: the main tables
+    rows = [r for r in everything if scale_of(r) == 1.0 and fidelity_of(r) == 1.0]
     cells = aggregate(rows)
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in rows})) or "-"
     lines = [
@@ -818,7 +870,10 @@ def build_page(
         *verdicts(cells),
     ]
     if any(scale_of(r) != 1.0 for r in everything):
-        lines += ["### Reply-length sweep", "", SWEEP_TEXT, "", *sweep_lines(aggregate(everything)), ""]
+        at_full = [r for r in everything if fidelity_of(r) == 1.0]
+        lines += ["### Reply-length sweep", "", SWEEP_TEXT, "", *sweep_lines(aggregate(at_full)), ""]
+    if any(fidelity_of(r) != 1.0 for r in everything):
+        lines += ["### Summary fidelity", "", FIDELITY_TEXT, "", *fidelity_lines(aggregate(everything)), ""]
     if long_rows:
         lines += ["### Long sessions", "", LONG_TEXT, "", *long_lines(long_rows), ""]
     lines += ["### Plots", "", *links, ""]
@@ -885,6 +940,12 @@ def main() -> None:
         help="the simulated model's reply-length settings, comma-separated (economics.py and peers.py run "
         "once per value; 1.0, always run, makes the main tables; the others the reply-length sweep)",
     )
+    parser.add_argument(
+        "--fidelity",
+        default="1.0",
+        help="summary fidelities q of the simulated model, comma-separated (economics.py and peers.py run "
+        "once per value; 1.0, always run, makes the main tables; the others the summary-fidelity section)",
+    )
     parser.add_argument("--rows", default=str(LAST_ROWS), help="where the economics rows are kept")
     parser.add_argument("--skip", default="", help="comma-separated scripts not to run")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per script")
@@ -919,6 +980,10 @@ def main() -> None:
     add_fleet_options(parser)
     parser.set_defaults(jobs=2)
     args = parser.parse_args()
+    try:
+        fidelity_list(args)
+    except ValueError as e:
+        parser.error(str(e))
     skip = set(args.skip.split(","))
     fleet_economics, fleet_peers, fleet_line = (
         run_the_fleet(args) if "economics" not in skip else ([], [], "")
@@ -942,7 +1007,8 @@ def main() -> None:
     out = Path(args.out)
     profile = "debug" if any(r["profile"] == "debug" for r in rows) else (rows[0]["profile"] if rows else "")
     prefix = out.stem.replace("benchmarks", "bench")  # benchmarks.md: bench_*.png, as it always was
-    main_rows = [r for r in rows if scale_of(r) == 1.0]  # the plots show the calibrated simulator
+    # the plots show the calibrated simulator with summaries that keep every fact
+    main_rows = [r for r in rows if scale_of(r) == 1.0 and fidelity_of(r) == 1.0]
     links = plots(main_rows, out.parent / "img", profile, prefix) if main_rows else []
     make = "make bench" if prefix == "bench" else f"make {prefix}"
     long_rows = (

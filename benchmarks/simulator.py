@@ -77,9 +77,18 @@ class Server:
 
 
 @contextmanager
-def serve(seed: int, profile: str, window: int, verbosity_scale: float = 1.0) -> Iterator[Server]:
+def serve(
+    seed: int,
+    profile: str,
+    window: int,
+    verbosity_scale: float = 1.0,
+    *,
+    summary_fidelity: float = 1.0,
+    summary_fact_budget: int | None = None,
+) -> Iterator[Server]:
     """`foldline serve --backend simulated` on a free loopback port (its replies' length scaled by
-    `verbosity_scale`); yields it.
+    `verbosity_scale`, its summaries keeping each stated fact with probability `summary_fidelity`
+    and at most `summary_fact_budget` of them, the server's default where None); yields it.
 
     Its prompt cache runs on a frozen clock (`--cache-clock frozen`): the sessions played on it
     have no pauses (`benchmarks/ttl_choice.py` measures those), so no entry should expire, and on
@@ -104,6 +113,9 @@ def serve(seed: int, profile: str, window: int, verbosity_scale: float = 1.0) ->
         str(verbosity_scale),
         "--cache-clock",
         "frozen",
+        "--summary-fidelity",
+        str(summary_fidelity),
+        *(["--summary-fact-budget", str(summary_fact_budget)] if summary_fact_budget is not None else []),
     ]
     # Both streams to a file: uvicorn logs its banner to stderr and every request's status to stdout,
     # and an unread pipe would block the server.

@@ -53,6 +53,7 @@ from foldline.providers.base import Capabilities
 from foldline.providers.base import http_error as typed_http_error
 from foldline.server.backend import BackendRequest, Reply
 from foldline.server.caching import CacheUsage, flatten, total_tokens
+from foldline.server.config import SimulatedConfig
 from foldline.server.envelope import FAULT_MESSAGES, error_body
 from foldline.server.simulated import SimulatedBackend
 from foldline.server.sse import message_events
@@ -495,6 +496,8 @@ class SimulatedProvider(FunctionProvider):
     Args:
         seed: The model's seed (same seed, same requests: same replies).
         profile: The profile it is meant for (`foldline.server.simulated.PROFILES`).
+        config: The model's calibration (`SimulatedConfig`: reply length, summary fidelity, ...);
+            the defaults when None.
         capabilities, validate, context_window, chunk_tokens: as for `FunctionProvider`.
     """
 
@@ -503,12 +506,13 @@ class SimulatedProvider(FunctionProvider):
         *,
         seed: int = 0,
         profile: str = "feature",
+        config: SimulatedConfig | None = None,
         capabilities: Capabilities | None = None,
         validate: bool = True,
         context_window: int | None = None,
         chunk_tokens: int = 8,
     ) -> None:
-        self.backend = SimulatedBackend(seed=seed, profile=profile)
+        self.backend = SimulatedBackend(seed=seed, profile=profile, config=config or SimulatedConfig())
         """The model answering (its `answered` counts requests)."""
         super().__init__(
             lambda body, betas: self.backend.reply(backend_request(body)),

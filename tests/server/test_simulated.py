@@ -189,8 +189,8 @@ def test_the_same_seed_and_request_give_byte_identical_replies_over_http() -> No
     replies = []
     for _ in range(2):
         with run_server(create_app(backend=SimulatedBackend(seed=4))) as url:
-            client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
-            replies.append(client.messages.with_raw_response.create(**body).http_response.content)
+            with anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as client:
+                replies.append(client.messages.with_raw_response.create(**body).http_response.content)
     assert replies[0] == replies[1]
     assert b'"tool_use"' in replies[0]  # it explores rather than echoing
 

@@ -313,8 +313,10 @@ def test_over_http_every_wording_keeps_the_users_own_note() -> None:
 
     messages = _conversation(USER_FACTS, OUTPUT_FACTS)
     kept = {}
-    with run_server(create_app(backend=SimulatedBackend(seed=1))) as url:
-        client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
+    with (
+        run_server(create_app(backend=SimulatedBackend(seed=1))) as url,
+        anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as client,
+    ):
         for name, wording in WORDINGS.items():
             reply = client.messages.create(
                 model=MODEL,

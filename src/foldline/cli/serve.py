@@ -4,15 +4,16 @@ A thin shell over `foldline.server.app.create_app`. starlette and uvicorn are th
 extra, imported only when the command runs, so the rest of the CLI works without them. Binds to
 loopback unless told otherwise. `--backend simulated --seed N --profile NAME` serves the simulated
 coding model (`foldline.server.simulated`); `--verbosity-scale X` scales how many result lines its
-replies quote (`SimulatedConfig.verbosity_scale`). `--cache-clock frozen` stops the prompt cache's
-clock, so no entry expires: the benchmarks that leave pauses out use it, so that a loaded machine
-cannot let an entry outlive its five minutes between two requests and change the bill. `--backend
-transformers --model DIR` serves a local Hugging Face model instead of scripted replies; torch and
-transformers (the `model` extra) load only then. The port is bound before anything is printed, so a
-busy port is one clear error line rather than a "serving on" banner followed by uvicorn's shutdown
-noise. Requests must name a loopback host and carry no browser origin unless `--allow-host` /
-`--allow-origin` say otherwise (`server.guard`); a non-loopback `--host` address is itself an
-allowed host name.
+replies quote (`SimulatedConfig.verbosity_scale`); `--summary-fidelity Q` and `--summary-fact-budget
+N` make its summaries lossy (`SimulatedConfig.summary_fidelity`, `summary_fact_budget`).
+`--cache-clock frozen` stops the prompt cache's clock, so no entry expires: the benchmarks that
+leave pauses out use it, so that a loaded machine cannot let an entry outlive its five minutes
+between two requests and change the bill. `--backend transformers --model DIR` serves a local
+Hugging Face model instead of scripted replies; torch and transformers (the `model` extra) load only
+then. The port is bound before anything is printed, so a busy port is one clear error line rather
+than a "serving on" banner followed by uvicorn's shutdown noise. Requests must name a loopback host
+and carry no browser origin unless `--allow-host` / `--allow-origin` say otherwise (`server.guard`);
+a non-loopback `--host` address is itself an allowed host name.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import gc
 import socket
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
@@ -57,6 +59,19 @@ __all__ = ["serve"]
     show_default=True,
     type=click.FloatRange(min=0),
     help="--backend simulated: multiply the lines its replies quote from tool results (1.0: calibrated).",
+)
+@click.option(
+    "--summary-fidelity",
+    default=None,
+    type=click.FloatRange(0, 1),
+    help="--backend simulated: the chance each stated fact survives one summary (default 1.0: every one).",
+)
+@click.option(
+    "--summary-fact-budget",
+    default=None,
+    type=click.IntRange(min=0),
+    help="--backend simulated: most stated facts one summary keeps, the oldest lost first (default: "
+    "SimulatedConfig.summary_fact_budget, which a 100-turn session does not reach).",
 )
 @click.option(
     "--cache-clock",
@@ -115,6 +130,8 @@ def serve(
     seed: int,
     profile: str,
     verbosity_scale: float,
+    summary_fidelity: float | None,
+    summary_fact_budget: int | None,
     cache_clock: str,
     context_window: int | None,
     api_key: str | None,
@@ -136,10 +153,16 @@ def serve(
     from foldline.server.faults import parse_faults
 
     try:
+        lossy = {"--summary-fidelity": summary_fidelity, "--summary-fact-budget": summary_fact_budget}
         if backend_name == "simulated":
-            backend = _simulated(scenario, model_path, seed, profile, verbosity_scale)
+            backend = _simulated(
+                scenario, model_path, seed, profile, verbosity_scale, summary_fidelity, summary_fact_budget
+            )
         elif verbosity_scale != 1.0:
             raise UserError("--verbosity-scale is a setting of --backend simulated")
+        elif any(v is not None for v in lossy.values()):
+            named = " and ".join(k for k, v in lossy.items() if v is not None)
+            raise UserError(f"{named}: a setting of --backend simulated, not --backend {backend_name}")
         else:
             backend = _backend(backend_name, scenario, model_path)
         faults = parse_faults(faults_spec)
@@ -207,15 +230,27 @@ def _bound_name(host: str) -> tuple[str, ...]:
 
 
 def _simulated(
-    scenario: str | None, model_path: str | None, seed: int, profile: str, verbosity_scale: float = 1.0
+    scenario: str | None,
+    model_path: str | None,
+    seed: int,
+    profile: str,
+    verbosity_scale: float = 1.0,
+    summary_fidelity: float | None = None,
+    summary_fact_budget: int | None = None,
 ) -> Backend:
-    """The simulated model (`--backend simulated --seed N --profile NAME [--verbosity-scale X]`)."""
+    """The simulated model (`--backend simulated --seed N --profile NAME [--verbosity-scale X]
+    [--summary-fidelity Q] [--summary-fact-budget N]`); a summary setting not given keeps
+    `SimulatedConfig`'s default."""
     from foldline.server.config import SimulatedConfig
     from foldline.server.simulated import SimulatedBackend
 
     if scenario or model_path:
         raise UserError("--backend simulated takes --seed and --profile, not --scenario or --model")
     config = SimulatedConfig(verbosity_scale=verbosity_scale)
+    if summary_fidelity is not None:
+        config = replace(config, summary_fidelity=summary_fidelity)
+    if summary_fact_budget is not None:
+        config = replace(config, summary_fact_budget=summary_fact_budget)
     return SimulatedBackend(seed=seed, profile=profile, config=config)
 
 

@@ -169,6 +169,23 @@ class SimulatedConfig:
     """Most lines a summary keeps of each kind of content (statements, requests, files, errors, recent
     and earlier answers), however many sections the request asks for: what survives never depends
     on the section titles."""
+    summary_fidelity: float = 1.0
+    """q: the probability that each statement the summary rules keep as a fact ("the X is Y.")
+    survives one summary request, drawn independently per statement from a hash of (seed,
+    statement, the summarized content: `summary.summary_key`), never from the request's wording. A
+    lost statement is gone from the whole summary, every line that carried it included; a fact
+    carried through k summaries survives with about q**k. 1.0 keeps every one: summaries exactly as
+    before the knob."""
+    summary_fact_budget: int = 40
+    """Most distinct statements one summary keeps (after `summary_fidelity`), the oldest lost first,
+    from every line of the summary. Measured at q = 1: a 100-turn `debug` session's summaries hold at
+    most 16 (seeds 7 and 8, `claude-code-design` and `foldline-no-edits`, 47 summary requests each: the
+    8 planted facts and 8 of the user's own "the tests to see whether the X timeout is covered"), a
+    300-turn one 20 (seed 7, 148 requests). They stop there: the profiles' prompts state at most 17
+    distinct statements however long the session (12 to 19 with the scripts' 3 by turn 100 over seeds
+    1-30, 20 from turn 1,000), so no budget that spares 100 turns binds in a longer session unless
+    it sits at 17-19 and so singles out the planted facts, the oldest statements. 40 binds in no
+    profile session; it is a setting for sweeps and for content that keeps stating new things."""
     think_time_quantiles: tuple[tuple[float, float], ...] = (
         (0.0, 5.0),
         (0.5, 60.0),
@@ -186,6 +203,14 @@ class SimulatedConfig:
     def __post_init__(self) -> None:
         if not self.verbosity_scale >= 0:  # also refuses NaN
             raise ValueError(f"SimulatedConfig.verbosity_scale must be 0 or more, not {self.verbosity_scale}")
+        if not 0.0 <= self.summary_fidelity <= 1.0:  # also refuses NaN
+            raise ValueError(
+                f"SimulatedConfig.summary_fidelity must be between 0 and 1, not {self.summary_fidelity}"
+            )
+        if self.summary_fact_budget < 0:
+            raise ValueError(
+                f"SimulatedConfig.summary_fact_budget must be 0 or more, not {self.summary_fact_budget}"
+            )
 
     def reply_lines(self, profile: str) -> tuple[int, int]:
         """`verbosity` of `profile` (the default's where it has none), scaled by `verbosity_scale`:

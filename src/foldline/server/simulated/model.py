@@ -51,8 +51,10 @@ from foldline.server.simulated import earlier
 from foldline.server.simulated.summary import (
     build_summary,
     items_of,
+    lost_in_progress,
     read_progress,
     span_bounds,
+    statement_of,
     summary_request,
 )
 from foldline.server.simulated.toolbox import Kind, Toolbox
@@ -203,6 +205,9 @@ class _Turn:
     """Rounds of this turn done before a compaction inside it, as the summary's progress line says."""
     carried: bool = False
     """The prompt was read from a summary's progress line, not from the user's own message."""
+    lost: frozenset[str] = frozenset()
+    """Statements of the carried prompt that the summary lost (`summary.lost_in_progress`): the
+    model no longer knows them, so its answer does not repeat them."""
     reminders: str = ""
 
     @property
@@ -255,9 +260,11 @@ class _Turn:
         return self.command is not None and call.name == "Bash" and call.input.get("command") == self.command
 
 
-def _turn_start(messages: Sequence[dict[str, Any]], system: str = "") -> tuple[int, str, int, bool] | None:
-    """Where the current turn starts, its prompt, its rounds done before that point, and whether
-    the prompt came from a summary's progress line.
+def _turn_start(
+    messages: Sequence[dict[str, Any]], system: str = ""
+) -> tuple[int, str, int, bool, frozenset[str]] | None:
+    """Where the current turn starts, its prompt, its rounds done before that point, whether the
+    prompt came from a summary's progress line, and which of its statements that summary lost.
 
     A turn starts at the last user message with typed text, except after a summary that says a
     request is in progress (`read_progress`, in any message or the system prompt): that request is
@@ -266,17 +273,18 @@ def _turn_start(messages: Sequence[dict[str, Any]], system: str = "") -> tuple[i
     reminder): a client does not type the simulated user's next prompt in the middle of a turn. The
     same prompt typed again, even after an acknowledgement, is the client handing it back, never a
     new turn: the simulated user never types a prompt twice."""
-    found: tuple[int, str, int, bool] | None = None
+    found: tuple[int, str, int, bool, frozenset[str]] | None = None
     carried = read_progress(system) if system else None
     if carried is not None:
-        found = (0, carried[0], carried[1], True)
+        found = (0, carried[0], carried[1], True, lost_in_progress(system))
     open_from_summary = carried is not None
     for index, message in enumerate(messages):
-        progress = None
+        progress, lost = None, frozenset[str]()
         for text in _text_blocks(message):
-            progress = read_progress(text) or progress
+            if (read := read_progress(text)) is not None:
+                progress, lost = read, lost_in_progress(text)
         if progress is not None:
-            found = (index, progress[0], progress[1], True)
+            found = (index, progress[0], progress[1], True, lost)
             open_from_summary = True
             continue
         if message.get("role") == "assistant":
@@ -287,7 +295,7 @@ def _turn_start(messages: Sequence[dict[str, Any]], system: str = "") -> tuple[i
         if found is not None and found[3] and typed == found[1]:
             open_from_summary = True  # the prompt handed back again: no user types a prompt twice
         elif typed and not open_from_summary:
-            found = (index, typed, 0, False)
+            found = (index, typed, 0, False, frozenset())
     return found
 
 
@@ -297,8 +305,8 @@ def _read_turn(messages: Sequence[dict[str, Any]], tools: Toolbox, system: str =
     where = _turn_start(messages, system)
     if where is None:
         return None
-    start, prompt, before, carried = where
-    turn = _Turn(prompt, start, before=before, carried=carried)
+    start, prompt, before, carried, lost = where
+    turn = _Turn(prompt, start, before=before, carried=carried, lost=lost)
     by_id: dict[str, _Call] = {}
     for message in messages[start:]:
         content = message.get("content")
@@ -460,7 +468,7 @@ class SimulatedBackend:
         sections = summary_request(last) if last else None
         if sections is not None:
             progress = self._progress(request, last)
-            return [_text(build_summary(messages, last, sections, self.config, progress))]
+            return [_text(build_summary(messages, last, sections, self.config, progress, self.seed))]
         tools = Toolbox.of(request.tools, messages, _request_texts(request))
         turn = _read_turn(messages, tools, _instructions(request))
         if turn is None:
@@ -501,9 +509,10 @@ class SimulatedBackend:
                 return blocks
         return [_text(self._answer(turn))]
 
-    def _progress(self, request: BackendRequest, instruction: str) -> tuple[str, int] | None:
+    def _progress(self, request: BackendRequest, instruction: str) -> tuple[str, int, frozenset[str]] | None:
         """The request a summary's messages leave in progress and its rounds done (None when they
-        end with an answer, or hold no request): the summary states it (`progress_line`)."""
+        end with an answer, or hold no request), and the statements of that request an earlier summary
+        already lost: the summary states it (`progress_line`)."""
         messages = list(request.messages)
         start, stop = span_bounds(messages, instruction)
         covered = messages[start:stop]
@@ -521,7 +530,7 @@ class SimulatedBackend:
         turn = _read_turn(covered, tools, _instructions(request) if start == 0 else "")
         if turn is None or _QUESTION.match(turn.prompt):
             return None
-        return turn.prompt, turn.progress
+        return turn.prompt, turn.progress, turn.lost
 
     def _reread(self, turn: _Turn, tools: Toolbox) -> list[Block]:
         """Read again the files whose listing this turn needs but a strategy cleared: the work lost
@@ -849,8 +858,7 @@ class SimulatedBackend:
     def _answer(self, turn: _Turn) -> str:
         """The turn's final answer: what it looked at, what it found, what it changed."""
         parts: list[str] = []
-        for statement in _STATEMENT.finditer(turn.prompt):
-            parts.append(f"Noted: the {statement.group(1)} is {statement.group(2)}.")
+        parts += _noted(turn)
         reads = list(dict.fromkeys(str(c.input["file_path"]) for c in turn.calls if c.name == "Read"))
         edits = list(
             dict.fromkeys(
@@ -1009,6 +1017,15 @@ def hits_any(path: str, words: list[str]) -> bool:
     """Whether `path` names any of `words` (lowercase)."""
     name = path.lower()
     return any(w in name for w in words)
+
+
+def _noted(turn: _Turn) -> list[str]:
+    """What the answer notes of the statements the turn's prompt makes (those a summary lost aside)."""
+    return [
+        f"Noted: the {m.group(1)} is {m.group(2)}."
+        for m in _STATEMENT.finditer(turn.prompt)
+        if statement_of(m.group()) not in turn.lost
+    ]
 
 
 def _keywords(prompt: str) -> list[str]:

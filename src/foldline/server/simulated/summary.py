@@ -31,12 +31,20 @@ them. The one exception is the last line of a summary that covers a request stil
 compaction inside a turn neither shortens nor lengthens the turn's work (the model reads it back,
 `read_progress`). An earlier summary's progress line is never copied: it may be stale.
 
+Summaries may be lossy (`SimulatedConfig.summary_fidelity` q, `summary_fact_budget`;
+`dropped_statements`): each statement the rules above keep survives with probability q, drawn from
+the seed, the statement and the summarized content (`summary_key`), never from the request's words;
+the budget then keeps the most recent ones. A lost statement is taken out of every text before the
+lines are chosen, so it is gone from the whole summary while the rest of each line stays. At q = 1
+with the budget not reached nothing is lost and the summary is what the rules above give.
+
 The request is read generically (no import of the client's prompt module: the server shares no code
 with the side that builds requests).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -49,11 +57,16 @@ from foldline.server.config import SimulatedConfig
 __all__ = [
     "Item",
     "build_summary",
+    "dropped_statements",
     "items_of",
     "kept_lines",
+    "lost_in_progress",
     "progress_line",
     "read_progress",
     "span_bounds",
+    "statement_of",
+    "statements",
+    "summary_key",
     "summary_request",
 ]
 
@@ -125,6 +138,8 @@ _PROGRESS = re.compile(
     r"^Work in progress: (\d+) tool rounds? done on the request (\"(?:[^\"\\\n]|\\.)*\")\.$", re.M
 )
 """The summary's one line that is not extractive (`progress_line`)."""
+_ESCAPED_RUN = re.compile(r"(?:\\u[0-9a-f]{4})+")
+"""A sentence `progress_line` wrote as escapes (`dumps` writes none: it leaves text as UTF-8)."""
 _MD_HEADING = re.compile(r"^\s*#{1,4}\s+(.+?)\s*#*\s*$")
 _NUMBERED = re.compile(r"^\s*(\d{1,2})[.)]\s+\**([A-Z][^:*\n]{1,60}?)\**\s*(?::|$)")
 _KEY = re.compile(r"^\s*([A-Z][A-Z_ ]{2,40}[A-Z]):")
@@ -175,13 +190,40 @@ def requested_sections(prompt: str) -> list[str]:
     return []
 
 
-def progress_line(prompt: str, rounds: int) -> str:
+def progress_line(prompt: str, rounds: int, dropped: frozenset[str] = frozenset()) -> str:
     """The line a summary ends with when it covers a request still being worked on: the request,
     verbatim, and how many tool rounds of it are done. A model's summary says what it is working on
     and how far it got; a client that compacts in the middle of a turn hands this back in whatever
-    message and wording it likes, and the work goes on where it stopped (`read_progress`)."""
+    message and wording it likes, and the work goes on where it stopped (`read_progress`).
+
+    A sentence of the request that states one of the `dropped` statements is written as JSON
+    `\\uXXXX` escapes: the request still reads back whole (the turn is the same turn, with the same
+    work), but the line states nothing a reader can find, so a fact the summary lost stays lost."""
     rounds_done = f"{rounds} tool round{'s' if rounds != 1 else ''}"
-    return f"Work in progress: {rounds_done} done on the request {dumps(prompt).decode()}."
+    quoted = dumps(prompt).decode()
+    for sentence in _sentences(prompt):
+        if statement_of(sentence) in dropped:
+            quoted = quoted.replace(dumps(sentence).decode()[1:-1], _escaped(sentence), 1)
+    return f"Work in progress: {rounds_done} done on the request {quoted}."
+
+
+def lost_in_progress(text: str) -> frozenset[str]:
+    """The statements the last `progress_line` in `text` writes as escapes: what the summary lost of
+    the request it carries. A later summary of the same turn keeps them lost, and the model's answer
+    does not repeat them."""
+    found = None
+    for match in _PROGRESS.finditer(text):
+        found = match
+    if found is None:
+        return frozenset()
+    runs = [run for raw in _ESCAPED_RUN.findall(found.group(2)) if isinstance(run := loads(f'"{raw}"'), str)]
+    return frozenset(s for run in runs for sentence in _sentences(run) if (s := statement_of(sentence)))
+
+
+def _escaped(text: str) -> str:
+    """`text` as JSON `\\uXXXX` escapes, every character (UTF-16 pairs past the BMP)."""
+    units = text.encode("utf-16-be")
+    return "".join(f"\\u{int.from_bytes(units[i : i + 2], 'big'):04x}" for i in range(0, len(units), 2))
 
 
 def read_progress(text: str) -> tuple[str, int] | None:
@@ -332,6 +374,84 @@ def kept_lines(items: Sequence[Item], config: SimulatedConfig) -> dict[str, list
     }
 
 
+def statement_of(sentence: str) -> str | None:
+    """The statement `sentence` makes ("Note for later: the Port is 6543." -> "the port is 6543"), in
+    one normal form whoever wrote it and wherever; None when it states nothing."""
+    match = _FACT.search(sentence)
+    if match is None:
+        return _normal(sentence) if _FACT_LINE.match(sentence.strip()) else None
+    return _normal(sentence[match.start() :])
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).lower().rstrip(".!? ")
+
+
+def statements(items: Sequence[Item], config: SimulatedConfig) -> list[str]:
+    """Every statement the summary rules keep as a fact (`kept_lines`), normalized, in content order
+    (repeats included): a one-statement line of a tool result, a statement sentence of a typed
+    prompt or an assistant's text. The rules do not know which statements were planted."""
+    width = config.summary_line_chars
+    found: list[str] = []
+    for item in items:
+        if item.kind == "result":
+            found += [_normal(line) for line in _lines(item.text, width) if _FACT_LINE.match(line)]
+        elif item.kind in ("prompt", "assistant"):
+            found += [s for s in map(statement_of, _sentences(item.text)) if s is not None]
+    return found
+
+
+def summary_key(items: Sequence[Item], instruction: str) -> str:
+    """The summary request's key: a digest of the summarized messages' texts (`items`), each with its
+    `[id:...]` tags and system reminders taken out, its whitespace and case folded. The instruction's
+    wording, the system prompt, the tools and the client never enter it, so the same content loses
+    the same facts however the request is worded; different content draws afresh. A request whose
+    messages hold nothing to summarize carries its content in the instruction itself (OpenHands
+    sends the forgotten events as text after its own words), and the instruction is then the key."""
+    texts = [text for i in items if (text := _folded(i.text))] or [_folded(instruction)]
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def _folded(text: str) -> str:
+    return " ".join(_REMINDER.sub(" ", _TAG.sub(" ", text)).split()).lower()
+
+
+def _survives(seed: int, statement: str, key: str, fidelity: float) -> bool:
+    digest = hashlib.sha256(f"{seed}\0{statement}\0{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fidelity
+
+
+def dropped_statements(items: Sequence[Item], seed: int, config: SimulatedConfig, key: str) -> frozenset[str]:
+    """The statements of `items` this summary loses: each independently with probability 1 -
+    `summary_fidelity`, drawn from (seed, statement, `key`: `summary_key`), so a statement repeated
+    in the content shares one fate; then, of the survivors, all but the `summary_fact_budget` stated
+    most recently."""
+    order = list(dict.fromkeys(reversed(statements(items, config))))  # the most recent first
+    if config.summary_fidelity >= 1.0 and len(order) <= config.summary_fact_budget:
+        return frozenset()
+    kept = [s for s in order if _survives(seed, s, key, config.summary_fidelity)]
+    return frozenset(order) - set(kept[: config.summary_fact_budget])
+
+
+def _scrubbed(item: Item, dropped: frozenset[str], width: int) -> str:
+    """`item`'s text without the sentences (or, in a tool result, the one-statement lines) that state
+    a `dropped` statement; the rest of the text as it was."""
+
+    def sentence(match: re.Match[str]) -> str:
+        return "" if statement_of(match.group()) in dropped else match.group()
+
+    lines = []
+    for line in item.text.splitlines(keepends=True):
+        head = line.strip()[:width]
+        if item.kind == "result" and _FACT_LINE.match(head) and _normal(head) in dropped:
+            continue
+        lines.append(_SENTENCE.sub(sentence, line))
+    return "".join(lines)
+
+
 def _title_words(title: str) -> set[str]:
     return {w.lower() for w in re.findall(r"[A-Za-z]+", title)}
 
@@ -351,7 +471,8 @@ def build_summary(
     instruction: str,
     sections: Sequence[str],
     config: SimulatedConfig,
-    progress: tuple[str, int] | None = None,
+    progress: tuple[str, int] | tuple[str, int, frozenset[str]] | None = None,
+    seed: int = 0,
 ) -> str:
     """The summary reply: the kept lines (`kept_lines`), under each requested `## Title` when any.
 
@@ -360,9 +481,12 @@ def build_summary(
         instruction: The instruction's text (its `[id:...]` tags bound a span summary; statements in
             it, such as a summarizer's embedded events or the user's own notes, count as content).
         sections: The titles the instruction asks for, in order (may be empty).
-        config: Line limits.
+        config: Line limits, and how lossy the summary is (`summary_fidelity`,
+            `summary_fact_budget`: `dropped_statements`).
         progress: The request the covered messages leave in progress and its tool rounds done
-            (`progress_line`), or None when they end with an answer.
+            (`progress_line`), and the statements of it an earlier summary lost, or None when they
+            end with an answer.
+        seed: The server's seed: with the content, it decides which statements a lossy summary loses.
     """
     start, stop = span_bounds(messages, instruction)
     # an earlier summary's progress line is no content: only this summary's own says where work stands
@@ -371,11 +495,16 @@ def build_summary(
         for i in items_of(messages[start:stop])
         if (text := _PROGRESS.sub("", i.text)).strip()
     ]
+    key = summary_key(items, _PROGRESS.sub("", instruction))
     items += [
         Item(len(messages) - 1, "prompt", s)
         for s in _sentences(_PROGRESS.sub("", instruction))
         if _FACT.search(s) and not _TAG.search(s) and not any(ask.search(s) for ask in _ASKS)
     ]
+    dropped = dropped_statements(items, seed, config, key)
+    if dropped:  # a lost statement is lost from every line that carried it, not only the facts
+        width = config.summary_line_chars
+        items = [Item(i.message, i.kind, t) for i in items if (t := _scrubbed(i, dropped, width)).strip()]
     groups = kept_lines(items, config)
     seen: set[str] = set()
 
@@ -397,7 +526,8 @@ def build_summary(
     else:
         text = "\n".join(fresh([line for body in groups.values() for line in body])) + "\n"
     if progress is not None:
-        text += progress_line(*progress) + "\n"
+        lost = progress[2] if len(progress) == 3 else frozenset()
+        text += progress_line(progress[0], progress[1], dropped | lost) + "\n"
     if _SUMMARY_TAGS.search(instruction):
         text = f"<summary>\n{text}</summary>\n"
     return text
