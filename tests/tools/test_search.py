@@ -256,3 +256,22 @@ def test_grep_and_glob_over_a_workspace_that_is_the_home_skip_its_keys(
         str(home / ".config" / "app.toml"),
         str(home / "notes.txt"),
     ]
+
+
+@pytest.mark.parametrize("engine", ["python", "ripgrep"])
+async def test_a_match_far_into_a_long_line_is_shown_with_what_is_around_it(
+    ctx: ToolContext, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSON-lines transcript or a minified file: the line's first 500 characters would hide the match."""
+    if engine == "ripgrep":
+        monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        if shutil.which("rg") is None:
+            pytest.skip("ripgrep is not installed")
+    line = "step ok; " * 400 + "the stress test seed is 48213." + " step ok;" * 400
+    (ctx.workspace / "log.jsonl").write_text(f'{{"content": "{line}"}}\n')
+    text = await grep(ctx, engine, pattern="the stress test seed is", output_mode="content")
+    shown = text.split(":", 2)[2]
+    assert "the stress test seed is 48213." in shown
+    assert shown.startswith("…")
+    assert shown.endswith("…")
+    assert len(shown) <= 502

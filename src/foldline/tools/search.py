@@ -181,6 +181,19 @@ class GrepTool(BaseTool):
         return ToolResult(_cut(lines, limit), structured=structured)
 
 
+def _excerpt(line: str, regex: re.Pattern[str]) -> str:
+    """`line`, or where it is longer than `_MAX_MATCH_CHARS` the part around its first match, marked
+    `…` where cut: a match far into a long line (a minified file, a JSON-lines log or transcript) is
+    what the search was for, and its first 500 characters would not show it."""
+    if len(line) <= _MAX_MATCH_CHARS:
+        return line
+    found = regex.search(line)
+    start = 0 if found is None else max(0, found.start() - _MAX_MATCH_CHARS // 4)
+    start = min(start, len(line) - _MAX_MATCH_CHARS)
+    end = start + _MAX_MATCH_CHARS
+    return ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "")
+
+
 def _glob_filter(glob: str | None) -> re.Pattern[str] | None:
     return glob_regex(glob if "/" in glob else f"**/{glob}") if glob else None
 
@@ -201,7 +214,7 @@ def _python_grep(
         if data is None or is_binary(data):
             continue
         lines = split_lines(data.decode("utf-8", errors="replace"))
-        found = [(n, line[:_MAX_MATCH_CHARS]) for n, line in enumerate(lines, 1) if regex.search(line)]
+        found = [(n, _excerpt(line, regex)) for n, line in enumerate(lines, 1) if regex.search(line)]
         if found:
             hits[path] = found
     return hits
@@ -244,7 +257,7 @@ def _ripgrep(
         number, _, text = numbered.partition(":")
         path = Path(name)
         if not ctx.read_denied(path):
-            hits.setdefault(path, []).append((int(number), text[:_MAX_MATCH_CHARS]))
+            hits.setdefault(path, []).append((int(number), _excerpt(text, regex)))
     return hits
 
 
