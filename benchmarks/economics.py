@@ -828,10 +828,10 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         "foldline-no-edits reminding the model it can Snip past 25% of the window (50% by default)",
         snip_nudge_share=0.25,
     ),
-    "foldline-no-edits-transcript": _no_edits(
-        "transcript",
-        "foldline-no-edits with the session's transcript named in the system prompt, for the model to search",
-        transcript_named=True,
+    "foldline-no-edits-no-transcript": _no_edits(
+        "no-transcript",
+        "foldline-no-edits without the session's transcript named in the system prompt (the default before)",
+        transcript_named=False,
     ),
     "foldline-no-edits-100k": _no_edits(
         "100k",

@@ -705,9 +705,9 @@ STRATEGY_TEXT = {
     "default before R3.3.7: a design choice, side by side.",
     "foldline-no-edits-100k": "the headline row managing to a 100K working window on the 200K model "
     "(`Config(context_window=100_000)`): a setting a user chooses, not the default.",
-    "foldline-no-edits-transcript": "the headline row with the session's transcript named in its system "
-    "prompt (`TranscriptConfig.named_to_model`, design.md §3.5), so a detail a summary dropped can be "
-    "searched for: a design choice, side by side.",
+    "foldline-no-edits-no-transcript": "the headline row without the session's transcript named in its "
+    "system prompt (`TranscriptConfig.named_to_model`, design.md §3.5; the default names it, so a detail a "
+    "summary dropped can be searched for): the default before, side by side.",
     "foldline-no-edits-span20k": "the headline row with Collapse summaries of 20K-token spans, the "
     "default before 10K: a design choice, side by side.",
     "foldline": "every level with `cache_edits`. That feature has no public pricing; its billing here is "
