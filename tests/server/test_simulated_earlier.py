@@ -240,3 +240,28 @@ def test_a_session_scores_each_referring_turn_against_the_true_referent(tmp_path
     report.reference_turns = [(prompt, [c.replace(FILE.target, "tests.test_elsewhere") for c in calls])]
     score_references(report)
     assert (report.references, report.quality_misses) == (1, 1)
+
+
+def _reply_text(messages: list[dict[str, Any]]) -> str:
+    request = BackendRequest(model="m", messages=messages, tools=_tools(False))
+    return "".join(
+        b["text"] for b in SimulatedBackend(seed=SEED).reply(request).content if b["type"] == "text"
+    )
+
+
+def _reminded(text: str) -> str:
+    """A tool's output as Claude Code hands it back after a Bash run: a reminder of its own appended."""
+    return (
+        f"{text}\n\n<system-reminder>\n<total_tokens>14970109 tokens left</total_tokens>\n</system-reminder>"
+    )
+
+
+def test_a_client_reminder_appended_to_a_tool_result_is_no_line_of_the_output() -> None:
+    messages = [
+        _said(f"<system-reminder>\nToday is Sunday.\n</system-reminder>\n{RESULT.statement}", "user"),
+        _use("t1", "Bash", {"command": f"sh {RESULT.script}", "description": "Run it"}, False),
+        _result("t1", _reminded(RUN_OUTPUT)),
+    ]
+    answer = _reply_text(messages)
+    assert f"`sh {RESULT.script}` finished: FAILED (failures=1), failing {RESULT.referent}." in answer
+    assert "</system-reminder>" not in answer
