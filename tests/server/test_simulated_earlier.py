@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from foldline.server.backend import BackendRequest
 from foldline.server.config import SimulatedConfig
-from foldline.server.simulated import SimulatedBackend
+from foldline.server.simulated import SimulatedBackend, earlier
 from foldline.server.simulated.profiles import (
     Reference,
     facts_for,
@@ -240,3 +240,67 @@ def test_a_session_scores_each_referring_turn_against_the_true_referent(tmp_path
     report.reference_turns = [(prompt, [c.replace(FILE.target, "tests.test_elsewhere") for c in calls])]
     score_references(report)
     assert (report.references, report.quality_misses) == (1, 1)
+
+
+def _reply_text(messages: list[dict[str, Any]]) -> str:
+    request = BackendRequest(model="m", messages=messages, tools=_tools(False))
+    return "".join(
+        b["text"] for b in SimulatedBackend(seed=SEED).reply(request).content if b["type"] == "text"
+    )
+
+
+def _reminded(text: str) -> str:
+    """A tool's output as Claude Code hands it back after a Bash run: a reminder of its own appended."""
+    return (
+        f"{text}\n\n<system-reminder>\n<total_tokens>14970109 tokens left</total_tokens>\n</system-reminder>"
+    )
+
+
+def test_a_client_reminder_appended_to_a_tool_result_is_no_line_of_the_output() -> None:
+    messages = [
+        _said(f"<system-reminder>\nToday is Sunday.\n</system-reminder>\n{RESULT.statement}", "user"),
+        _use("t1", "Bash", {"command": f"sh {RESULT.script}", "description": "Run it"}, False),
+        _result("t1", _reminded(RUN_OUTPUT)),
+    ]
+    answer = _reply_text(messages)
+    assert f"`sh {RESULT.script}` finished: FAILED (failures=1), failing {RESULT.referent}." in answer
+    assert "</system-reminder>" not in answer
+
+
+def _compacted(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`history` compacted the way Claude Code does it: the simulated model's summary of it, handed
+    back as the first user message behind a notice and a reminder."""
+    summary = _reply_text([*history, _said("Summarize the conversation so far.", "user")])
+    notice = (
+        "This session is being continued from a previous conversation. The summary below covers it.\n\n"
+        "<system-reminder>\n<tools-used-before-summary>Bash, Edit</tools-used-before-summary>\n"
+        f"</system-reminder>\nSummary:\n{summary}"
+    )
+    return [_said(notice, "user"), _said("Understood.")]
+
+
+def test_earlier_work_survives_a_summary_of_a_summary() -> None:
+    raw = _earlier_turns(False)
+    # the answers in the model's own words: the fix names its file, the check run its failing test
+    fixed = _said(f"Fixed the {FILE.topic} in `f`: changed {FILE.referent}. Its tests: OK.")
+    history = [*raw[:3], fixed, *raw[4:7], _said(_reply_text(raw[4:7])), *raw[8:]]
+    once = _compacted(history)
+    later = [_said(f"Look at module {n} and tell me what it does.", "user") for n in range(3)]
+    twice = _compacted([*once, *(m for prompt in later for m in (prompt, _said("It scales values.")))])
+    for reference in (FILE, RESULT):
+        [(kind, tool_input)] = _calls("", [*twice, _said(reference.question, "user")], False)
+        assert (kind, reference.target in tool_input["command"]) == ("Bash", True), reference.kind
+    [(kind, edit)] = _calls("", [*twice, *_asked(DECISION, False)], False)
+    assert (kind, DECISION.referent in edit["new_string"]) == ("Edit", True)
+
+
+def test_a_summary_of_several_failing_runs_still_names_each_checks_test() -> None:
+    other = "test_other (tests.test_other.TestOther)"
+    summary = (
+        f"`sh {RESULT.script}` finished: FAILED (failures=1), failing {RESULT.referent}.\n"
+        f"`sh scripts/other_check.sh` finished: FAILED (failures=1), failing {other}."
+    )
+    messages = [_said(summary, "user"), _said("Understood."), _said(RESULT.question, "user")]
+    assert earlier.failed_test(messages, RESULT.topic, RESULT.question, lambda n, i: (n, dict(i))) == (
+        RESULT.referent
+    )

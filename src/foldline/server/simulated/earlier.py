@@ -14,7 +14,7 @@ referring prompt itself. The latest match wins. The rules:
 - a result ("the test that failed in the S check"): a `FAIL: test_x (dotted.Class)` line in the
   result of a call whose input names the check's script (`S_check`); or one text, not a tool
   result, that names the S check (or its script) and exactly one failing test (in its sentences
-  that say something failed).
+  that say something failed), or one sentence of it that names both.
 - a decision ("the decision on the X"): a line saying "keep the X as V, not W".
 
 Where the request holds none of them the model pays to recover (`model.py` plans the calls): a file
@@ -143,14 +143,16 @@ def failed_test(
             if stem in item.call and len(failed) == 1:
                 found = failed[0]
         elif item.kind == "text" and (stem in item.text or _names(item.text, f"the {topic}")):
-            ids = {
-                test
-                for sentence in _SENTENCE_END.split(item.text)
-                if re.search(r"\bfail", sentence, re.IGNORECASE)
-                for test in _TEST_ID.findall(sentence)
-            }
+            failures = [s for s in _SENTENCE_END.split(item.text) if re.search(r"\bfail", s, re.IGNORECASE)]
+            ids = {test for sentence in failures for test in _TEST_ID.findall(sentence)}
             if len(ids) == 1:
                 found = ids.pop()
+            # a text that states several runs' failures (a summary) may still name this check's one
+            # failing test in the sentence that names the check
+            for sentence in failures:
+                named = set(_TEST_ID.findall(sentence))
+                if len(named) == 1 and (stem in sentence or _names(sentence, f"the {topic}")):
+                    found = named.pop()
     return found
 
 

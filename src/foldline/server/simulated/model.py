@@ -339,9 +339,15 @@ def _read_turn(messages: Sequence[dict[str, Any]], tools: Toolbox, system: str =
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     found = by_id.get(str(block.get("tool_use_id")))
                     if found is not None:
-                        found.result = text_of(block.get("content"))
+                        found.result = _tool_output(text_of(block.get("content")))
                         found.is_error = bool(block.get("is_error"))
     return turn
+
+
+def _tool_output(result: str) -> str:
+    """What the tool printed: a client may append its own reminders to a tool result (Claude Code
+    does, after a Bash run), notes to the model that are no line of the output."""
+    return _REMINDER.sub("", result).rstrip() if "<system-reminder>" in result else result
 
 
 def _answered(message: dict[str, Any]) -> bool:
@@ -874,7 +880,13 @@ class SimulatedBackend:
         for call in turn.calls:
             if turn.ran_command(call) and call.result:
                 last = call.result.strip().splitlines()[-1] if call.result.strip() else "no output"
-                parts.append(f"`{turn.command}` finished{' with an error' if call.is_error else ''}: {last}.")
+                # the failing tests are named in the same sentence as the command: what a later
+                # "the test that failed in the X check" is read back from (`earlier.failed_test`)
+                failed = earlier.failing_tests(call.result)
+                failing = f", failing {', '.join(failed)}" if failed else ""
+                parts.append(
+                    f"`{turn.command}` finished{' with an error' if call.is_error else ''}: {last}{failing}."
+                )
         searches = [
             c
             for c in turn.calls

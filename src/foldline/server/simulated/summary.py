@@ -20,7 +20,12 @@ or their number (`kept_lines`):
   recent ones first when there are too many;
 - what the user asked: the first prompt and the most recent ones;
 - what the work touched: tool calls' inputs (paths, commands, patterns), error lines of results;
-- what the assistant said last, and the first line of its earlier answers.
+- what the assistant said last, and the first line of its earlier answers;
+- every statement of earlier work, in any text but a tool's own output (`work_sentences`): a
+  decision ("keep the X as V, not W"), a fix that names the file it changed, a run that names the
+  one test it failed. A previous summary handed back is such a text, so the work it kept is kept
+  again, the most recent first when there is too much: a client that compacts twice loses no more
+  of it than one that compacts once.
 
 The kept lines are then laid out under the requested headings by how well each group fits a title;
 a group that fits none goes under the last one. Nothing is invented: every body line is a substring
@@ -68,6 +73,7 @@ __all__ = [
     "statements",
     "summary_key",
     "summary_request",
+    "work_sentences",
 ]
 
 _TAG = re.compile(r"\[id:([0-9a-z]+)\]")
@@ -78,6 +84,12 @@ _FACT = re.compile(r"\bthe [\w' -]+? is \w", re.IGNORECASE)
 _FACT_LINE = re.compile(r"^the [\w' -]+? is \S+\.$", re.IGNORECASE)
 """A tool-output line that is one plain statement ("the stress test seed is 48213."): kept as a fact."""
 _ERROR = re.compile(r"error|fail|traceback|exception", re.IGNORECASE)
+_DECIDED = re.compile(r"\bkeep the [\w' -]+? as .+?, not ", re.IGNORECASE)
+_FIXED = re.compile(r"\bfix(?:ed|es|ing)?\b", re.IGNORECASE)
+_SOURCE = re.compile(r"[\w./-]+\.py\b")
+_FAILED_TEST = re.compile(r"\bfail.*\btest_\w+ \([\w.]+\)|\btest_\w+ \([\w.]+\).*\bfail", re.IGNORECASE)
+_WORK_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n")
+"""Where a statement of work ends: as `earlier.py` splits a text, so a kept one reads back whole."""
 
 _SUMMARIZE = (
     r"\b(?:summari[sz](?:e|es|ing)|condens(?:e|es|ing)|recap(?:s|ping)?|distil(?:l|ls|ling)?|"
@@ -331,6 +343,7 @@ _GROUPS: dict[str, frozenset[str]] = {
         "current work progress outcome status accomplished completed done next pending step steps".split()
     ),
     "answers": frozenset("solving approach decision decisions findings result results summary".split()),
+    "work": frozenset("fix fixes fixed decision decisions changes made errors failures".split()),
 }
 """The words of a section title that each group of kept lines fits (layout only: what is kept does
 not depend on them)."""
@@ -359,6 +372,7 @@ def kept_lines(items: Sequence[Item], config: SimulatedConfig) -> dict[str, list
         line for i in items if i.kind == "result" for line in _lines(i.text, width) if _ERROR.search(line)
     ]
     recent = [line for i in answers[-3:] for line in _lines(i.text, width)]
+    work = [s[:width] for i in items if i.kind in ("prompt", "assistant") for s in work_sentences(i.text)]
     earlier = [line for i in answers for line in list(_lines(i.text, width))[:1]]
     groups = {
         "facts": facts,
@@ -367,6 +381,7 @@ def kept_lines(items: Sequence[Item], config: SimulatedConfig) -> dict[str, list
         "errors": errors,
         "recent": recent[-cap:],
         "answers": earlier,
+        "work": list(dict.fromkeys(reversed(work)))[:cap][::-1],  # the most recent work wins
     }
     return {
         name: list(dict.fromkeys(lines))[:cap] if name != "recent" else lines
@@ -450,6 +465,21 @@ def _scrubbed(item: Item, dropped: frozenset[str], width: int) -> str:
             continue
         lines.append(_SENTENCE.sub(sentence, line))
     return "".join(lines)
+
+
+def work_sentences(text: str) -> list[str]:
+    """The sentences of `text` that state earlier work: a decision, a fix naming a source file, a
+    run naming a test it failed."""
+    return [
+        sentence
+        for part in _WORK_SENTENCE.split(text)
+        if (sentence := part.strip())
+        and (
+            _DECIDED.search(sentence)
+            or (_FIXED.search(sentence) and _SOURCE.search(sentence))
+            or _FAILED_TEST.search(sentence)
+        )
+    ]
 
 
 def _title_words(title: str) -> set[str]:
