@@ -1025,7 +1025,9 @@ async def play(
         transcript=TranscriptConfig(
             sessions_dir=root / "sessions",
             fsync="never",
-            named_to_model=getattr(strategy, "transcript_named", TranscriptConfig().named_to_model),
+            # foldline's design (and Claude Code's, which names its transcript after a compaction);
+            # the other agents' designs played here name none
+            named_to_model=getattr(strategy, "transcript_named", False),
         ),
     )
     report = await simulate(

@@ -40,8 +40,8 @@ from foldline.system_prompt import (
     environment_block,
     recorded_environment,
     system_prompt_for,
-    transcript_note,
     with_environment,
+    with_transcript,
 )
 from foldline.timeline import SystemEntry
 from foldline.tools.base import Tool
@@ -152,7 +152,7 @@ class Session:
             engine = QueryEngine(
                 provider=provider,
                 config=config,
-                system=_with_transcript(with_environment(system, env), file, config),
+                system=with_transcript(with_environment(system, env), file, config.transcript.named_to_model),
                 tools=tools,
                 workspace=workspace,
                 rules=rules,
@@ -240,11 +240,3 @@ def offered_tools(config: Config, tools: Sequence[Tool]) -> tuple[Config, Sequen
     if not config.snip_enabled and has_snip:
         return config, [tool for tool in tools if tool.name != "Snip"]
     return config, tools
-
-
-def _with_transcript(system: str, transcript: Path, config: Config) -> str:
-    """`system` with the line naming the transcript last (`TranscriptConfig.named_to_model`): the
-    path is the session's own, so it goes after everything sessions share as a cached prefix."""
-    if not config.transcript.named_to_model:
-        return system
-    return f"{system}\n\n{transcript_note(transcript.resolve())}"

