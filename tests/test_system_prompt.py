@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from foldline.config import Config, ToolsConfig
+from foldline.config import Config, ToolsConfig, TranscriptConfig
 from foldline.server.tokenizer import count_text
 from foldline.session import Session
-from foldline.system_prompt import DEFAULT_SYSTEM_PROMPT, environment_block
+from foldline.system_prompt import DEFAULT_SYSTEM_PROMPT, environment_block, transcript_note
 from foldline.testing import FunctionProvider
 from foldline.timeline import SystemEntry
 from foldline.tools import default_tools
@@ -76,9 +76,11 @@ def _answer(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
     return {"text": "ok"}
 
 
-async def _first_system(path: Path, workspace: Path, provider: FunctionProvider, **kw: Any) -> Any:
+async def _first_system(
+    path: Path, workspace: Path, provider: FunctionProvider, config: Config | None = None, **kw: Any
+) -> Any:
     async with Session.open(
-        path, provider=provider, workspace=workspace, config=Config(), tools=default_tools(), **kw
+        path, provider=provider, workspace=workspace, config=config or Config(), tools=default_tools(), **kw
     ) as session:
         await session.submit_message("hello")
         return session
@@ -136,10 +138,24 @@ def _sections(body: dict[str, Any]) -> list[str]:
 
 def test_opting_out_sends_the_prompt_alone(tmp_path: Path) -> None:
     provider = FunctionProvider(_answer)
+    unnamed = Config(transcript=TranscriptConfig(named_to_model=False))
     asyncio.run(
-        _first_system(tmp_path / "s.jsonl", tmp_path, provider, environment=False, system="Be brief.")
+        _first_system(
+            tmp_path / "s.jsonl", tmp_path, provider, unnamed, environment=False, system="Be brief."
+        )
     )
     assert "".join(b["text"] for b in provider.calls[0].body["system"]) == "Be brief."
+
+
+def test_the_transcript_line_comes_last_and_names_the_session_file(tmp_path: Path) -> None:
+    """After the environment block (the path is the session's own: the shared prefix stays shared)."""
+    provider = FunctionProvider(_answer)
+    path = tmp_path / "sessions" / "s.jsonl"
+    asyncio.run(_first_system(path, tmp_path, provider, system="Be brief."))
+    text = "".join(b["text"] for b in provider.calls[0].body["system"])
+    assert text.startswith("Be brief.\n\n<environment>")
+    assert text.endswith(transcript_note(path.resolve()))
+    assert text.index("</environment>") < text.index(str(path.resolve()))
 
 
 def test_a_stated_host_and_no_git_make_the_block_the_same_bytes_on_every_machine(repo: Path) -> None:
@@ -157,7 +173,7 @@ def test_a_block_given_as_text_is_recorded_and_sent_instead_of_gathered(repo: Pa
     block = "<environment>\nWorking directory: /elsewhere\n</environment>"
     session = asyncio.run(_first_system(repo.parent / "s.jsonl", repo, provider, environment=block))
     text = "".join(b["text"] for b in provider.calls[0].body["system"])
-    assert text.endswith(f"\n\n{block}")
+    assert text.endswith(f"\n\n{block}\n\n{transcript_note((repo.parent / 's.jsonl').resolve())}")
     assert "Git branch" not in text  # nothing gathered beside it
     envs = [r for r in session.engine.timeline if isinstance(r, SystemEntry) and r.subtype == "environment"]
     assert [e.content for e in envs] == [block]

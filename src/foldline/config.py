@@ -560,6 +560,13 @@ class Config:
         return min(self.limits.max_output, self.scaled(self.autocompact.summary_max_tokens))
 
     @property
+    def names_transcript(self) -> bool:
+        """Whether the system prompt names the session's transcript (`TranscriptConfig.named_to_model`):
+        only where the full system prompt goes too, since on a small window the line would take room
+        a small model needs more (about 80 tokens: 8% of a 1K window)."""
+        return self.transcript.named_to_model and self.window >= self.full_system_prompt_min_window
+
+    @property
     def window(self) -> int:
         """The context window in use: the explicit one, else the model's (long-context when asked)."""
         if self.context_window is not None:

@@ -152,7 +152,7 @@ class Session:
             engine = QueryEngine(
                 provider=provider,
                 config=config,
-                system=with_transcript(with_environment(system, env), file, config.transcript.named_to_model),
+                system=with_transcript(with_environment(system, env), file, config.names_transcript),
                 tools=tools,
                 workspace=workspace,
                 rules=rules,

@@ -158,7 +158,7 @@ class ToolRunner:
         # the saved results: their previews tell the model to Read them (R3.0); the transcript, when
         # the system prompt names it for the model to search (`TranscriptConfig.named_to_model`)
         transcript = getattr(self.log.transcript, "path", None)
-        if self.config.transcript.named_to_model and isinstance(transcript, Path):
+        if self.config.names_transcript and isinstance(transcript, Path):
             return (self._results_dir(), transcript)
         return (self._results_dir(),)
 

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from foldline._json import dumps
 from foldline._types import JSONObject
 from foldline.cli import cli
-from foldline.config import Config
+from foldline.config import Config, TranscriptConfig
 from foldline.engine import QueryEngine
 from foldline.events import CompactionEvent, UIEvent
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES
@@ -61,7 +61,9 @@ def _tools() -> list[Any]:
 
 
 def _config() -> Config:
-    return Config(model=MODEL, snip_nudge_share=0.2)  # the nudge at 36,000 of 180,000 tokens
+    # the nudge at 36,000 of 180,000 tokens; the engines driven here are built without a transcript
+    # file to name, so the resumed session (which has one) must not name it either
+    return Config(model=MODEL, snip_nudge_share=0.2, transcript=TranscriptConfig(named_to_model=False))
 
 
 @dataclass

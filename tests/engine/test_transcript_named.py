@@ -98,3 +98,22 @@ async def _not_told(tmp_path: Path) -> None:
     assert result["type"] == "tool_result"
     assert result.get("is_error"), result
     assert "outside the workspace" in str(result["content"]), result
+
+
+def test_a_small_window_names_no_transcript(tmp_path: Path) -> None:
+    """Where the short system prompt goes (a small local model's window), the line would cost more
+    room than it could save."""
+    small = dataclasses.replace(_config(tmp_path, True), context_window=8_192)
+    assert not small.names_transcript
+    assert _config(tmp_path, True).names_transcript
+    (tmp_path / "ws").mkdir(exist_ok=True)
+    session = Session.open(
+        tmp_path / "sessions" / "s.jsonl",
+        provider=ScriptedProvider([]),
+        workspace=tmp_path / "ws",
+        config=small,
+        environment=False,
+        undo=False,
+    )
+    asyncio.run(session.aclose())
+    assert "transcript" not in session.engine.system

@@ -171,7 +171,7 @@ def request(
             system = with_transcript(
                 with_environment(static, recorded_environment(records)),
                 path,
-                config.transcript.named_to_model,
+                config.names_transcript,
             )
         plan = build_request(records, config, system, tools, PROVIDERS[provider])
     except FoldlineError as exc:
