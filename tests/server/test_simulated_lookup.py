@@ -108,3 +108,49 @@ def test_the_search_uses_whatever_the_search_tool_is_called() -> None:
     _, calls = _reply(_request(_asked(POINTERS["claude-code"]), tools=renamed))
     assert [c["name"] for c in calls] == ["content_search"]
     assert calls[0]["input"]["path"] == TRANSCRIPT
+
+
+def _played(messages: list[dict[str, Any]], answers: dict[str, str], steps: int = 5) -> list[dict[str, Any]]:
+    """The model's calls over a few rounds, each answered by the first `answers` entry its tool name
+    and input mention (a stand-in for the tools)."""
+    made: list[dict[str, Any]] = []
+    for n in range(steps):
+        text, calls = _reply(_request(messages))
+        if not calls:
+            break
+        made += calls
+        results = []
+        for k, call in enumerate(calls):
+            said = json.dumps(call)
+            output = next((out for key, out in answers.items() if key in said), "ok")
+            results.append({"type": "tool_result", "tool_use_id": f"c{n}{k}", "content": output})
+        sent = [{**c, "id": f"c{n}{k}"} for k, c in enumerate(calls)]
+        messages = [
+            *messages,
+            {"role": "assistant", "content": [{"type": "text", "text": text}, *sent]},
+            {"role": "user", "content": results},
+        ]
+    return made
+
+
+def test_a_decision_no_longer_in_view_is_searched_for_in_the_named_transcript() -> None:
+    """Earlier work the user decided (`profiles.references_for`): with a transcript named, the model
+    searches it before applying "no decision found", and applies what the search found."""
+    prompt = "Apply the decision on the cache key to the orders module."
+    line = json.dumps(
+        {"message": {"content": "Let's keep the cache key as a (path, mtime) tuple, not a hash."}}
+    )
+    answers = {
+        "Grep": f"{TRANSCRIPT}:7:{line}",
+        "find": "./src/app/orders.py",
+        "Read": '     1\t"""Orders."""\n     2\t\n     3\tORDERS_VERSION = 2\n',
+    }
+    named = _played([*_asked(POINTERS["claude-code"])[:-1], _user(prompt)], answers)
+    assert named[0]["name"] == "Grep"
+    assert named[0]["input"]["path"] == TRANSCRIPT
+    edits = [c["input"].get("new_string", "") for c in named if c["name"] == "Edit"]
+    assert any("(path, mtime) tuple" in e for e in edits), named
+    # no transcript named: nothing to search, and the decision is applied as not found
+    unnamed = _played([*_asked(None)[:-1], _user(prompt)], answers)
+    assert "Grep" not in [c["name"] for c in unnamed]
+    assert any("no decision found" in c["input"].get("new_string", "") for c in unnamed), unnamed

@@ -486,7 +486,7 @@ class SimulatedBackend:
             if known is None:
                 return self._look_up(turn, tools, subject, request) or [_text(_unknown(subject))]
             return [_text(known)]
-        referring = _earlier_work(messages, turn, tools, self.config)
+        referring = _earlier_work(messages, turn, tools, self.config, _archives(request))
         if referring is not None:
             return referring
         # The workload is the user's: drawn from the prompt alone (the simulated user never types the
@@ -572,18 +572,8 @@ class SimulatedBackend:
         search tool, or it was searched already). Whoever names the file (a client's post-compaction
         message, a system prompt) and whatever the tool is called, the search costs one round and
         its result's tokens, billed as any other."""
-        searched = {str(c.input.get("path", "")) for c in turn.calls if c.name == "Grep"}
-        for path in _archives(request):
-            if path in searched:
-                continue
-            pattern = {"pattern": f"the {subject} is", "path": path, "output_mode": "content", "-i": True}
-            calls = _render(tools, [_use("Grep", pattern)])
-            if calls:
-                return [
-                    _text(f"I no longer see the {subject} in my context; searching the transcript for it."),
-                    *calls,
-                ]
-        return []
+        lead = f"I no longer see the {subject} in my context; searching the transcript for it."
+        return _search_archive(turn, tools, f"the {subject} is", _archives(request), lead)
 
     def _snip(self, messages: Sequence[dict[str, Any]], turn: _Turn, tools: Toolbox) -> list[Block] | None:
         """A Snip call over old bulky tool-result messages, when a reminder in this turn allows it."""
@@ -1154,12 +1144,17 @@ _SUITE = "python3 -m unittest discover -s tests -q 2>&1 | tail -n 5"
 
 
 def _earlier_work(
-    messages: Sequence[dict[str, Any]], turn: _Turn, tools: Toolbox, config: SimulatedConfig
+    messages: Sequence[dict[str, Any]],
+    turn: _Turn,
+    tools: Toolbox,
+    config: SimulatedConfig,
+    archives: Sequence[str] = (),
 ) -> list[Block] | None:
     """The work of a prompt that makes, or refers back to, earlier work (`earlier.py`): a fix, a
     decision, a rerun of what a fix changed or a check failed, a decision applied. None for any other
     prompt. Its rounds are set by what the request shows, not drawn: a referent the request lost
-    costs the rounds that recover it."""
+    costs the rounds that recover it. A decision the request lost is searched for in a file the
+    request names as the transcript (`archives`, as a forgotten fact is: `_look_up`), once a turn."""
     prompt = turn.prompt
     if "Bash" not in tools:
         return None
@@ -1187,8 +1182,32 @@ def _earlier_work(
         return _rerun_failed(turn, tools, topic, earlier.failed_test(messages, topic, prompt, canonical))
     if (apply := earlier.APPLY.match(prompt)) is not None:
         subject, module = apply.group("subject", "module")
-        return _apply(turn, tools, subject, module, earlier.decision(messages, subject, prompt, canonical))
+        value = earlier.decision(messages, subject, prompt, canonical)
+        if value is None and (search := _search_archive(turn, tools, f"keep the {subject} as", archives)):
+            return search
+        return _apply(turn, tools, subject, module, value)
     return None
+
+
+def _search_archive(
+    turn: _Turn,
+    tools: Toolbox,
+    pattern: str,
+    archives: Sequence[str],
+    lead: str = "That is no longer in my context; searching the transcript for it.",
+) -> list[Block]:
+    """A search of the first named transcript this turn has not searched yet (empty when none is
+    left or there is no search tool): what a model told where its whole conversation is does before
+    saying it cannot see something."""
+    searched = {str(c.input.get("path", "")) for c in turn.calls if c.name == "Grep"}
+    for path in archives:
+        if path in searched:
+            continue
+        search = {"pattern": pattern, "path": path, "output_mode": "content", "-i": True}
+        calls = _render(tools, [_use("Grep", search)])
+        if calls:
+            return [_text(lead), *calls]
+    return []
 
 
 def _ran(turn: _Turn, command: str) -> _Call | None:

@@ -168,7 +168,8 @@ class Reference:
     failing test's dotted name, the decided value."""
     recovery: str = ""
     """What a call of a turn that had to recover holds: the fix's mark it searched the tree for, the
-    script it ran again (a decision cannot be recovered)."""
+    script it ran again, the decision's words it searched a named transcript for (with none named, a
+    decision cannot be recovered)."""
     script: str | None = None
     """For a result: the workspace script whose output names the failing test."""
 
@@ -253,6 +254,7 @@ def references_for(seed: int) -> tuple[Reference, ...]:
                     f"Let's keep the {subject} as {value}, not {rejected}.",
                     f"Apply the decision on the {subject} to the {modules[-1]} module.",
                     target=value,
+                    recovery=f"keep the {subject} as",
                 )
             )
     return tuple(out)
