@@ -154,3 +154,31 @@ def test_a_decision_no_longer_in_view_is_searched_for_in_the_named_transcript() 
     unnamed = _played([*_asked(None)[:-1], _user(prompt)], answers)
     assert "Grep" not in [c["name"] for c in unnamed]
     assert any("no decision found" in c["input"].get("new_string", "") for c in unnamed), unnamed
+
+
+def test_with_only_a_shell_the_transcript_is_searched_with_grep_in_it() -> None:
+    """Claude Code 2.1 offers no Grep tool: the same search goes through its shell."""
+    shell_only = [spec for spec in TOOLS if spec["name"] not in ("Grep", "Glob")]
+    messages = _asked(POINTERS["claude-code"])
+    text, calls = _reply(_request(messages, tools=shell_only))
+    assert [c["name"] for c in calls] == ["Bash"], text
+    command = calls[0]["input"]["command"]
+    assert command.startswith("grep -i -- 'the staging port is'")
+    assert TRANSCRIPT in command
+    line = json.dumps({"message": {"content": "Note for later: the staging port is 6543."}})
+    ran = [
+        *messages,
+        {"role": "assistant", "content": [{"type": "text", "text": text}, {**calls[0], "id": "b1"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b1", "content": line}]},
+    ]
+    text, calls = _reply(_request(ran, tools=shell_only))
+    assert calls == []
+    assert "The staging port is 6543." in text
+    # searched once: a miss is said, not searched again
+    missed = [
+        *ran[:-1],
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b1", "content": ""}]},
+    ]
+    text, calls = _reply(_request(missed, tools=shell_only))
+    assert calls == []
+    assert text.startswith("I don't know the staging port")

@@ -1197,14 +1197,24 @@ def _search_archive(
     lead: str = "That is no longer in my context; searching the transcript for it.",
 ) -> list[Block]:
     """A search of the first named transcript this turn has not searched yet (empty when none is
-    left or there is no search tool): what a model told where its whole conversation is does before
-    saying it cannot see something."""
-    searched = {str(c.input.get("path", "")) for c in turn.calls if c.name == "Grep"}
+    left or there is no tool to search with): what a model told where its whole conversation is does
+    before saying it cannot see something. With a search tool, that tool; with only a shell (Claude
+    Code 2.1 offers no Grep), `grep` in it: the same search, whatever the client offers."""
+    searched = {
+        path
+        for c in turn.calls
+        for path in archives
+        if (c.name == "Grep" and str(c.input.get("path", "")) == path)
+        or (c.name == "Bash" and path in str(c.input.get("command", "")))
+    }
     for path in archives:
         if path in searched:
             continue
         search = {"pattern": pattern, "path": path, "output_mode": "content", "-i": True}
-        calls = _render(tools, [_use("Grep", search)])
+        calls = _render(tools, [_use("Grep", search)]) or _render(
+            tools,
+            [_bash(f"grep -i -- {_shell_quote(pattern)} {_shell_quote(path)}", "Search the transcript")],
+        )
         if calls:
             return [_text(lead), *calls]
     return []
