@@ -1452,6 +1452,17 @@ def print_table(rows: Sequence[dict[str, Any]], out: Any = sys.stdout) -> None:
     print("\n".join(table_lines(cells)), file=out)
 
 
+def checked_fidelity_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[float]:
+    """The q values of `add_fidelity_options`' flags, or the parser's error for a bad one."""
+    try:
+        qs = fidelities(args.fidelity)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.summary_fact_budget < 0:
+        parser.error(f"--summary-fact-budget must be 0 or more, not {args.summary_fact_budget}")
+    return qs
+
+
 def fidelities(text: str) -> list[float]:
     """`--fidelity`'s comma-separated values, each checked to lie in [0, 1].
 
@@ -1496,12 +1507,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.verbosity_scale >= 0:
         parser.error(f"--verbosity-scale must be 0 or more, not {args.verbosity_scale}")
-    try:
-        qs = fidelities(args.fidelity)
-    except ValueError as e:
-        parser.error(str(e))
-    if args.summary_fact_budget < 0:
-        parser.error(f"--summary-fact-budget must be 0 or more, not {args.summary_fact_budget}")
+    qs = checked_fidelity_options(parser, args)
     profiles = [p for p in args.profiles.split(",") if p]
     names = [s for s in args.strategies.split(",") if s]
     seeds = [int(s) for s in args.seeds.split(",") if s]

@@ -81,7 +81,7 @@ from economics import (
     WINDOW,
     add_fidelity_options,
     add_fleet_options,
-    fidelities,
+    checked_fidelity_options,
     print_table,
     report_row,
     run_units,
@@ -444,12 +444,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.verbosity_scale >= 0:
         parser.error(f"--verbosity-scale must be 0 or more, not {args.verbosity_scale}")
-    try:
-        qs = fidelities(args.fidelity)
-    except ValueError as e:
-        parser.error(str(e))
-    if args.summary_fact_budget < 0:
-        parser.error(f"--summary-fact-budget must be 0 or more, not {args.summary_fact_budget}")
+    qs = checked_fidelity_options(parser, args)
     if args.auto_compact_window and args.client != "claude-code":
         parser.error("--auto-compact-window is Claude Code's setting: use it with --client claude-code")
     if args.opencode_compaction and args.client != "opencode":
