@@ -6,8 +6,8 @@ profile and window as `benchmarks/economics.py` (`--seed S --profile P --context
 plus a request log), and types the same simulated user's prompts
 (`profiles.user_prompts(..., output_facts=True)`, the economics sessions' prompts and planted
 facts) into the real client through its own command line: `claude -p PROMPT --output-format json`
-then `--continue`, or `opencode run --format json` then `--continue` with the prompt on stdin
-(`opencode run` would wrap a prompt argument in double quotes; see `foldline.interop.OpenCode`).
+then `--continue`, or opencode's own HTTP API: one `opencode serve` for the session, the prompt
+posted to it as its TUI posts one (see `foldline.interop.OpenCode`).
 The clients manage their context with their own code (Claude Code's auto-compact, opencode's prune
 and compaction): that is the comparison.
 
@@ -39,10 +39,11 @@ Each client also runs at its best settings, each setting its own row, named afte
   that moves it there is the model's `limit` in the provider config, which is not a compaction
   setting and is not swept here. `prune=true` is the setting that changes what opencode sends.
 
-`--defaults-too` adds the client's defaults (row `claude-code`, `opencode`) to a sweep. Each
-`opencode run` boots opencode afresh (4.6 s a turn in a 3-turn `feature` run on this 2-core machine,
-more as the context grows); `opencode run --attach` to a long-lived `opencode serve` was tried and
-is not used: it returns before the turn is done (see `interop.OpenCode`).
+`--defaults-too` adds the client's defaults (row `claude-code`, `opencode`) to a sweep. opencode runs
+as one `opencode serve` per session, each turn posted to its session: booting `opencode run
+--continue` afresh every turn reloaded the whole session each time (about 20 minutes for a 100-turn
+session on this 2-core machine, most of it opencode's own CPU), and `opencode run --attach` returns
+before the turn is done (see `interop.OpenCode`).
 
 `--json` prints one object per (client setting, seed) with the keys of economics' rows (`report_row`), so
 `benchmarks/report.py` aggregates them beside the strategies; without it, the table.
@@ -250,21 +251,27 @@ class Driver:
             if result.get("is_error"):
                 raise ClientRunError(f"claude answered an error: {str(result.get('result'))[:300]}")
             return str(result.get("result", "")), None
-        found = self.opencode.turn(prompt)
-        errors = [e for e in found if e.get("type") == "error"]
-        failed = bool(errors) or self.opencode.exit_status != 0
-        if not interop.finished(found):
-            if failed:
-                raise ClientRunError(f"opencode did not finish its reply: {dumps(errors[:1]).decode()[:300]}")
-            # opencode 1.18 leaves its loop without a word, exit 0, when a reply stops at the
-            # context window (`model_context_window_exceeded`): the turn has no answer, and the user
-            # types the next prompt, as one would (its next request compacts).
-            return interop.answer(found), "ended without an answer (exit 0): a reply stopped at the window"
-        if failed:
+        reply = self.opencode.turn(prompt)
+        error = dumps(reply.error).decode()[:300] if reply.error else None
+        if not reply.finished:
+            if error:
+                raise ClientRunError(f"opencode did not finish its reply: {error}")
+            # opencode 1.18 leaves its loop without a word when a reply stops at the context window
+            # (`model_context_window_exceeded`): the turn has no answer, and the user types the next
+            # prompt, as one would (its next request compacts).
+            return (
+                reply.text,
+                f"ended without an answer (finish {reply.finish}): a reply stopped at the window",
+            )
+        if error:
             # The session goes on, as a user's would: the refusal is counted from the server's log.
-            note = f"exited {self.opencode.exit_status} after answering: {dumps(errors[:1]).decode()[:200]}"
-            return interop.answer(found), note
-        return interop.answer(found), None
+            return reply.text, f"answered with an error recorded: {error}"
+        return reply.text, None
+
+    def close(self) -> None:
+        """Stop what the client left running (opencode's server)."""
+        if self.name == "opencode":
+            self.opencode.close()
 
 
 def run(
@@ -291,41 +298,44 @@ def run(
     summaries = ("--summary-fidelity", str(fidelity), "--summary-fact-budget", str(budget))
     with interop.serve(root, "--seed", str(seed), "--profile", profile, *window, *summaries) as server:
         driver = Driver(setting, binary, root, server.url, args.turn_timeout)
-        seen = 0
-        prompts = user_prompts(profile, turns, seed, output_facts=True, references=True)
-        for turn, prompt in enumerate(prompts):
-            try:
-                text, note = driver.turn(prompt)
-            except (ClientRunError, subprocess.TimeoutExpired) as e:
-                report.errors.append(f"turn {turn + 1}: {e}")
-                failed = True
-            else:
-                failed = False
-                if note is not None:
-                    report.errors.append(f"turn {turn + 1}: {note}")
-            entries = [r for r in server.requests() if r["path"] == _MESSAGES][seen:]
-            seen += len(entries)
-            for entry in entries:
-                request = metered(entry)
-                report.requests.append(request)
-                if request.status is None:
-                    report.request_tokens.append(request.prompt)
-                    report.request_turn.append(turn)
-            if failed:
-                break
-            report.rounds_per_turn.append(sum(1 for e in entries if is_main(e, interop.MODEL)))
-            report.answers.append((prompt, text))
-            if prompt in questions:  # the replies' calls, as the server logged them
-                report.reference_turns.append((prompt, [c for e in entries for c in e.get("calls", ())]))
-            report.turn_ends.append(len(report.requests))
-            if (turn + 1) % max(1, turns // 5) == 0:
-                print(
-                    f"    {profile}/{setting.name}/{seed} turn {turn + 1:4}: "
-                    f"{report.request_tokens[-1] if report.request_tokens else 0:>9,} tokens, "
-                    f"{time.perf_counter() - started:6.1f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        try:
+            seen = 0
+            prompts = user_prompts(profile, turns, seed, output_facts=True, references=True)
+            for turn, prompt in enumerate(prompts):
+                try:
+                    text, note = driver.turn(prompt)
+                except (ClientRunError, subprocess.TimeoutExpired) as e:
+                    report.errors.append(f"turn {turn + 1}: {e}")
+                    failed = True
+                else:
+                    failed = False
+                    if note is not None:
+                        report.errors.append(f"turn {turn + 1}: {note}")
+                entries = [r for r in server.requests() if r["path"] == _MESSAGES][seen:]
+                seen += len(entries)
+                for entry in entries:
+                    request = metered(entry)
+                    report.requests.append(request)
+                    if request.status is None:
+                        report.request_tokens.append(request.prompt)
+                        report.request_turn.append(turn)
+                if failed:
+                    break
+                report.rounds_per_turn.append(sum(1 for e in entries if is_main(e, interop.MODEL)))
+                report.answers.append((prompt, text))
+                if prompt in questions:  # the replies' calls, as the server logged them
+                    report.reference_turns.append((prompt, [c for e in entries for c in e.get("calls", ())]))
+                report.turn_ends.append(len(report.requests))
+                if (turn + 1) % max(1, turns // 5) == 0:
+                    print(
+                        f"    {profile}/{setting.name}/{seed} turn {turn + 1:4}: "
+                        f"{report.request_tokens[-1] if report.request_tokens else 0:>9,} tokens, "
+                        f"{time.perf_counter() - started:6.1f} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+        finally:
+            driver.close()
         answered = [r for r in server.requests() if r["path"] == _MESSAGES and 200 <= r["status"] < 300]
     report.wall_s = time.perf_counter() - started
     report.main_requests = sum(1 for e in answered if is_main(e, interop.MODEL))

@@ -197,35 +197,50 @@ def test_three_turns_of_a_real_client_make_an_economics_row(client: str) -> None
     assert cell["strategy"] == client
 
 
-class _OpenCodeRun:
-    """What one `opencode run` printed and how it exited (the client process is the edge here)."""
+class _OpenCodeServer:
+    """How opencode's server answered one turn (the client process is the edge here)."""
 
-    def __init__(self, found: list[dict[str, object]], exit_status: int) -> None:
-        self.found, self.exit_status = found, exit_status
+    def __init__(self, reply: interop.OpenCodeReply) -> None:
+        self.reply = reply
 
-    def turn(self, prompt: str) -> list[dict[str, object]]:
-        return self.found
+    def turn(self, prompt: str) -> interop.OpenCodeReply:
+        return self.reply
+
+
+_REFUSED = {"name": "APIError", "data": {"statusCode": 400}}
 
 
 @pytest.mark.parametrize(
-    ("found", "status", "goes_on"),
+    ("finish", "error", "outcome"),
     [
-        ([], 0, True),  # left its loop at the window without a word: the user types the next prompt
-        ([{"type": "error", "error": {"name": "APIError"}}], 1, False),
-        ([], 1, False),
+        ("stop", None, "answered"),
+        # left its loop at the window without a word: the user types the next prompt
+        ("model_context_window_exceeded", None, "no answer"),
+        (None, None, "no answer"),
+        # answered, though a request of the turn was refused: noted, and the session goes on
+        ("stop", _REFUSED, "noted"),
+        ("tool-calls", _REFUSED, "failed"),
+        (None, _REFUSED, "failed"),
     ],
 )
-def test_an_opencode_turn_that_ends_silently_at_the_window_lets_the_session_go_on(
-    found: list[dict[str, object]], status: int, goes_on: bool
+def test_an_opencode_turn_goes_on_unless_it_failed_without_an_answer(
+    finish: str | None, error: dict[str, object] | None, outcome: str
 ) -> None:
     driver = object.__new__(peers.Driver)
     driver.name = "opencode"
-    driver.opencode = _OpenCodeRun(found, status)  # type: ignore[assignment]
-    if goes_on:
-        text, note = driver.turn("Explain the parser.")
-        assert text == ""
+    reply = interop.OpenCodeReply(text="Done." if finish == "stop" else "", finish=finish, error=error)
+    driver.opencode = _OpenCodeServer(reply)  # type: ignore[assignment]
+    if outcome == "failed":
+        with pytest.raises(peers.ClientRunError, match="did not finish"):
+            driver.turn("Explain the parser.")
+        return
+    text, note = driver.turn("Explain the parser.")
+    assert text == reply.text
+    if outcome == "answered":
+        assert note is None
+    elif outcome == "no answer":
         assert note is not None
         assert "without an answer" in note
     else:
-        with pytest.raises(peers.ClientRunError):
-            driver.turn("Explain the parser.")
+        assert note is not None
+        assert "APIError" in note

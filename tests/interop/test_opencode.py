@@ -1,4 +1,5 @@
-"""opencode 1.18.33 plays a 10-turn session against `foldline serve` through its `anthropic` provider.
+"""opencode 1.18.33 plays sessions against `foldline serve` through its `anthropic` provider: typed
+through `opencode run`, and posted to a long-lived `opencode serve` as the peers benchmark drives it.
 
 opencode is installed from npm into the interop cache (see `_harness`). Its workspace's
 `opencode.json` points the provider's `baseURL` at the server; it takes its project folder from
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +72,33 @@ def test_a_10_turn_session_gets_no_error_and_its_tools_run(tmp_path: Path) -> No
         assert errors == []
         assert len(tools) >= 5
         assert failed == [], [(t["tool"], t["state"]) for t in failed]
+
+
+def test_opencode_served_answers_each_turn_whole_keeps_its_session_and_is_locked(tmp_path: Path) -> None:
+    binary = installed(OPENCODE)
+    make_workspace(tmp_path / "ws")
+    with foldline_server(tmp_path) as server:
+        client = interop.OpenCode(binary, tmp_path, server.url, turn_timeout=300)
+        client.prepare()
+        try:
+            replies = [client.turn(prompt) for prompt in PROMPTS[:3]]
+            # a reply that runs a tool is answered only once its loop is done, not after its first step
+            ran = client.turn("Run `python3 -c 'import calc; print(calc.mul(4, 5))'`")
+            recalled = client.turn("What is the staging port?")
+            url = client.serve_url
+            assert url is not None
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"{url}/session", timeout=30)  # no password: it runs commands
+            refused.value.close()
+            assert refused.value.code == 401
+        finally:
+            client.close()
+        assert client.serve_url is None
+        logged = [r for r in server.requests() if r["path"] == "/v1/messages"]
+    assert all(reply.finished and reply.error is None for reply in [*replies, ran, recalled])
+    assert all(reply.text for reply in replies)
+    assert "20" in ran.text
+    assert "6543" in recalled.text  # the same session all along
+    assert server.non_2xx() == []
+    # the run's tool call and the reply after it were both requests of the same turn
+    assert any("python3 -c" in str(r.get("calls")) for r in logged)
