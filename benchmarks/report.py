@@ -543,16 +543,18 @@ LONG_TEXT = (
     "One seed per profile, 1,000 turns, the headline row (`economics.py --turns 1000 --strategies "
     f"{HEADLINE} --seeds 7 --facts-at-end`): the planted facts are asked in the last turns, the one "
     "stated in turn 2 in the very last. Targets: the mean cost of turns 900-1,000 within 1.25x of turns "
-    "100-200, no HTTP 400, every fact still answered. Rows kept in `benchmarks/long_sessions.jsonl`."
+    "100-200, no HTTP 400, every fact still answered. The rows are kept beside the page (`--long-json`: "
+    "`benchmarks/long_sessions.jsonl` for this page's, `benchmarks/results/retention_long.jsonl` for "
+    "the retention page's, at summary fidelity q)."
 )
 
 
 def long_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The long sessions' table: per-turn cost early and late, their ratio and the verdicts."""
     out = [
-        "| profile | turns | cost | per turn, 100-200 | per turn, 900-1,000 | ratio | HTTP 400 | facts "
-        "| compactions | peak context |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| profile | q | turns | cost | per turn, 100-200 | per turn, 900-1,000 | ratio | HTTP 400 | facts "
+        "| earlier work missed | compactions | peak context |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
         costs = r.get("cost_per_turn") or []
@@ -561,10 +563,13 @@ def long_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         early, late = sum(costs[100:200]) / 100, sum(costs[900:1000]) / 100
         ratio = late / early if early else float("inf")
         flat = "met" if ratio <= 1.25 else "**MISSED**"
+        missed = f"{r['quality_misses']}/{r['references']}" if r.get("references") else "-"
+        q = r.get("summary_fidelity", 1.0)
+        compactions = r["receipts"].get("compact_boundary", 0)
         out.append(
-            f"| {r['profile']} | {r['turns_completed']}/{r['turns_planned']} | ${r['cost_usd']:,.2f} "
+            f"| {r['profile']} | {q:g} | {r['turns_completed']}/{r['turns_planned']} | ${r['cost_usd']:,.2f} "
             f"| ${early:.4f} | ${late:.4f} | {ratio:.2f}x ({flat}) | {r['http_400']} "
-            f"| {r['facts_retained']}/{r['facts_asked']} | {r['receipts'].get('compact_boundary', 0)} "
+            f"| {r['facts_retained']}/{r['facts_asked']} | {missed} | {compactions} "
             f"| {r['peak_context_tokens']:,} |"
         )
     return out if len(out) > 2 else ["No session of 1,000 turns or more was given."]

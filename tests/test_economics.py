@@ -570,9 +570,12 @@ def test_the_long_sessions_table_judges_late_turns_against_early_ones() -> None:
     flat = {**_row("foldline-no-edits", 80.0, seed=7), "turns_completed": 1_000, "turns_planned": 1_000}
     flat["cost_per_turn"] = [0.08] * 900 + [0.09] * 100
     grows = {**flat, "profile": "debug", "cost_per_turn": [0.08] * 900 + [0.11] * 100}
+    grows |= {"summary_fidelity": 0.9, "references": 4, "quality_misses": 1}
     lines = "\n".join(report.long_lines([flat, grows]))
-    assert "| feature | 1000/1000 | $80.00 | $0.0800 | $0.0900 | 1.12x (met) |" in lines
-    assert "| debug | 1000/1000 | $80.00 | $0.0800 | $0.1100 | 1.37x (**MISSED**) |" in lines
+    assert "| feature | 1 | 1000/1000 | $80.00 | $0.0800 | $0.0900 | 1.12x (met) |" in lines
+    # the summary fidelity it ran at, and the earlier work it missed beside its facts
+    assert "| debug | 0.9 | 1000/1000 | $80.00 | $0.0800 | $0.1100 | 1.37x (**MISSED**) |" in lines
+    assert f"| {flat['facts_retained']}/{flat['facts_asked']} | 1/4 |" in lines
     assert report.long_lines([_row("foldline-no-edits", 1.0, seed=7)]) == [
         "No session of 1,000 turns or more was given."
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -304,3 +305,25 @@ def test_a_summary_of_several_failing_runs_still_names_each_checks_test() -> Non
     assert earlier.failed_test(messages, RESULT.topic, RESULT.question, lambda n, i: (n, dict(i))) == (
         RESULT.referent
     )
+
+
+def test_a_transcript_line_quoted_by_a_search_is_read_with_its_escapes() -> None:
+    """A search of a JSON-lines transcript quotes a stored line whole: several answers joined by
+    `\\n` escapes, cut after the match. The answer before the referent's must not lend it its file
+    (a debug session reran the wrong module's tests this way)."""
+    other = "src/pkg/other.py"
+    said = f"Fixed the drift bug in `g`: changed {other}.\nAgreed.\nFixed the {FILE.topic} in `f"
+    stored = json.dumps({"message": {"content": said}})
+    search = {"pattern": "keep the", "path": "/sessions/s.jsonl", "output_mode": "content"}
+    messages = [
+        *_summary("Summary of the earlier conversation:"),
+        _use("g1", "Grep", search, False),
+        _result("g1", f"/sessions/s.jsonl:12:{stored[:-3]}…"),
+        _said("Found it."),
+        _said(FILE.question, "user"),
+    ]
+    assert "\\n" in messages[-3]["content"][0]["content"]  # the line as stored, its escapes unread
+    canonical = Toolbox.of(_tools(False), messages, []).canonical
+    assert earlier.changed_file(messages, FILE.topic, FILE.question, canonical) == FILE.referent
+    [(kind, tool_input)] = _calls("", messages, False)
+    assert (kind, FILE.target in tool_input["command"]) == ("Bash", True)

@@ -17,6 +17,10 @@ referring prompt itself. The latest match wins. The rules:
   that say something failed), or one sentence of it that names both.
 - a decision ("the decision on the X"): a line saying "keep the X as V, not W".
 
+Texts are read with JSON's string escapes read (`unescaped`), as the model reads statements: a
+search of a JSON-lines transcript quotes each stored line whole, many answers joined by `\\n`, and
+one answer's file must not be read as another's that follows it on the same stored line.
+
 Where the request holds none of them the model pays to recover (`model.py` plans the calls): a file
 by searching the tree for the fix's mark, one more round; a result by finding the check's script and
 running it again, two more rounds with its whole output. A recovery that cannot pin the referent
@@ -45,6 +49,7 @@ __all__ = [
     "failed_test",
     "failing_tests",
     "script_stem",
+    "unescaped",
 ]
 
 FIX = re.compile(r"^Fix the (?P<topic>[\w' -]+?) in `(?P<name>\w+)`\.$")
@@ -74,6 +79,12 @@ class _Text:
     """For an input: the path the call acts on."""
 
 
+def unescaped(text: str) -> str:
+    """`text` with JSON's string escapes read (a search of a JSON-lines transcript quotes its lines
+    as they are stored): newlines and quotes end a statement as they do in plain text."""
+    return text.replace("\\n", "\n").replace("\\t", " ").replace('\\"', '"').replace('"', ' " ')
+
+
 def _texts(messages: Sequence[Mapping[str, Any]], prompt: str, canonical: Canonical) -> Iterator[_Text]:
     """Every text of `messages` in order but the referring `prompt` itself."""
     calls: dict[str, str] = {}
@@ -87,7 +98,7 @@ def _texts(messages: Sequence[Mapping[str, Any]], prompt: str, canonical: Canoni
             if kind == "text":
                 text = str(block.get("text", ""))
                 if text.strip() != prompt:
-                    yield _Text("text", text)
+                    yield _Text("text", unescaped(text))
             elif kind == "tool_use":
                 raw = block.get("input")
                 _, tool_input = canonical(str(block.get("name")), raw if isinstance(raw, dict) else {})
@@ -95,9 +106,8 @@ def _texts(messages: Sequence[Mapping[str, Any]], prompt: str, canonical: Canoni
                 calls[str(block.get("id"))] = joined
                 yield _Text("input", joined, path=str(tool_input.get("file_path", "")))
             elif kind == "tool_result":
-                yield _Text(
-                    "result", text_of(block.get("content")), call=calls.get(str(block.get("tool_use_id")), "")
-                )
+                call = calls.get(str(block.get("tool_use_id")), "")
+                yield _Text("result", unescaped(text_of(block.get("content"))), call=call)
 
 
 def _names(text: str, phrase: str) -> bool:

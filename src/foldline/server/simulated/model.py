@@ -561,7 +561,7 @@ class SimulatedBackend:
             if i.kind in ("prompt", "assistant", "result")
         ]
         for text in texts:
-            for match in _STATEMENT.finditer(_unescaped(text)):
+            for match in _STATEMENT.finditer(earlier.unescaped(text)):
                 if " ".join(match.group(1).lower().split()) == wanted:
                     value = match.group(2)
         return None if value is None else f"The {subject} is {value}."
@@ -957,12 +957,6 @@ def _unknown(subject: str) -> str:
         f"I don't know the {subject}: nothing I can see in this conversation states it. "
         "If you told me earlier, it is no longer in my context; please tell me again."
     )
-
-
-def _unescaped(text: str) -> str:
-    """`text` with JSON's string escapes read (a search of a JSON-lines transcript quotes its lines
-    as they are stored): newlines and quotes end a statement as they do in plain text."""
-    return text.replace("\\n", "\n").replace("\\t", " ").replace('\\"', '"').replace('"', ' " ')
 
 
 def _archives(request: BackendRequest) -> list[str]:
