@@ -54,12 +54,14 @@ from economics import (
     STRATEGIES,
     WINDOW,
     Foldline,
+    Retention,
     add_fleet_options,
     aggregate,
     feasible,
     fidelities,
     fidelity_of,
     mean_ci,
+    miss_rate_text,
     run_units,
     scale_of,
     table_lines,
@@ -798,6 +800,107 @@ def fidelity_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
+RETENTION_Q = 0.7
+"""The summary fidelity the retention targets are judged at: a summary keeps each fact with 0.7."""
+RETENTION_TARGET = 0.9
+"""At `RETENTION_Q`, the headline keeps at least this share of the planted facts (the interval's low end)."""
+RETENTION_PEER_TARGET = 0.75
+"""At `RETENTION_Q`, the headline's cost over the cheapest peer setting that keeps as many facts."""
+LOSSLESS_LIMIT_TARGET = 1.25
+"""At q = 1, the headline's cost over the limit row."""
+
+RETENTION_TARGET_TEXT = (
+    f"Targets, per profile: at q = {RETENTION_Q:g}, `{HEADLINE}` keeps at least {RETENTION_TARGET:.0%} "
+    "of the planted facts (the low end of the Wilson interval), misses no more of the earlier-work "
+    "references than the best real-client setting (the lowest pooled miss rate), and costs at most "
+    f"{RETENTION_PEER_TARGET}x the cheapest real-client setting that keeps as many facts (where none "
+    f"keeps as many: at most {RETENTION_PEER_TARGET}x the cheapest setting, keeping more facts than "
+    f"every one); at q = 1, at most {LOSSLESS_LIMIT_TARGET}x the `{LIMIT}` row. Costs are paired by "
+    "seed; a cost target is `met` only when the whole 95% interval is below it."
+)
+
+
+def _share_verdict(retention: Retention, target: float) -> str:
+    low, high = retention.interval()
+    if retention.asked == 0:
+        return "not measured"
+    if low >= target:
+        return "met"
+    return "**MISSED**" if high < target else "not decided"
+
+
+def retention_target_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
+    """Per profile, the headline against the retention targets at `RETENTION_Q` and at q = 1."""
+    out: list[str] = []
+    for profile in dict.fromkeys(c["profile"] for c in cells):
+        at = {
+            (c["strategy"], c["summary_fidelity"]): c
+            for c in cells
+            if c["profile"] == profile and c["verbosity_scale"] == 1.0
+        }
+        out.append(f"**{profile}**:")
+        fold = at.get((HEADLINE, RETENTION_Q))
+        if fold is None:
+            out += [f"- no `{HEADLINE}` row at q = {RETENTION_Q:g}.", ""]
+            continue
+        kept: Retention = fold["retention"]
+        out.append(
+            f"- {_share_verdict(kept, RETENTION_TARGET)}: at least {RETENTION_TARGET:.0%} of the facts at "
+            f"q = {RETENTION_Q:g} ({kept.show()})"
+        )
+        clients = [
+            c
+            for (name, q), c in at.items()
+            if q == RETENTION_Q and client_of(name) is not None and _completes(c) and c["references"].mean
+        ]
+        if not clients:
+            out += [
+                f"- no real client played {profile} at q = {RETENTION_Q:g}: nothing to judge against.",
+                "",
+            ]
+        else:
+            best = min(clients, key=lambda c: c["miss_rate"][0])
+            mine, theirs = fold["miss_rate"][0], best["miss_rate"][0]
+            out.append(
+                f"- {_met(mine <= theirs)}: misses no more earlier work than the best peer "
+                f"({miss_rate_text(fold)} against `{best['strategy']}`'s {miss_rate_text(best)})"
+            )
+            share = kept.kept / kept.asked if kept.asked else 0.0
+            keeping = [c for c in clients if _share(c) >= share]
+            # where none keeps as many, foldline keeps more than every one: judged against the cheapest
+            peer = min(keeping or clients, key=_cost)
+            ratio = paired_ratio(fold, peer)
+            named = f"`{peer['strategy']}` ({peer['retention'].show()})"
+            what = (
+                f"the cheapest peer setting keeping as many facts, {named}"
+                if keeping
+                else f"the cheapest peer setting, {named}, none keeping as many"
+            )
+            if ratio is None:
+                out.append(f"- cost against {what}: no seed was run by both.")
+            else:
+                out.append(
+                    f"- {verdict(ratio, RETENTION_PEER_TARGET)}: cost <= {RETENTION_PEER_TARGET}x {what}: "
+                    f"{ratio.show()} (${peer['cost_usd'].mean:,.2f}) over {ratio.seeds} paired seeds"
+                )
+        lossless, limit = at.get((HEADLINE, 1.0)), at.get((LIMIT, 1.0))
+        ratio = paired_ratio(lossless, limit) if lossless and limit else None
+        if ratio is None:
+            out.append(f"- no `{HEADLINE}` and `{LIMIT}` rows on common seeds at q = 1.")
+        else:
+            out.append(
+                f"- {verdict(ratio, LOSSLESS_LIMIT_TARGET)}: cost <= {LOSSLESS_LIMIT_TARGET}x the `{LIMIT}` "
+                f"row at q = 1: {ratio.show()} over {ratio.seeds} paired seeds"
+            )
+        out.append("")
+    return out
+
+
+def _share(cell: dict[str, Any]) -> float:
+    retention: Retention = cell["retention"]
+    return retention.kept / retention.asked if retention.asked else 0.0
+
+
 LIMIT_TEXT = (
     f"`{LIMIT}`: the physical-limit row, no agent: each request carries only the system prompt, the "
     "tools, a note of what the remaining work needs and the current turn, every new token written "
@@ -878,7 +981,15 @@ def build_page(
         at_full = [r for r in everything if fidelity_of(r) == 1.0]
         lines += ["### Reply-length sweep", "", SWEEP_TEXT, "", *sweep_lines(aggregate(at_full)), ""]
     if any(fidelity_of(r) != 1.0 for r in everything):
+        at_scale = aggregate([r for r in everything if scale_of(r) == 1.0])
         lines += ["### Summary fidelity", "", FIDELITY_TEXT, "", *fidelity_lines(aggregate(everything)), ""]
+        lines += [
+            "### Against the retention targets",
+            "",
+            RETENTION_TARGET_TEXT,
+            "",
+            *retention_target_lines(at_scale),
+        ]
     if long_rows:
         lines += ["### Long sessions", "", LONG_TEXT, "", *long_lines(long_rows), ""]
     lines += ["### Plots", "", *links, ""]

@@ -644,3 +644,48 @@ def test_a_rows_name_does_not_reach_its_bill(tmp_path: Path) -> None:
     assert sorted(r["strategy"] for r in rows) == sorted(same_work)
     assert rows[0]["receipts"] == rows[1]["receipts"]
     assert rows[0]["cost_usd"] == rows[1]["cost_usd"] > 0
+
+
+def _lossy(
+    strategy: str, costs: tuple[float, ...], *, q: float, facts: int, misses: int
+) -> list[dict[str, Any]]:
+    """Five seeds of a row at summary fidelity `q`, each keeping `facts` of 5 and missing `misses` of
+    4 earlier-work references."""
+    extra = {"summary_fidelity": q, "references": 4, "quality_misses": misses, "recoveries": 0}
+    return [{**r, **extra} for r in _five(strategy, costs, facts=facts)]
+
+
+def test_the_retention_targets_are_judged_per_profile_at_q_07_and_against_the_limit_at_q_1() -> None:
+    report = _load_report()
+    peer = (10.0, 12.0, 14.0, 16.0, 18.0)
+    rows = [
+        *_lossy("foldline-no-edits", (5.0, 6.1, 6.9, 8.0, 9.1), q=0.7, facts=5, misses=0),
+        *_lossy("claude-code@100k", peer, q=0.7, facts=3, misses=1),
+        *_lossy("opencode", tuple(c * 2 for c in peer), q=0.7, facts=4, misses=0),
+        *_lossy("foldline-no-edits", (2.4, 2.6, 2.5, 2.5, 2.4), q=1.0, facts=5, misses=0),
+        *_lossy("limit", (2.0,) * 5, q=1.0, facts=5, misses=0),
+    ]
+    lines = "\n".join(report.retention_target_lines(report.aggregate(rows)))
+    assert "- met: at least 90% of the facts at q = 0.7 (25/25 100% [87%, 100%])" not in lines  # 87% < 90%
+    assert "- not decided: at least 90% of the facts at q = 0.7 (25/25 100% [87%, 100%])" in lines
+    # the best peer on misses is opencode (0 of 20); foldline's 0 is no more
+    assert "- met: misses no more earlier work than the best peer (0% [0%, 16%] against `opencode`'s" in lines
+    # no peer keeps as many facts: judged against the cheapest (claude-code), keeping more than every one
+    assert "- met: cost <= 0.75x the cheapest peer setting, `claude-code@100k` (15/25" in lines
+    assert "none keeping as many: 0.50x [0.49, 0.51] ($14.00) over 5 paired seeds" in lines
+    # 1.24x on average, but the interval crosses 1.25: not decided
+    assert "- not decided at 5 seeds: cost <= 1.25x the `limit` row at q = 1: 1.24x [1.19, 1.29]" in lines
+    # a peer keeping as many facts is the one judged against, and a miss more than the best peer is a miss
+    rows += _lossy("claude-code", tuple(c * 1.5 for c in peer), q=0.7, facts=5, misses=0)
+    rows[0] = {**rows[0], "quality_misses": 2}
+    lines = "\n".join(report.retention_target_lines(report.aggregate(rows)))
+    assert "- **MISSED**: misses no more earlier work than the best peer (10% [" in lines
+    assert (
+        "- met: cost <= 0.75x the cheapest peer setting keeping as many facts, `claude-code` (25/25" in lines
+    )
+    # a peer that keeps as many at foldline's cost: the ratio is over the target, a miss
+    cheap = [{**r, "cost_usd": r["cost_usd"] / 3} if r["strategy"] == "claude-code" else r for r in rows]
+    lines = "\n".join(report.retention_target_lines(report.aggregate(cheap)))
+    assert (
+        "- **MISSED**: cost <= 0.75x the cheapest peer setting keeping as many facts, `claude-code`" in lines
+    )
