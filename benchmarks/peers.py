@@ -41,9 +41,10 @@ Each client also runs at its best settings, each setting its own row, named afte
 
 `--defaults-too` adds the client's defaults (row `claude-code`, `opencode`) to a sweep. opencode runs
 as one `opencode serve` per session, each turn posted to its session: booting `opencode run
---continue` afresh every turn reloaded the whole session each time (about 20 minutes for a 100-turn
-session on this 2-core machine, most of it opencode's own CPU), and `opencode run --attach` returns
-before the turn is done (see `interop.OpenCode`).
+--continue` afresh every turn reloaded the whole session each time (562 s for a 100-turn `feature`
+session on this 2-core machine, most of it opencode's own CPU, against 98 s posted to one server for
+the same row within 0.3%), and `opencode run --attach` returns before the turn is done (see
+`interop.OpenCode`).
 
 `--json` prints one object per (client setting, seed) with the keys of economics' rows (`report_row`), so
 `benchmarks/report.py` aggregates them beside the strategies; without it, the table.

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from foldline._json import dumps, loads
+from foldline._process import stop
 from foldline.errors import ClientRunError, ClientUnavailableError
 
 __all__ = [
@@ -57,6 +58,9 @@ __all__ = [
 
 CACHE = Path(os.environ.get("FOLDLINE_INTEROP_CACHE", Path.home() / ".cache" / "foldline-interop"))
 """Where pinned clients are installed once and reused (override with $FOLDLINE_INTEROP_CACHE)."""
+
+_GRACE_S = 15.0
+"""How long a server or client is given to exit before it is killed."""
 
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET", "ENETUNREACH", "network")
 """npm error words that mean the registry could not be reached."""
@@ -171,7 +175,7 @@ def serve(folder: Path, *args: str, start_timeout: float = 60) -> Iterator[Serve
         _wait_until_answering(url, start_timeout)
         yield Server(url, log, process)
     finally:
-        _stop(process)
+        stop(process, _GRACE_S)
 
 
 def _listening_url(output: Path, process: subprocess.Popen[bytes], timeout: float, banner: str) -> str:
@@ -186,15 +190,6 @@ def _listening_url(output: Path, process: subprocess.Popen[bytes], timeout: floa
         time.sleep(0.1)
     name = banner.split()[0]
     raise ClientRunError(f"{name} did not start:\n{output.read_text(errors='replace')[-2000:]}")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def _wait_until_answering(url: str, timeout: float) -> None:
@@ -391,7 +386,7 @@ class OpenCode(_Client):
         """Stop the opencode server (its session stays in `root/home`)."""
         process, self._process = self._process, None
         if process is not None:
-            _stop(process)
+            stop(process, _GRACE_S)
 
     def turn(self, prompt: str) -> OpenCodeReply:
         """One turn: the prompt posted to the session, answered when opencode's loop has finished.

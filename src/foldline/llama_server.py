@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from foldline._process import stop
 from foldline.errors import ClientRunError, ClientUnavailableError
 from foldline.server.model.fetch import sha256_of
 
@@ -201,12 +202,7 @@ def serve(
         _wait_until_healthy(url, process, log, start_timeout)
         yield LlamaServer(url, process, log)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, grace_s=10)
 
 
 def _foldline_path() -> list[str]:
