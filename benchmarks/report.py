@@ -854,10 +854,7 @@ def retention_target_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
             if q == RETENTION_Q and client_of(name) is not None and _completes(c) and c["references"].mean
         ]
         if not clients:
-            out += [
-                f"- no real client played {profile} at q = {RETENTION_Q:g}: nothing to judge against.",
-                "",
-            ]
+            out.append(f"- no real client played {profile} at q = {RETENTION_Q:g}: nothing to judge against.")
         else:
             best = min(clients, key=lambda c: c["miss_rate"][0])
             mine, theirs = fold["miss_rate"][0], best["miss_rate"][0]
@@ -865,8 +862,7 @@ def retention_target_lines(cells: Sequence[dict[str, Any]]) -> list[str]:
                 f"- {_met(mine <= theirs)}: misses no more earlier work than the best peer "
                 f"({miss_rate_text(fold)} against `{best['strategy']}`'s {miss_rate_text(best)})"
             )
-            share = kept.kept / kept.asked if kept.asked else 0.0
-            keeping = [c for c in clients if _share(c) >= share]
+            keeping = [c for c in clients if _share(c) >= _share(fold)]
             # where none keeps as many, foldline keeps more than every one: judged against the cheapest
             peer = min(keeping or clients, key=_cost)
             ratio = paired_ratio(fold, peer)
