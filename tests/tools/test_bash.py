@@ -18,13 +18,17 @@ pytestmark = pytest.mark.anyio
 TREE = "sh -c 'echo $$ > pids; sleep 100 & echo $! >> pids; sleep 100 & echo $! >> pids; wait'"
 
 
+_PF_EXITING = 0x4  # the kernel's flag, in /proc/PID/stat, of a process that has begun to exit
+
+
 def _running(pid: int) -> bool:
-    """Alive and not a zombie (a zombie only waits for its reaper; it runs nothing)."""
+    """Alive, not a zombie and not exiting: a zombie only waits for its reaper, and a process the
+    kernel is tearing down (which on a loaded machine can take a while) runs no more code of its own."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except FileNotFoundError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return fields[0] not in ("Z", "X") and not int(fields[6]) & _PF_EXITING
 
 
 def _read_pids(path: Path) -> list[int]:
