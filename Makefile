@@ -54,21 +54,24 @@ test-quick: $(DEV_STAMP)
 coverage: $(DEV_STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(TEST_JOBS) --dist loadgroup --cov=foldline --cov-report=term:skip-covered
 
-# 3 profiles x 9 strategies x 5 seeds x BENCH_TURNS turns over HTTP, BENCH_JOBS pairs at a time, then
-# every other benchmark, into docs/benchmarks.md (about 1.5 hours on 2 cores, economics only). The rows
-# are kept in benchmarks/economics_last.jsonl; BENCH_ARGS="--economics-json
-# benchmarks/economics_last.jsonl" rebuilds the page from them. The real clients are BENCH_ARGS too:
-# --peers claude-code --auto-compact-window 100000 (about 3 minutes a session for Claude Code).
+# 3 profiles x 9 strategies x 5 seeds x BENCH_TURNS turns over HTTP, and the real clients (BENCH_PEERS:
+# Claude Code and opencode, each at its defaults and at its cheapest setting, the same profiles and
+# seeds; about 3 minutes a session each), BENCH_JOBS sessions at a time, then every other benchmark, into
+# docs/benchmarks.md (about 3 hours on 2 cores). The rows are kept in benchmarks/economics_last.jsonl and
+# benchmarks/peers_last.jsonl; BENCH_ARGS="--economics-json benchmarks/economics_last.jsonl --peers-json
+# benchmarks/peers_last.jsonl" rebuilds the page from them, and BENCH_PEERS= leaves the clients out.
 # `make bench-quick` shows the same columns on short sessions (economics only, its own page).
 # Every session is a unit of one fleet on a local Ray with BENCH_JOBS workers; BENCH_ARGS="--address
 # HOST:PORT --results URL" runs it on an existing cluster, resumable from the results folder (docs/fleet.md).
 BENCH_TURNS ?= 100
 BENCH_JOBS ?= 2
 BENCH_SEEDS ?= 7,8,9,10,11
+BENCH_PEERS ?= --peers claude-code,opencode --auto-compact-window 100000 --autocompact-pct 50 \
+	--opencode-compaction prune=true
 BENCH_ARGS ?=
 bench: $(DEV_STAMP)
 	PYTHONPATH="$(CURDIR)/src" $(BIN)/python benchmarks/report.py --turns $(BENCH_TURNS) --jobs $(BENCH_JOBS) \
-		--seeds $(BENCH_SEEDS) $(BENCH_ARGS)
+		--seeds $(BENCH_SEEDS) $(BENCH_PEERS) $(BENCH_ARGS)
 
 # docs/benchmarks-retention.md from its kept rows (benchmarks/results/retention_*.jsonl); how those rows
 # ran, on the fleet, is benchmarks/retention_note.md, said on the page.

@@ -30,7 +30,8 @@ grouped by q: facts retained of those asked, pooled over the seeds, with the 95%
 
 Run: `PYTHONPATH=src .venv/bin/python benchmarks/report.py [--turns 300] [--economics-json FILE]
 [--skip prefix_cache,...] [--peers claude-code,opencode] [--peers-json FILE]
-[--auto-compact-window 100000,60000] [--opencode-compaction prune=true] [--verbosity-scale 0.5,1,2]
+[--auto-compact-window 100000,60000] [--autocompact-pct 50] [--opencode-compaction prune=true]
+[--verbosity-scale 0.5,1,2]
 [--fidelity 1.0,0.7]`
 """
 
@@ -176,6 +177,7 @@ def fleet_units(args: argparse.Namespace) -> list[Unit]:
             flags += ["--fidelity", ",".join(map(str, fidelity_list(args)))]
             if client == "claude-code" and args.auto_compact_window:
                 flags += ["--auto-compact-window", args.auto_compact_window, "--defaults-too"]
+                flags += [x for pct in args.autocompact_pct for x in ("--autocompact-pct", pct)]
             if client == "opencode" and args.opencode_compaction:
                 flags += [x for spec in args.opencode_compaction for x in ("--opencode-compaction", spec)]
                 flags.append("--defaults-too")
@@ -293,6 +295,7 @@ def peers(
         command += ["--verbosity-scale", str(scale), "--fidelity", ",".join(map(str, fidelity_list(args)))]
         if client == "claude-code" and args.auto_compact_window:
             command += ["--auto-compact-window", args.auto_compact_window, "--defaults-too"]
+            command += [x for pct in args.autocompact_pct for x in ("--autocompact-pct", pct)]
         if client == "opencode":
             for spec in args.opencode_compaction:
                 command += ["--opencode-compaction", spec]
@@ -1072,6 +1075,13 @@ def main() -> None:
         "--auto-compact-window",
         default="",
         help="Claude Code also at these CLAUDE_CODE_AUTO_COMPACT_WINDOW values, comma-separated (peers.py)",
+    )
+    parser.add_argument(
+        "--autocompact-pct",
+        action="append",
+        default=[],
+        help="with --auto-compact-window, Claude Code compacting at these shares of that window, "
+        "comma-separated, repeatable (peers.py: CLAUDE_AUTOCOMPACT_PCT_OVERRIDE)",
     )
     parser.add_argument(
         "--opencode-compaction",
