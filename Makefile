@@ -58,8 +58,10 @@ coverage: $(DEV_STAMP)
 # Claude Code and opencode, each at its defaults and at its cheapest setting, the same profiles and
 # seeds; about 3 minutes a session each), BENCH_JOBS sessions at a time, then every other benchmark, into
 # docs/benchmarks.md (about 3 hours on 2 cores). The rows are kept in benchmarks/economics_last.jsonl and
-# benchmarks/peers_last.jsonl; BENCH_ARGS="--economics-json benchmarks/economics_last.jsonl --peers-json
-# benchmarks/peers_last.jsonl" rebuilds the page from them, and BENCH_PEERS= leaves the clients out.
+# benchmarks/peers_last.jsonl, the other benchmarks' outputs in benchmarks/results/<name>.txt;
+# BENCH_ARGS="--economics-json benchmarks/economics_last.jsonl --peers-json benchmarks/peers_last.jsonl
+# --fleet-json RESULTS/fleet.json --kept-others" rebuilds the page from them without running anything,
+# and BENCH_PEERS= leaves the clients out.
 # `make bench-quick` shows the same columns on short sessions (economics only, its own page).
 # Every session is a unit of one fleet on a local Ray with BENCH_JOBS workers; BENCH_ARGS="--address
 # HOST:PORT --results URL" runs it on an existing cluster, resumable from the results folder (docs/fleet.md).

@@ -139,6 +139,22 @@ def run_script(name: str, extra: Sequence[str], timeout: float) -> tuple[str, fl
     return text.rstrip(), time.perf_counter() - started, code
 
 
+def kept_output(name: str) -> tuple[str, float, int]:
+    """(output, seconds, exit status) of benchmark `name` as `run_script` kept it in `RAW`.
+
+    Raises:
+        SystemExit: nothing is kept for it, or not in the kept form (a run of `make bench` keeps it).
+    """
+    path = RAW / f"{name}.txt"
+    if not path.exists():
+        raise SystemExit(f"--kept-others: {path} is missing: run `make bench` once, or --skip {name}")
+    _, status, *text = path.read_text().split("\n")
+    found = re.fullmatch(r"exit (-?\d+), (\d+) s", status)
+    if found is None:
+        raise SystemExit(f"{path}:2: expected `exit CODE, SECONDS s`, found {status!r}")
+    return "\n".join(text).rstrip(), float(found[2]), int(found[1])
+
+
 PAIR_TIMEOUT = 3600.0
 """Seconds one economics session may take on the fleet (economics.py's default)."""
 
@@ -198,24 +214,35 @@ def run_the_fleet(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[
         return [], [], ""
     with tempfile.TemporaryDirectory() as tmp:
         rows, report = run_units(units, args, args.results or os.path.join(tmp, "results"))
-    full = report.commit or "unknown"
-    commit = full[:12] + ("-dirty" if full.endswith("-dirty") else "")
-    line = (
-        f"Every session of the tables below ran as one fleet (`foldline.fleet`, docs/fleet.md) at commit "
-        f"`{commit}`: {len(units)} units on {report.workers:g} workers (Ray CPUs, one unit each) on "
-        f"{report.nodes} node(s), {report.wall_s / 60:.1f} minutes of wall time"
-        + (
-            f", {len(report.failed)} units failed (their errors are in the results folder)"
-            if report.failed
-            else ""
-        )
-        + _other_commits(rows, full)
-        + "."
-    )
+    manifest = {
+        "commit": report.commit,
+        "units": len(units),
+        "workers": report.workers,
+        "nodes": report.nodes,
+        "wall_s": report.wall_s,
+        "failed": len(report.failed),
+    }
     return (
         [r for r in rows if client_of(r["strategy"]) is None],
         [r for r in rows if client_of(r["strategy"])],
-        line,
+        fleet_line(manifest, rows),
+    )
+
+
+def fleet_line(manifest: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
+    """The page's line on the fleet that ran its rows, from the fleet's manifest (`fleet.json` in
+    the results folder), so a page rebuilt from kept rows still names the commit, size and wall time."""
+    full = str(manifest.get("commit") or "unknown")
+    commit = full[:12] + ("-dirty" if full.endswith("-dirty") else "")
+    failed = int(manifest.get("failed") or 0)
+    return (
+        f"Every session of the tables below ran as one fleet (`foldline.fleet`, docs/fleet.md) at commit "
+        f"`{commit}`: {manifest['units']} units on {float(manifest['workers']):g} workers (Ray CPUs, one "
+        f"unit each) on {manifest['nodes']} node(s), {float(manifest['wall_s']) / 60:.1f} minutes of wall "
+        "time"
+        + (f", {failed} units failed (their errors are in the results folder)" if failed else "")
+        + _other_commits(rows, full)
+        + "."
     )
 
 
@@ -336,8 +363,10 @@ LIMIT = "limit"
 current turn): no agent, so never a peer and never the cheapest strategy; every row's ratio to it."""
 PEER_TARGET = 0.75
 """The headline's target: at most this many times the cost of the cheapest real peer."""
-LIMIT_TARGET = 2.0
-"""The headline's target: at most this many times the cost of the limit row."""
+LIMIT_TARGET = 1.25
+"""The headline's target: at most this many times the cost of the limit row, where summaries keep
+every fact (q = 1, the main tables). The cache-read share is shown but no longer judged: the ceiling
+of foldline's own prompts (`ttl_choice.py`'s, no breakpoint or TTL could read more) is below 0.95."""
 
 
 def retained(cell: dict[str, Any]) -> float:
@@ -468,10 +497,9 @@ def _judge(
                     f"{ratio.seeds} paired seeds",
                 )
             )
-    share = fold["cache_read_share"].mean
-    checks.append(("cache-read share >= 0.95", _met(share >= 0.95), f"{share:.1%}"))
     checks.append(("zero HTTP 400s", _met(fold["http_400"].high == 0), fold["http_400"].show(".0f")))
     out += [f"- {prefix}{judged}: {what} ({value})" for what, judged, value in checks]
+    out.append(f"- {prefix}cache-read share: {fold['cache_read_share'].mean:.1%} (shown, not judged)")
     if peer is not None:
         out.append(f"- {prefix}why: {_why(fold, peer)}")
     return out
@@ -809,8 +837,8 @@ RETENTION_TARGET = 0.9
 """At `RETENTION_Q`, the headline keeps at least this share of the planted facts (the interval's low end)."""
 RETENTION_PEER_TARGET = 0.75
 """At `RETENTION_Q`, the headline's cost over the cheapest peer setting that keeps as many facts."""
-LOSSLESS_LIMIT_TARGET = 1.25
-"""At q = 1, the headline's cost over the limit row."""
+LOSSLESS_LIMIT_TARGET = LIMIT_TARGET
+"""At q = 1, the headline's cost over the limit row: the main tables' target."""
 
 RETENTION_TARGET_TEXT = (
     f"Targets, per profile: at q = {RETENTION_Q:g}, `{HEADLINE}` keeps at least {RETENTION_TARGET:.0%} "
@@ -970,9 +998,11 @@ def build_page(
     lines += ["### Who wins, and foldline against its target", ""]
     lines += [
         f"Target: `{HEADLINE}` at most {PEER_TARGET}x the cheapest real client (any setting) at equal or "
-        f"better retention, at most {LIMIT_TARGET:g}x the `{LIMIT}` row, cache-read share >= 0.95 and "
-        "zero HTTP 400s. A cost target is `met` only when the 95% interval of the paired ratio lies "
-        "wholly below it, `MISSED` only when wholly above, and otherwise not decided at that many seeds.",
+        f"better retention, at most {LIMIT_TARGET:g}x the `{LIMIT}` row and zero HTTP 400s. The "
+        "cache-read share is shown, not judged: the ceiling of foldline's own prompts, which no breakpoint "
+        "or TTL could read past, is below 0.95 (the TTL choice's table). A cost target is `met` only when "
+        "the 95% interval of the paired ratio lies wholly below it, `MISSED` only when wholly above, and "
+        "otherwise not decided at that many seeds.",
         "",
         *verdicts(cells),
     ]
@@ -1099,6 +1129,17 @@ def main() -> None:
         help="economics rows of 1,000-turn sessions to show as the long-session table",
     )
     parser.add_argument("--peers-rows", default=str(PEERS_ROWS), help="where the peers' rows are kept")
+    parser.add_argument(
+        "--fleet-json",
+        help="with --economics-json / --peers-json: the manifest (fleet.json in the results folder) of "
+        "the fleet that made those rows, named on the page as a fleet run would name it",
+    )
+    parser.add_argument(
+        "--kept-others",
+        action="store_true",
+        help="quote every other benchmark's output as it was kept (benchmarks/results/<name>.txt) instead "
+        "of running it: the page rebuilt whole from one earlier run",
+    )
     add_fleet_options(parser)
     parser.set_defaults(jobs=2)
     args = parser.parse_args()
@@ -1107,25 +1148,29 @@ def main() -> None:
     except ValueError as e:
         parser.error(str(e))
     skip = set(args.skip.split(","))
-    fleet_economics, fleet_peers, fleet_line = (
-        run_the_fleet(args) if "economics" not in skip else ([], [], "")
-    )
+    fleet_economics, fleet_peers, ran_on = run_the_fleet(args) if "economics" not in skip else ([], [], "")
     rows = economics(args, fleet_economics) if "economics" not in skip else []
     if args.peers or args.peers_json:
         profiles = list(dict.fromkeys(r["profile"] for r in rows)) or list(DEFAULT_PROFILES)
-        rows += peers(args, profiles, fleet_peers if fleet_line else None)
+        rows += peers(args, profiles, fleet_peers if ran_on else None)
+    if args.fleet_json and not ran_on:
+        ran_on = fleet_line(json.loads(Path(args.fleet_json).read_text()), rows)
     planned = {r["profile"]: r["turns_planned"] for r in rows}  # the same for every seed
     turns = ", ".join(f"{p} {t}" for p, t in planned.items()) or str(args.turns)
     others = []
     for name, extra, about in OTHERS:
-        if name not in skip:
+        if name in skip:
+            continue
+        if args.kept_others:
+            text, seconds, code = kept_output(name)
+        else:
             text, seconds, code = run_script(name, extra, args.timeout)
-            others.append((name, text, about, seconds, code))
             # the raw output, kept beside the rows: the page quotes it, this is what it quoted
             RAW.mkdir(exist_ok=True)
             (RAW / f"{name}.txt").write_text(
                 f"$ {name}.py {' '.join(extra)}\nexit {code}, {seconds:.0f} s\n{text}\n"
             )
+        others.append((name, text, about, seconds, code))
     out = Path(args.out)
     profile = "debug" if any(r["profile"] == "debug" for r in rows) else (rows[0]["profile"] if rows else "")
     prefix = out.stem.replace("benchmarks", "bench")  # benchmarks.md: bench_*.png, as it always was
@@ -1136,7 +1181,7 @@ def main() -> None:
     long_rows = (
         [json.loads(x) for x in Path(args.long_json).read_text().splitlines()] if args.long_json else []
     )
-    note = "\n\n".join(x for x in (fleet_line, Path(args.note).read_text() if args.note else "") if x)
+    note = "\n\n".join(x for x in (ran_on, Path(args.note).read_text() if args.note else "") if x)
     out.write_text(build_page(rows, others, turns, links, make, long_rows, note))
     print(f"wrote {out}", file=sys.stderr)
 
