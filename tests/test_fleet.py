@@ -22,10 +22,12 @@ import pytest
 
 from foldline.config import FleetConfig
 from foldline.fleet import (
+    FleetStatus,
     Results,
     Unit,
     comparable,
     knobs,
+    pace_class,
     run_fleet,
     run_unit,
 )
@@ -95,6 +97,8 @@ def test_a_failing_unit_is_retried_then_its_last_error_is_a_row_and_done_units_a
     assert (tmp_path / "c2").read_text() == "3"
     assert seen[-1].done == 1
     assert seen[-1].failed == 1
+    assert sum(seen[-1].left.values()) == 0  # every unit's end reached the ETA's count
+    assert len(seen[-1].walls[pace_class(flaky)]) == 1  # the row's unit wall, not the failure's
     # the folder says which fleet made it: its commit (this checkout's) on every row and in fleet.json
     manifest = json.loads((tmp_path / "results" / "fleet.json").read_text())
     assert (manifest["units"], manifest["rows"], manifest["failed"]) == (2, 1, 1)
@@ -107,6 +111,27 @@ def test_a_failing_unit_is_retried_then_its_last_error_is_a_row_and_done_units_a
     assert (tmp_path / "c2").read_text() == "6"
     assert again.rows == report.rows
     assert Results(results).keys("failed") == {broken.key}
+
+
+def test_the_eta_runs_each_kind_of_unit_at_its_own_pace() -> None:
+    """A fleet submits fast simulated sessions first and real clients' slow ones last: the ETA must
+    not promise the slow ones the fast ones' pace (the last `make bench` said 1,045 s with 52 real
+    client sessions of about 170 s each still to run on 2 workers)."""
+    fast = [Unit(kind="economics:fleet_row", strategy="limit", seed=s) for s in range(4)]
+    slow = [Unit(kind="peers:fleet_row", strategy="opencode", seed=s) for s in range(3)]
+    other = Unit(kind="peers:fleet_row", strategy="claude-code", seed=1)
+    status = FleetStatus(total=8, slots=2)
+    status.plan([*fast, *slow, other])
+    assert status.eta_s is None  # no pace yet
+    for unit in fast[:3]:
+        status.finished(unit, 10.0)
+    status.finished(slow[0], 170.0)
+    # left: one `limit` at 10 s, two `opencode` at 170 s, one Claude Code at the mean of all (50 s)
+    assert status.eta_s == pytest.approx((10 + 2 * 170 + 50) / 2)
+    status.finished(fast[3], None)  # a unit that failed: no longer left, no pace learnt from it
+    assert status.eta_s == pytest.approx((2 * 170 + 50) / 2)
+    status.slots = 4
+    assert status.eta_s == pytest.approx((2 * 170 + 50) / 4)
 
 
 # --- a real two-node cluster -------------------------------------------------------------------------

@@ -305,6 +305,12 @@ def _protocols(fs: Any) -> tuple[str, ...]:
 # --- the fleet -------------------------------------------------------------------------------------
 
 
+def pace_class(unit: Unit) -> str:
+    """The units expected to take about as long as `unit`: its kind and its strategy or client setting
+    (profiles and seeds of one strategy differ far less than strategies do)."""
+    return f"{unit.kind}/{unit.strategy}"
+
+
 @dataclass
 class FleetStatus:
     """Where a fleet stands, as the live display shows it."""
@@ -318,18 +324,46 @@ class FleetStatus:
     retried: int = 0
     workers: float = 0.0
     """CPUs the cluster has now (a dead node's are gone)."""
+    slots: int = 1
+    """Units the cluster runs at once now."""
     started: float = field(default_factory=time.perf_counter)
+    left: dict[str, int] = field(default_factory=dict)
+    """Units not yet finished, by `pace_class`."""
+    walls: dict[str, list[float]] = field(default_factory=dict)
+    """The walls of the units finished so far, by `pace_class`."""
 
     @property
     def elapsed_s(self) -> float:
         return time.perf_counter() - self.started
 
+    def plan(self, units: Iterable[Unit]) -> None:
+        """Count the units still to run, by the class whose pace they are expected to share."""
+        for unit in units:
+            self.left[pace_class(unit)] = self.left.get(pace_class(unit), 0) + 1
+
+    def finished(self, unit: Unit, wall_s: float | None) -> None:
+        """Note a unit that finished (a row or a last failure) and, where known, how long it took."""
+        name = pace_class(unit)
+        self.left[name] = max(0, self.left.get(name, 0) - 1)
+        if wall_s is not None:
+            self.walls.setdefault(name, []).append(wall_s)
+
     @property
     def eta_s(self) -> float | None:
-        """Seconds left at the pace so far; None before the first unit finishes."""
-        finished = self.done + self.failed
-        left = self.total - self.skipped - finished
-        return self.elapsed_s / finished * left if finished else None
+        """Seconds left: each class's units still to run at that class's mean unit wall so far (a
+        class none of whose units has finished, at the mean of all), spread over the slots. A fleet
+        mixes kinds whose units differ tenfold (a simulated session against a real client's): one
+        mean over the units finished first would promise the slow ones the fast ones' pace.
+        None before the first unit finishes."""
+        every = [w for walls in self.walls.values() for w in walls]
+        if not every:
+            return None
+        overall = sum(every) / len(every)
+        work = sum(
+            count * (sum(self.walls[name]) / len(self.walls[name]) if self.walls.get(name) else overall)
+            for name, count in self.left.items()
+        )
+        return work / max(1, self.slots)
 
     def line(self) -> str:
         eta = "?" if self.eta_s is None else f"{self.eta_s:,.0f} s"
@@ -451,7 +485,8 @@ def _inline(
     progress: Callable[[FleetStatus], None] | None,
     config: FleetConfig,
 ) -> FleetReport:
-    status.workers = 1
+    status.workers, status.slots = 1, 1
+    status.plan(todo)
     for unit in todo:
         for attempt in range(1, config.retries + 2):
             status.running = 1
@@ -466,11 +501,13 @@ def _inline(
                     continue
                 store.put_failed(unit.key, _failure(unit, attempt, error))
                 status.failed += 1
+                status.finished(unit, None)
                 break
             store.put_transcripts(unit.key, result.transcripts)
             row = {**result.row, "node": "in-process", "host": socket.gethostname(), "attempts": attempt}
             store.put_row(unit.key, row)
             status.done += 1
+            status.finished(unit, row.get("unit_wall_s"))
             break
     status.running = 0
     if progress:
@@ -509,6 +546,7 @@ def _on_ray(
         )(_fleet_task)
         nodes = 0
         queue = list(reversed(todo))
+        status.plan(todo)
         attempts: dict[str, int] = {}
         flight: dict[Any, Unit] = {}
         while queue or flight:
@@ -516,7 +554,7 @@ def _on_ray(
             nodes = max(nodes, alive)
             # Only as many in flight as the cluster can run: `running` is then true, and a unit
             # not yet submitted goes to whichever node frees up first, a new node included.
-            room = max(1, int(status.workers // config.unit_cpus))
+            room = status.slots = max(1, int(status.workers // config.unit_cpus))
             while queue and len(flight) < room:
                 unit = queue.pop()
                 attempts[unit.key] = attempts.get(unit.key, 0) + 1
@@ -536,9 +574,11 @@ def _on_ray(
                     else:
                         store.put_failed(unit.key, _failure(unit, attempts[unit.key], str(e)))
                         status.failed += 1
+                        status.finished(unit, None)
                     continue
                 store.put_row(unit.key, {**row, "attempts": attempts[unit.key]})
                 status.done += 1
+                status.finished(unit, row.get("unit_wall_s"))
         status.running = 0
         if progress:
             progress(status)
