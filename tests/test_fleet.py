@@ -128,10 +128,11 @@ def test_the_eta_runs_each_kind_of_unit_at_its_own_pace() -> None:
     status.finished(slow[0], 170.0)
     # left: one `limit` at 10 s, two `opencode` at 170 s, one Claude Code at the mean of all (50 s)
     assert status.eta_s == pytest.approx((10 + 2 * 170 + 50) / 2)
-    status.finished(fast[3], None)  # a unit that failed: no longer left, no pace learnt from it
+    status.finished(fast[3], None, failed=True)  # no longer left, and no pace learnt from it
     assert status.eta_s == pytest.approx((2 * 170 + 50) / 2)
     status.slots = 4
     assert status.eta_s == pytest.approx((2 * 170 + 50) / 4)
+    assert (status.done, status.failed) == (4, 1)
 
 
 # --- a real two-node cluster -------------------------------------------------------------------------

@@ -341,8 +341,13 @@ class FleetStatus:
         for unit in units:
             self.left[pace_class(unit)] = self.left.get(pace_class(unit), 0) + 1
 
-    def finished(self, unit: Unit, wall_s: float | None) -> None:
-        """Note a unit that finished (a row or a last failure) and, where known, how long it took."""
+    def finished(self, unit: Unit, wall_s: float | None, *, failed: bool = False) -> None:
+        """Count a unit that finished, with a row or (`failed`) its last failure, and learn its pace
+        from `wall_s` where known."""
+        if failed:
+            self.failed += 1
+        else:
+            self.done += 1
         name = pace_class(unit)
         self.left[name] = max(0, self.left.get(name, 0) - 1)
         if wall_s is not None:
@@ -500,13 +505,11 @@ def _inline(
                     status.retried += 1
                     continue
                 store.put_failed(unit.key, _failure(unit, attempt, error))
-                status.failed += 1
-                status.finished(unit, None)
+                status.finished(unit, None, failed=True)
                 break
             store.put_transcripts(unit.key, result.transcripts)
             row = {**result.row, "node": "in-process", "host": socket.gethostname(), "attempts": attempt}
             store.put_row(unit.key, row)
-            status.done += 1
             status.finished(unit, row.get("unit_wall_s"))
             break
     status.running = 0
@@ -573,11 +576,9 @@ def _on_ray(
                         queue.append(unit)
                     else:
                         store.put_failed(unit.key, _failure(unit, attempts[unit.key], str(e)))
-                        status.failed += 1
-                        status.finished(unit, None)
+                        status.finished(unit, None, failed=True)
                     continue
                 store.put_row(unit.key, {**row, "attempts": attempts[unit.key]})
-                status.done += 1
                 status.finished(unit, row.get("unit_wall_s"))
         status.running = 0
         if progress:
