@@ -236,7 +236,8 @@ def fleet_line(manifest: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
     commit = full[:12] + ("-dirty" if full.endswith("-dirty") else "")
     failed = int(manifest.get("failed") or 0)
     return (
-        f"Every session of the tables below ran as one fleet (`foldline.fleet`, docs/fleet.md) at commit "
+        f"Every session of the economics and real-client tables below ran as one fleet (`foldline.fleet`, "
+        f"docs/fleet.md) at commit "
         f"`{commit}`: {manifest['units']} units on {float(manifest['workers']):g} workers (Ray CPUs, one "
         f"unit each) on {manifest['nodes']} node(s), {float(manifest['wall_s']) / 60:.1f} minutes of wall "
         "time"
