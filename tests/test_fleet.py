@@ -126,12 +126,16 @@ def test_the_eta_runs_each_kind_of_unit_at_its_own_pace() -> None:
     for unit in fast[:3]:
         status.finished(unit, 10.0)
     status.finished(slow[0], 170.0)
-    # left: one `limit` at 10 s, two `opencode` at 170 s, one Claude Code at the mean of all (50 s)
-    assert status.eta_s == pytest.approx((10 + 2 * 170 + 50) / 2)
+    # left: one `limit` at 10 s, two `opencode` at 170 s, and one Claude Code, of which none has
+    # finished, at the pace of its kind (the real clients') rather than of all (50 s)
+    assert status.eta_s == pytest.approx((10 + 2 * 170 + 170) / 2)
     status.finished(fast[3], None, failed=True)  # no longer left, and no pace learnt from it
-    assert status.eta_s == pytest.approx((2 * 170 + 50) / 2)
+    assert status.eta_s == pytest.approx((2 * 170 + 170) / 2)
     status.slots = 4
-    assert status.eta_s == pytest.approx((2 * 170 + 50) / 4)
+    assert status.eta_s == pytest.approx((2 * 170 + 170) / 4)
+    # a kind none of whose units has finished runs at the mean of all
+    status.plan([Unit(kind="simulate", strategy="foldline", seed=1)])
+    assert status.eta_s == pytest.approx((2 * 170 + 170 + 50) / 4)
     assert (status.done, status.failed) == (4, 1)
 
 

@@ -356,19 +356,22 @@ class FleetStatus:
     @property
     def eta_s(self) -> float | None:
         """Seconds left: each class's units still to run at that class's mean unit wall so far (a
-        class none of whose units has finished, at the mean of all), spread over the slots. A fleet
+        class none of whose units has finished, at its kind's mean, else at the mean of all), spread
+        over the slots. A fleet
         mixes kinds whose units differ tenfold (a simulated session against a real client's): one
         mean over the units finished first would promise the slow ones the fast ones' pace.
         None before the first unit finishes."""
         every = [w for walls in self.walls.values() for w in walls]
         if not every:
             return None
-        overall = sum(every) / len(every)
-        work = sum(
-            count * (sum(self.walls[name]) / len(self.walls[name]) if self.walls.get(name) else overall)
-            for name, count in self.left.items()
-        )
-        return work / max(1, self.slots)
+
+        def pace(name: str) -> float:
+            kind = name.split("/", 1)[0] + "/"
+            same_kind = [w for other, walls in self.walls.items() if other.startswith(kind) for w in walls]
+            walls = self.walls.get(name) or same_kind or every
+            return sum(walls) / len(walls)
+
+        return sum(count * pace(name) for name, count in self.left.items()) / max(1, self.slots)
 
     def line(self) -> str:
         eta = "?" if self.eta_s is None else f"{self.eta_s:,.0f} s"
