@@ -711,7 +711,8 @@ def test_a_page_rebuilt_from_kept_rows_names_the_fleet_and_quotes_the_kept_outpu
     assert ", 3 units failed" in report.fleet_line({**manifest, "failed": 3}, older)
     # what run_script keeps, kept_output reads back whole
     monkeypatch.setattr(report, "RAW", tmp_path)
-    (tmp_path / "resume.txt").write_text("$ resume.py --turns 3\nexit 0, 41 s\n col  ms\n  a  1.5\n\n b\n")
+    report.keep_output("resume", ["--turns", "3"], " col  ms\n  a  1.5\n\n b", 41.2, 0)
+    assert (tmp_path / "resume.txt").read_text().startswith("$ resume.py --turns 3\nexit 0, 41 s\n")
     assert report.kept_output("resume") == (" col  ms\n  a  1.5\n\n b", 41.0, 0)
     with pytest.raises(SystemExit, match=r"prefix_cache\.txt is missing"):
         report.kept_output("prefix_cache")

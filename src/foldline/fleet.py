@@ -438,13 +438,15 @@ def run_fleet(
     rows = [row for u in wanted if (row := store.row(u.key)) is not None]
     failed = [row for u in wanted if (row := store.read(f"failed/{u.key}.json")) is not None]
     report.rows, report.failed, report.commit = rows, failed, commit
-    manifest = dumps(_manifest(report, len(wanted)), sort_keys=True, indent=True)
+    manifest = dumps(fleet_manifest(report, len(wanted)), sort_keys=True, indent=True)
     store.write("fleet.json", manifest)  # the last fleet's; `fleets/` keeps every one
     store.write(f"fleets/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}.json", manifest)
     return report
 
 
-def _manifest(report: FleetReport, units: int) -> dict[str, Any]:
+def fleet_manifest(report: FleetReport, units: int) -> dict[str, Any]:
+    """What `fleet.json` says of a finished fleet of `units` units: its commit and its rows', size,
+    failures, wall time, workers and nodes (a page names the fleet that made its rows from it)."""
     return {
         "commit": report.commit,
         # a resumed fleet's rows may come from earlier commits: each row names its own
