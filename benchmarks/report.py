@@ -70,7 +70,7 @@ from economics import (
 from economics import unit_of as economics_unit
 from foldline import interop
 from foldline.errors import ClientUnavailableError
-from foldline.fleet import Unit, fleet_manifest
+from foldline.fleet import Unit
 from peers import CLIENTS, UNAVAILABLE, client_of
 from peers import argument_parser as peer_parser
 from peers import settings as peer_settings
@@ -223,7 +223,7 @@ def run_the_fleet(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[
     return (
         [r for r in rows if client_of(r["strategy"]) is None],
         [r for r in rows if client_of(r["strategy"])],
-        fleet_line(fleet_manifest(report, len(units)), rows),
+        fleet_line(report.manifest, rows),
     )
 
 
@@ -233,12 +233,18 @@ def fleet_line(manifest: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
     full = str(manifest.get("commit") or "unknown")
     commit = full[:12] + ("-dirty" if full.endswith("-dirty") else "")
     failed = int(manifest.get("failed") or 0)
+    runs = manifest.get("runs") or []
+    wall = f"{float(manifest['wall_s']) / 60:.1f} minutes of wall time"
+    if len(runs) > 1:  # stopped and resumed: the last run's wall alone would flatter it
+        wall = (
+            f"{float(manifest['wall_s_all_runs']) / 60:.1f} minutes of wall time over {len(runs)} runs "
+            f"(stopped and resumed; the last, {wall})"
+        )
     return (
         f"Every session of the economics and real-client tables below ran as one fleet (`foldline.fleet`, "
         f"docs/fleet.md) at commit "
         f"`{commit}`: {manifest['units']} units on {float(manifest['workers']):g} workers (Ray CPUs, one "
-        f"unit each) on {manifest['nodes']} node(s), {float(manifest['wall_s']) / 60:.1f} minutes of wall "
-        "time"
+        f"unit each) on {manifest['nodes']} node(s), {wall}"
         + (f", {failed} units failed (their errors are in the results folder)" if failed else "")
         + _other_commits(rows, full)
         + "."

@@ -709,6 +709,12 @@ def test_a_page_rebuilt_from_kept_rows_names_the_fleet_and_quotes_the_kept_outpu
         {**manifest, "failed": 3}, older
     )
     assert ", 3 units failed" in report.fleet_line({**manifest, "failed": 3}, older)
+    # stopped and resumed: the page gives the wall of every run that made its rows, not the last's
+    runs = [{"wall_s": 5400.0, "rows": 150}, {"wall_s": 1860.0, "rows": 60}]
+    resumed = report.fleet_line({**manifest, "runs": runs, "wall_s": 1860.0, "wall_s_all_runs": 7260.0}, rows)
+    assert "121.0 minutes of wall time over 2 runs (stopped and resumed; the last, 31.0 minutes" in resumed
+    one_run = {**manifest, "runs": runs[:1], "wall_s_all_runs": 7260.0}
+    assert "over 1 runs" not in report.fleet_line(one_run, rows)
     # what run_script keeps, kept_output reads back whole
     monkeypatch.setattr(report, "RAW", tmp_path)
     report.keep_output("resume", ["--turns", "3"], " col  ms\n  a  1.5\n\n b", 41.2, 0)

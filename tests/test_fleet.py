@@ -113,6 +113,37 @@ def test_a_failing_unit_is_retried_then_its_last_error_is_a_row_and_done_units_a
     assert Results(results).keys("failed") == {broken.key}
 
 
+def test_a_fleet_stopped_mid_way_leaves_its_record_and_a_resumed_one_adds_the_runs_walls_up(
+    tmp_path: Path,
+) -> None:
+    """A fleet too long for one sitting runs as several: the page must give the wall of them all, so
+    a killed run's record must already say how long it ran and which rows it made."""
+    here = str(Path(__file__).parent)
+    kind = f"{Path(__file__).stem}:failing"
+    units = [Unit(kind=kind, seed=s, knobs=knobs(counter=str(tmp_path / f"c{s}"))) for s in range(3)]
+    results = tmp_path / "results"
+
+    def stop_after_one(status: FleetStatus) -> None:
+        if status.done == 1:
+            raise KeyboardInterrupt  # what Ctrl-C or a kill does to the driver between two units
+
+    with pytest.raises(KeyboardInterrupt):
+        run_fleet(units, str(results), in_process=True, paths=[here], progress=stop_after_one)
+    [first] = [json.loads(p.read_text()) for p in (results / "fleets").iterdir()]
+    assert (first["ran"], first["finished"]) == ([units[0].key], False)
+    assert not (results / "fleet.json").exists()  # only a fleet that ends writes it
+    report = run_fleet(units, str(results), in_process=True, paths=[here])
+    assert [(tmp_path / f"c{s}").read_text() for s in range(3)] == ["1", "1", "1"]  # none ran twice
+    runs = report.manifest["runs"]
+    assert [(r["rows"], r["finished"]) for r in runs] == [(1, False), (2, True)]
+    both = first["wall_s"] + report.manifest["wall_s"]
+    assert report.manifest["wall_s_all_runs"] == pytest.approx(both, abs=0.11)
+    assert json.loads((results / "fleet.json").read_text()) == report.manifest
+    # a fleet over other units counts only the runs that made its rows, and itself
+    other = run_fleet(units[2:], str(results), in_process=True, paths=[here])
+    assert [r["rows"] for r in other.manifest["runs"]] == [1, 0]
+
+
 def test_the_eta_runs_each_kind_of_unit_at_its_own_pace() -> None:
     """A fleet submits fast simulated sessions first and real clients' slow ones last: the ETA must
     not promise the slow ones the fast ones' pace (the last `make bench` said 1,045 s with 52 real

@@ -425,6 +425,9 @@ class FleetConfig:
     """Times Ray itself reruns a unit whose worker or node died (`max_retries`), apart from `retries`."""
     progress_interval_s: float = 0.5
     """How often the live display is redrawn while no unit finishes."""
+    record_interval_s: float = 30.0
+    """How often a running fleet rewrites its record (`fleets/<run>.json`) while no unit finishes, so
+    a fleet that is killed leaves its wall time to within this much (one small write to the store)."""
 
 
 @dataclass(frozen=True, kw_only=True)

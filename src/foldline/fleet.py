@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import hashlib
 import importlib
 import os
@@ -53,6 +54,7 @@ __all__ = [
     "FleetReport",
     "FleetStatus",
     "Results",
+    "RunRecord",
     "Unit",
     "UnitResult",
     "comparable",
@@ -235,7 +237,8 @@ class Results:
 
     Layout: `rows/<key>.json` (one per finished unit), `failed/<key>.json` (the last error of a unit
     that failed every attempt; run again by the next fleet), `transcripts/<key>/…` (the unit's JSONL
-    files), `fleet.json` (the last fleet's commit, size and wall time; `fleets/` keeps every one).
+    files), `fleet.json` (the last fleet's commit, size and wall time, and every run that made its
+    rows), `fleets/<run>.json` (each run's record, rewritten as it runs: what a killed run did).
     A row is written whole or not at all: on a local disk through a temporary name and a rename, on
     an object store by one put.
     """
@@ -275,13 +278,17 @@ class Results:
     def row(self, key: str) -> dict[str, Any] | None:
         return self.read(f"rows/{key}.json")
 
-    def keys(self, folder: str = "rows") -> set[str]:
-        """Keys with a file in `folder` (`rows` or `failed`)."""
+    def names(self, folder: str) -> list[str]:
+        """The JSON files' names in `folder`."""
         path = self._path(folder)
         if not self.fs.exists(path):
-            return set()
+            return []
         names = (str(p).rsplit("/", 1)[-1] for p in self.fs.ls(path, detail=False))
-        return {n.removesuffix(".json") for n in names if n.endswith(".json")}
+        return [n for n in names if n.endswith(".json")]
+
+    def keys(self, folder: str = "rows") -> set[str]:
+        """Keys with a file in `folder` (`rows` or `failed`)."""
+        return {n.removesuffix(".json") for n in self.names(folder)}
 
     def put_row(self, key: str, row: dict[str, Any]) -> None:
         self.write(f"rows/{key}.json", dumps({**row, **self.stamp}, sort_keys=True))
@@ -331,6 +338,10 @@ class FleetStatus:
     """Units not yet finished, by `pace_class`."""
     walls: dict[str, list[float]] = field(default_factory=dict)
     """The walls of the units finished so far, by `pace_class`."""
+    ran: list[str] = field(default_factory=list)
+    """The keys of the units this run gave a row."""
+    nodes: int = 0
+    """The most nodes alive so far."""
 
     @property
     def elapsed_s(self) -> float:
@@ -348,6 +359,7 @@ class FleetStatus:
             self.failed += 1
         else:
             self.done += 1
+            self.ran.append(unit.key)
         name = pace_class(unit)
         self.left[name] = max(0, self.left.get(name, 0) - 1)
         if wall_s is not None:
@@ -395,6 +407,9 @@ class FleetReport:
     """The most nodes alive during the run."""
     commit: str | None = None
     """The commit of the checkout the driver ran from (where it is one)."""
+    manifest: dict[str, Any] = field(default_factory=dict)
+    """What `fleet.json` says of this fleet: its commit, size, failures, wall time, and every run that
+    made its rows (`RunRecord.runs`)."""
 
 
 def run_fleet(
@@ -432,22 +447,90 @@ def run_fleet(
     have = store.keys()
     todo = [u for u in wanted if u.key not in have]
     status = FleetStatus(total=len(wanted), skipped=len(wanted) - len(todo))
+    record = RunRecord(store, commit, len(wanted), config.record_interval_s)
+
+    def noted(status: FleetStatus) -> None:
+        record.note(status)
+        if progress:
+            progress(status)
+
     report = (_inline if in_process else _on_ray)(
-        todo, store, status, address, workers, paths, runtime_env, progress, config
+        todo, store, status, address, workers, paths, runtime_env, noted, config
     )
+    record.note(status, finished=True)
     rows = [row for u in wanted if (row := store.row(u.key)) is not None]
     failed = [row for u in wanted if (row := store.read(f"failed/{u.key}.json")) is not None]
     report.rows, report.failed, report.commit = rows, failed, commit
-    manifest = dumps(fleet_manifest(report, len(wanted)), sort_keys=True, indent=True)
-    store.write("fleet.json", manifest)  # the last fleet's; `fleets/` keeps every one
-    store.write(f"fleets/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}.json", manifest)
+    report.manifest = _manifest(report, len(wanted), runs=record.runs({u.key for u in wanted}))
+    store.write("fleet.json", dumps(report.manifest, sort_keys=True, indent=True))
     return report
 
 
-def fleet_manifest(report: FleetReport, units: int) -> dict[str, Any]:
+class RunRecord:
+    """One run's record in the results folder (`fleets/<started>-<id>.json`): its commit, the units
+    it gave rows, its wall time so far and whether it finished. Rewritten whenever a unit finishes
+    and every `record_interval_s` between, so a run that is killed (Ctrl-C, a reboot, the end of a
+    machine's loan) still says how long it ran and what it made; a fleet resumed over several runs
+    adds their walls up (`runs`)."""
+
+    def __init__(self, store: Results, commit: str | None, units: int, interval_s: float) -> None:
+        self.store, self.commit, self.units, self.interval_s = store, commit, units, interval_s
+        self.name = f"fleets/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}.json"
+        self.started = datetime.datetime.now(datetime.UTC).isoformat()
+        self._written: tuple[float, int] | None = None
+
+    def note(self, status: FleetStatus, *, finished: bool = False) -> None:
+        ended = status.done + status.failed
+        now = time.perf_counter()
+        if self._written and not finished:
+            at, count = self._written
+            if count == ended and now - at < self.interval_s:
+                return
+        self._written = (now, ended)
+        record = {
+            "started": self.started,
+            "commit": self.commit,
+            "units": self.units,
+            "ran": status.ran,
+            "failed": status.failed,
+            "wall_s": round(status.elapsed_s, 1),
+            "workers": status.workers,
+            "nodes": status.nodes,
+            "finished": finished,
+        }
+        self.store.write(self.name, dumps(record, sort_keys=True, indent=True))
+
+    def runs(self, keys: set[str]) -> list[dict[str, Any]]:
+        """This run and every run recorded in the folder that gave a row to a unit among `keys`,
+        oldest first: its record's name, start, commit, wall, how many of those rows it made and
+        whether it finished. (Records written before runs named their rows are not counted.)"""
+        found = []
+        for name in (f"fleets/{n}" for n in self.store.names("fleets")):
+            record = self.store.read(name)
+            if record is None or "started" not in record:
+                continue
+            made = len(keys.intersection(record["ran"]))
+            if made or name == self.name:
+                found.append(
+                    {
+                        "record": name,
+                        "started": record["started"],
+                        "commit": record["commit"],
+                        "wall_s": record["wall_s"],
+                        "rows": made,
+                        "finished": record["finished"],
+                    }
+                )
+        return sorted(found, key=lambda run: str(run["started"]))
+
+
+def _manifest(report: FleetReport, units: int, runs: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """What `fleet.json` says of a finished fleet of `units` units: its commit and its rows', size,
-    failures, wall time, workers and nodes (a page names the fleet that made its rows from it)."""
+    failures, wall time, workers and nodes (a page names the fleet that made its rows from it), and
+    `runs`: every run that made its rows (`RunRecord.runs`), with their walls added up."""
     return {
+        "runs": list(runs),
+        "wall_s_all_runs": round(sum(float(r["wall_s"]) for r in runs), 1),
         "commit": report.commit,
         # a resumed fleet's rows may come from earlier commits: each row names its own
         "row_commits": sorted({str(r.get("commit")) for r in report.rows}),
@@ -495,7 +578,7 @@ def _inline(
     progress: Callable[[FleetStatus], None] | None,
     config: FleetConfig,
 ) -> FleetReport:
-    status.workers, status.slots = 1, 1
+    status.workers, status.slots, status.nodes = 1, 1, 1
     status.plan(todo)
     for unit in todo:
         for attempt in range(1, config.retries + 2):
@@ -520,7 +603,7 @@ def _inline(
     status.running = 0
     if progress:
         progress(status)
-    return FleetReport([], [], status.elapsed_s, 1, 1)
+    return FleetReport([], [], status.elapsed_s, 1, status.nodes)
 
 
 def _fleet_task(unit: Unit, results_url: str, paths: Sequence[str]) -> dict[str, Any]:
@@ -552,14 +635,13 @@ def _on_ray(
             max_retries=config.node_retries,
             retry_exceptions=False,
         )(_fleet_task)
-        nodes = 0
         queue = list(reversed(todo))
         status.plan(todo)
         attempts: dict[str, int] = {}
         flight: dict[Any, Unit] = {}
         while queue or flight:
             status.workers, alive = _cluster(ray)
-            nodes = max(nodes, alive)
+            status.nodes = max(status.nodes, alive)
             # Only as many in flight as the cluster can run: `running` is then true, and a unit
             # not yet submitted goes to whichever node frees up first, a new node included.
             room = status.slots = max(1, int(status.workers // config.unit_cpus))
@@ -588,7 +670,7 @@ def _on_ray(
         status.running = 0
         if progress:
             progress(status)
-        return FleetReport([], [], status.elapsed_s, status.workers, nodes)
+        return FleetReport([], [], status.elapsed_s, status.workers, status.nodes)
 
 
 def _cluster(ray: Any) -> tuple[float, int]:
