@@ -47,6 +47,11 @@ agents do to the bytes they send, applied to every request the engine makes:
   / `-budget10k`: fold summaries replaced by one at 5K / 2K / 10K tokens of them (3K by default);
   `-nudge25`: the Snip reminder past 25% of the window. Each is one design choice beside the
   defaults.
+- `foldline-no-edits-records` (opt-in): the headline row folding each span into a record of its
+  entries (`CollapseConfig.folds = "record"`: the user's prompts word for word, the files touched,
+  the first lines of each result, and that the transcript holds the rest) instead of a model's
+  summary: no summary request to pay for or to lose facts in. `-records-span3k` / `-records-span2k`:
+  the same with 3K- / 2K-token spans (a record costs no output, so folding sooner is cheap).
 - `foldline-no-edits-memory` (opt-in): the headline row with the session memory refreshed beside
   Collapse, the old default, to measure that change side by side.
 - `foldline-no-edits-no-snip` (opt-in): the headline row with Snip off (`Config.snip_enabled`), to
@@ -108,7 +113,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from foldline._json import dumps, loads
 from foldline.config import AutoCompactConfig, CollapseConfig, Config, SessionMemoryConfig, TranscriptConfig
@@ -745,6 +750,8 @@ class Foldline:
     """Share of the window past which the model is reminded it can Snip."""
     transcript_named: bool = TranscriptConfig().named_to_model
     """The system prompt names the session's transcript for the model to search (design.md §3.5)."""
+    folds: Literal["summary", "record"] = CollapseConfig().folds
+    """What stands in for a folded span: the model's summary or a record of the entries."""
 
     def engine_window(self, window: int) -> int:
         return min(window, self.working_window) if self.working_window else window
@@ -833,6 +840,23 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         "foldline-no-edits without the session's transcript named in the system prompt (the default before)",
         transcript_named=False,
     ),
+    "foldline-no-edits-records": _no_edits(
+        "records",
+        "foldline-no-edits folding spans into records of their entries instead of summaries (no request)",
+        folds="record",
+    ),
+    "foldline-no-edits-records-span3k": _no_edits(
+        "records-span3k",
+        "foldline-no-edits folding 3K-token spans into records of their entries (no summary request)",
+        folds="record",
+        span_target_tokens=3_000,
+    ),
+    "foldline-no-edits-records-span2k": _no_edits(
+        "records-span2k",
+        "foldline-no-edits folding 2K-token spans into records of their entries (no summary request)",
+        folds="record",
+        span_target_tokens=2_000,
+    ),
     "foldline-no-edits-100k": _no_edits(
         "100k",
         "foldline-no-edits managing to a 100K working window on the 200K model",
@@ -863,6 +887,9 @@ _OPT_IN = (
     "foldline-no-edits-budget2k",
     "foldline-no-edits-budget10k",
     "foldline-no-edits-nudge25",
+    "foldline-no-edits-records",
+    "foldline-no-edits-records-span3k",
+    "foldline-no-edits-records-span2k",
 )
 DEFAULT_STRATEGIES = tuple(n for n in STRATEGIES if n not in _OPT_IN)
 
@@ -1016,6 +1043,7 @@ async def play(
             summaries_budget_tokens=getattr(
                 strategy, "summaries_budget_tokens", CollapseConfig().summaries_budget_tokens
             ),
+            folds=getattr(strategy, "folds", CollapseConfig().folds),
         ),
         snip_enabled=strategy.snip,
         snip_nudge_share=getattr(strategy, "snip_nudge_share", Config().snip_nudge_share),

@@ -37,7 +37,7 @@ from foldline.cli import cli
 from foldline.compact.collapse import Collapse
 from foldline.compact.ctx_agent import StagedFold, find_spans, summary_tokens
 from foldline.compact.levels import Levels, install_levels
-from foldline.compact.mechanical import MECHANICAL_HEADING, MECHANICAL_NOTICE
+from foldline.compact.mechanical import MECHANICAL_HEADING, MECHANICAL_NOTICE, RECORD_HEADING
 from foldline.compact.pipeline import CompactionContext, StageResult
 from foldline.config import DESIGN_WINDOW, Config
 from foldline.engine import QueryEngine
@@ -634,6 +634,29 @@ async def test_300_turns_stay_under_the_blocking_limit_and_keep_every_planted_fa
     final = sent_text(model.main[-1])
     missing = [n for n in range(1, 301) if f"FACT-{n} = value{n}" not in final]
     assert missing == []
+    await r.close()
+
+
+async def test_record_folds_ask_the_model_nothing_and_keep_every_prompt(tmp_path: Path) -> None:
+    """`CollapseConfig.folds = "record"`: a span is folded into a record of its entries (the prompts,
+    the files touched, the results' first lines) with no summary request, so a lossy summarizer has
+    nothing to lose; the context still stays under the blocking limit."""
+    model = CollapseModel()
+    provider = FunctionProvider(model.answer, context_window=40_000)
+    r = rig(tmp_path, provider, config=collapse_config(folds="record", commit_when_it_pays=True))
+    for n in range(1, 41):
+        await r.turn(n, 600)
+        await r.settle()
+    assert model.main, "the rig ran"
+    assert model.spans == []  # not one span summary was asked for
+    commits = r.commits()
+    assert len(commits) > 3
+    assert all(c.summary.startswith(RECORD_HEADING) for c in commits)
+    assert max(r.spy.rounds) < r.engine.config.blocking_limit
+    final = sent_text(model.main[-1])
+    folded = [n for n in range(1, 41) if any(f"FACT-{n} = value{n}" in c.summary for c in commits)]
+    assert folded, "some prompts were folded"
+    assert all(f"FACT-{n} = value{n}" in final for n in folded)  # kept word for word in the records
     await r.close()
 
 

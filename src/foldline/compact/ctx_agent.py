@@ -31,6 +31,7 @@ from typing import Any
 from foldline._types import Block
 from foldline.api.params import carries_snip_tags
 from foldline.compact.fork import ForkedReply, ask_forked
+from foldline.compact.mechanical import record_fold
 from foldline.compact.prompts import SPAN_SECTIONS, read_summary, span_prompt, span_prompt_by_words
 from foldline.compact.snip import short_id
 from foldline.config import Config
@@ -341,6 +342,9 @@ class CtxAgent:
 
     async def summarize(self, records: Sequence[AnyRecord], span: TaskSpan) -> StagedFold | FoldFailure:
         """One forked request for `span`; a failure is returned, never raised (cancellation is)."""
+        if self.config.collapse.folds == "record":
+            entries = [r for r in records if isinstance(r, ENTRY_TYPES) and r.uuid in span.uuids]
+            return self._checked(span, record_fold(entries, self.config), Usage())
         last = span.last_tagged_uuid or span.last_uuid
         if carries_snip_tags(self.config, self.tools):
             instruction = span_prompt(short_id(span.first_uuid), short_id(last))
@@ -366,7 +370,10 @@ class CtxAgent:
         sections = read_summary(reply.text, SPAN_SECTIONS, free=self.config.summary_format == "free")
         if sections is None:
             return FoldFailure(span, "the summary was empty or malformed", unusable=True)
-        summary = summary_of(sections)
+        return self._checked(span, summary_of(sections), reply.usage)
+
+    @staticmethod
+    def _checked(span: TaskSpan, summary: str, usage: Usage) -> StagedFold | FoldFailure:
         if summary_tokens(summary) >= span.tokens:  # a fold that grows the context is never committed
             return FoldFailure(
                 span,
@@ -374,7 +381,7 @@ class CtxAgent:
                 f"replace ({span.tokens:,}); nothing was committed",
                 unusable=True,  # as useless as a malformed one: an emergency folds mechanically instead
             )
-        return StagedFold(span, summary, reply.usage)
+        return StagedFold(span, summary, usage)
 
     async def _ask(self, records: Sequence[AnyRecord], instruction: str) -> ForkedReply:
         return await ask_forked(

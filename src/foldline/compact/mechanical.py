@@ -18,7 +18,14 @@ from foldline.config import Config, MechanicalFoldConfig
 from foldline.timeline import AnyRecord, AssistantEntry, Entry, SystemEntry, UserEntry
 from foldline.tokens import CHARS_PER_TOKEN
 
-__all__ = ["MECHANICAL_HEADING", "MECHANICAL_NOTICE", "mechanical_fold", "said_before"]
+__all__ = [
+    "MECHANICAL_HEADING",
+    "MECHANICAL_NOTICE",
+    "RECORD_HEADING",
+    "mechanical_fold",
+    "record_fold",
+    "said_before",
+]
 
 MECHANICAL_HEADING = (
     "[Not a summary: the model could not summarize this part of the conversation, so foldline kept "
@@ -26,6 +33,13 @@ MECHANICAL_HEADING = (
     "tool result. Everything else in it is gone; read a file again when its contents matter.]"
 )
 """Opens every mechanical fold, so neither the model nor a reader takes it for a summary."""
+
+RECORD_HEADING = (
+    "[A record of these turns, not a summary: the user's prompts, the files touched and the first "
+    "lines of each tool result. The session's transcript holds everything else; search it when a "
+    "detail matters.]"
+)
+"""Opens every record fold (`CollapseConfig.folds = "record"`): chosen, not a fallback."""
 
 MECHANICAL_NOTICE = (
     "the model could not summarize (its summaries were empty or malformed): foldline folded "
@@ -43,7 +57,13 @@ def said_before(records: Sequence[AnyRecord]) -> bool:
     return any(isinstance(r, SystemEntry) and r.data and r.data.get("mechanical") for r in records)
 
 
-def mechanical_fold(entries: Sequence[Entry], settings: Config) -> str:
+def record_fold(entries: Sequence[Entry], settings: Config) -> str:
+    """A span's record when Collapse folds by records rather than summaries: the mechanical record
+    under a heading that says it was chosen and where the rest is."""
+    return mechanical_fold(entries, settings, heading=RECORD_HEADING)
+
+
+def mechanical_fold(entries: Sequence[Entry], settings: Config, *, heading: str = MECHANICAL_HEADING) -> str:
     """The mechanical record of `entries` (API-visible entries, oldest first), within its budget
     (`MechanicalFoldConfig`): the oldest prompts and results are left out first."""
     config = settings.mechanical_fold
@@ -68,7 +88,7 @@ def mechanical_fold(entries: Sequence[Entry], settings: Config) -> str:
                 text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
                 if text:
                     prompts.append(f"- {_cut(text, config.prompt_chars)}")
-    return _assemble(prompts, list(files), results, budget)
+    return _assemble(heading, prompts, list(files), results, budget)
 
 
 def _call_label(block: Block, files: dict[str, None]) -> str:
@@ -109,10 +129,10 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
-def _assemble(prompts: list[str], files: list[str], results: list[str], max_chars: int) -> str:
+def _assemble(heading: str, prompts: list[str], files: list[str], results: list[str], max_chars: int) -> str:
     """The fold's text; while too long, the oldest result goes, then the oldest prompt."""
     while True:
-        parts = [MECHANICAL_HEADING, "User prompts:", *(prompts or ["- (none)"])]
+        parts = [heading, "User prompts:", *(prompts or ["- (none)"])]
         if files:
             parts.append("Files touched: " + ", ".join(files))
         if results:
