@@ -248,6 +248,47 @@ async def test_collapse_on_compacts_once_the_fold_summaries_pass_their_budget(
         assert result.records[0].trigger == "auto"
 
 
+async def test_the_prompt_after_a_fold_that_took_the_last_reply_is_kept_and_the_folds_summarized() -> None:
+    # A fold committed at the turn's start took the last reply: the fold summaries and the prompts
+    # between them were all "after the last reply" and kept verbatim beside the summary, so the
+    # compaction did not pay and the prompt just typed was summarized away with them (4 of 107
+    # compactions of the 100-turn rows, each a prompt the model then did not answer).
+    provider = ScriptedProvider([{"text": summary_text()}])
+    stage = stage_for(provider, collapse_enabled=True)
+    records = folded(conversation(8, words=50), 1_600)  # every reply folded
+    result = await stage.run(ctx_for(records, Config(), 30_000))
+    [boundary] = [r for r in result.records if isinstance(r, CompactBoundary)]
+    assert boundary.preserved_uuids == (records[24].uuid,)  # "prompt 7", and no fold summary
+    assert records[24].message.content == "prompt 7"  # type: ignore[union-attr]
+
+
+async def test_a_small_pending_prompt_is_never_summarized_away_to_make_a_compaction_pay() -> None:
+    reply = AssistantEntry(
+        uuid="20000000-0000-4000-8000-000000000010",
+        timestamp="2026-01-01T00:00:00Z",
+        session_id="s",
+        message=AssistantMessage(id="msg_done", model="m", content=[{"type": "text", "text": "done"}]),
+    )
+    question = UserEntry(
+        uuid="20000000-0000-4000-8000-000000000011",
+        timestamp="2026-01-01T00:00:00Z",
+        session_id="s",
+        message=UserMessage(content="What is the staging port?"),
+    )
+    records = [*conversation(3, words=50), reply, question]  # the question just typed
+    probe = stage_for(ScriptedProvider([{"text": summary_text()}]))
+    done = await probe.compact(ctx_for(records, Config(), 100_000))
+    [boundary] = [r for r in done.records if isinstance(r, CompactBoundary)]
+    assert boundary.preserved_uuids == (records[-1].uuid,)
+    # the same compaction where the summary and that prompt leave the context as large as before:
+    # without the prompt it would be smaller, but the model would then not see the question
+    stage = stage_for(ScriptedProvider([{"text": summary_text()}] * 2))
+    assert boundary.post_tokens is not None
+    result = await stage.compact(ctx_for(records, Config(), boundary.post_tokens))
+    assert result.records == ()
+    assert "would not make the context smaller" in stage.receipts[-1].content
+
+
 async def test_the_fold_budget_compacts_at_a_turns_first_request_not_inside_a_turn() -> None:
     # Inside a turn the cached prefix holds the turn's rounds so far, and a compaction would write
     # them all again; at the next prompt only the prompt follows the summary.

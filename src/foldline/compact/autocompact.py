@@ -295,9 +295,9 @@ class AutoCompactStage:
                     raise
                 return mechanical
             result = self._commit(ctx, trigger, view, summary)
-            if (
-                isinstance(result, int) and summary.preserved
-            ):  # the kept prompt is the bulk: the summary covers it
+            if isinstance(result, int) and _is_bulk(view, summary.preserved):
+                # the kept prompt is the bulk: the summary covers it. A small one is never
+                # summarized away (the model would go on with the work and not answer it).
                 result = self._commit(ctx, trigger, view, dataclasses.replace(summary, preserved=()))
             if isinstance(result, int):
                 raise CompactionFailed(
@@ -662,8 +662,14 @@ def _last_results(view: list[Entry]) -> int:
 
 
 def _pending_prompt(view: list[Entry], max_tokens: int) -> tuple[str, ...]:
-    """The user's prompt typed after the last reply, when small: kept verbatim after the summary."""
-    last_reply = max((i for i, e in enumerate(view) if isinstance(e, AssistantEntry)), default=-1)
+    """The user's prompt typed after the last reply, when small: kept verbatim after the summary.
+
+    A fold committed at the turn's start can stand where the last reply stood: the prompt is what
+    follows the last reply or fold summary, and the summaries are history the summary covers (kept
+    with the prompt, they made the compaction not smaller, and the prompt was summarized away)."""
+    last_reply = max(
+        (i for i, e in enumerate(view) if isinstance(e, AssistantEntry) or is_fold_summary(e)), default=-1
+    )
     tail = view[last_reply + 1 :]
     if not tail:
         return ()
@@ -674,6 +680,12 @@ def _pending_prompt(view: list[Entry], max_tokens: int) -> tuple[str, ...]:
     if sum(estimate_entry(e) for e in tail) > max_tokens:
         return ()
     return tuple(e.uuid for e in tail if isinstance(e, UserEntry) and not e.is_meta)
+
+
+def _is_bulk(view: list[Entry], preserved: Sequence[str]) -> bool:
+    """Whether the entries `preserved` are at least as large as the rest of `view`."""
+    kept = sum(estimate_entry(e) for e in view if e.uuid in preserved)
+    return bool(preserved) and kept >= sum(estimate_entry(e) for e in view) - kept
 
 
 def _recently_read(view: list[Entry], preserved: set[str], workspace: Path | None) -> list[Path]:
