@@ -137,6 +137,9 @@ class MechanicalFoldConfig:
     """The first lines of each tool result."""
     line_chars: int = 160
     """Each kept line, cut to this many characters."""
+    reply_chars: int = 400
+    """Each final reply a record fold keeps (`CollapseConfig.folds = "record"`), cut to this many
+    characters: its opening, where a reply says what it found or did."""
     max_chars: int = 6_000
     """The whole fold; past it the oldest prompts and results go first (the newest work matters)."""
     max_share: float = 0.05

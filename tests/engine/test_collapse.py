@@ -652,6 +652,7 @@ async def test_record_folds_ask_the_model_nothing_and_keep_every_prompt(tmp_path
     commits = r.commits()
     assert len(commits) > 3
     assert all(c.summary.startswith(RECORD_HEADING) for c in commits)
+    assert "- reply: Noted." in commits[0].summary  # what the model answered, beside each prompt
     assert max(r.spy.rounds) < r.engine.config.blocking_limit
     final = sent_text(model.main[-1])
     folded = [n for n in range(1, 41) if any(f"FACT-{n} = value{n}" in c.summary for c in commits)]

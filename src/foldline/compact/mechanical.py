@@ -35,9 +35,9 @@ MECHANICAL_HEADING = (
 """Opens every mechanical fold, so neither the model nor a reader takes it for a summary."""
 
 RECORD_HEADING = (
-    "[A record of these turns, not a summary: the user's prompts, the files touched and the first "
-    "lines of each tool result. The session's transcript holds everything else; search it when a "
-    "detail matters.]"
+    "[A record of these turns, not a summary: the user's prompts and the final replies, the files "
+    "touched and the first lines of each tool result. The session's transcript holds everything "
+    "else; search it when a detail matters.]"
 )
 """Opens every record fold (`CollapseConfig.folds = "record"`): chosen, not a fallback."""
 
@@ -58,14 +58,18 @@ def said_before(records: Sequence[AnyRecord]) -> bool:
 
 
 def record_fold(entries: Sequence[Entry], settings: Config) -> str:
-    """A span's record when Collapse folds by records rather than summaries: the mechanical record
-    under a heading that says it was chosen and where the rest is."""
-    return mechanical_fold(entries, settings, heading=RECORD_HEADING)
+    """A span's record when Collapse folds by records rather than summaries: the mechanical record,
+    with each turn's final reply beside the prompts (what the model concluded: a summary would keep
+    it), under a heading that says it was chosen and where the rest is."""
+    return mechanical_fold(entries, settings, heading=RECORD_HEADING, replies=True)
 
 
-def mechanical_fold(entries: Sequence[Entry], settings: Config, *, heading: str = MECHANICAL_HEADING) -> str:
+def mechanical_fold(
+    entries: Sequence[Entry], settings: Config, *, heading: str = MECHANICAL_HEADING, replies: bool = False
+) -> str:
     """The mechanical record of `entries` (API-visible entries, oldest first), within its budget
-    (`MechanicalFoldConfig`): the oldest prompts and results are left out first."""
+    (`MechanicalFoldConfig`): the oldest prompts and results are left out first. `replies`: the
+    final replies (text with no tool call) too, cut to `reply_chars`, in order among the prompts."""
     config = settings.mechanical_fold
     budget = min(config.max_chars, int(settings.blocking_limit * config.max_share * CHARS_PER_TOKEN))
     prompts: list[str] = []
@@ -74,9 +78,12 @@ def mechanical_fold(entries: Sequence[Entry], settings: Config, *, heading: str 
     calls: dict[str, str] = {}
     for entry in entries:
         if isinstance(entry, AssistantEntry):
-            for block in entry.message.content:
-                if block.get("type") == "tool_use":
-                    calls[str(block.get("id"))] = _call_label(block, files)
+            uses = [b for b in entry.message.content if b.get("type") == "tool_use"]
+            for block in uses:
+                calls[str(block.get("id"))] = _call_label(block, files)
+            said = " ".join(str(b.get("text", "")) for b in entry.message.content if b.get("type") == "text")
+            if replies and not uses and said.strip():
+                prompts.append(f"- reply: {_cut(said, config.reply_chars)}")
         elif isinstance(entry, UserEntry) and not entry.is_meta and not entry.is_compact_summary:
             content = entry.message.content
             blocks: list[Block] = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -87,8 +94,9 @@ def mechanical_fold(entries: Sequence[Entry], settings: Config, *, heading: str 
             if not tool_results:
                 text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
                 if text:
-                    prompts.append(f"- {_cut(text, config.prompt_chars)}")
-    return _assemble(heading, prompts, list(files), results, budget)
+                    prompts.append(f"- {'prompt: ' if replies else ''}{_cut(text, config.prompt_chars)}")
+    title = "Prompts and final replies:" if replies else "User prompts:"
+    return _assemble(heading, title, prompts, list(files), results, budget)
 
 
 def _call_label(block: Block, files: dict[str, None]) -> str:
@@ -129,10 +137,12 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
-def _assemble(heading: str, prompts: list[str], files: list[str], results: list[str], max_chars: int) -> str:
+def _assemble(
+    heading: str, title: str, prompts: list[str], files: list[str], results: list[str], max_chars: int
+) -> str:
     """The fold's text; while too long, the oldest result goes, then the oldest prompt."""
     while True:
-        parts = [heading, "User prompts:", *(prompts or ["- (none)"])]
+        parts = [heading, title, *(prompts or ["- (none)"])]
         if files:
             parts.append("Files touched: " + ", ".join(files))
         if results:
