@@ -48,8 +48,9 @@ agents do to the bytes they send, applied to every request the engine makes:
   `-nudge25`: the Snip reminder past 25% of the window. Each is one design choice beside the
   defaults.
 - `foldline-no-edits-records` (opt-in): the headline row folding each span into a record of its
-  entries (`CollapseConfig.folds = "record"`: the user's prompts word for word, the files touched,
-  the first lines of each result, and that the transcript holds the rest) instead of a model's
+  entries (`CollapseConfig.folds = "record"`: the user's prompts word for word, the opening of each
+  final reply, the files touched, the first lines of each result, and that the transcript holds
+  the rest) instead of a model's
   summary: no summary request to pay for or to lose facts in. `-records-span3k` / `-records-span2k`:
   the same with 3K- / 2K-token spans (a record costs no output, so folding sooner is cheap).
 - `foldline-no-edits-memory` (opt-in): the headline row with the session memory refreshed beside
