@@ -117,10 +117,12 @@ class CollapseConfig:
     """The fewest requests a session is expected to have left: the estimate is the requests it has
     made so far (a session that has run n requests is, as likely as not, halfway), never below this."""
     folds: Literal["summary", "record"] = "summary"
-    """What stands in for a folded span: the model's summary (a forked request), or a record made
-    from the entries alone with no model call (`compact.mechanical.record_fold`: the user's prompts,
-    the files touched, the first lines of each result, and that the session's transcript holds the
-    rest). A record loses nothing a summary could lose and pays no summary's output."""
+    """What stands in for a folded span: the model's summary (a forked request, R3.3.1), or a record
+    made from the entries alone with no model call (`compact.mechanical.record_fold`: the user's
+    prompts word for word, the openings of the final replies, the files touched, the first lines of
+    each result, and that the session's transcript holds the rest). A record pays no summary output
+    and no summarizer can drop a prompt from it; what it leaves out of the assistant's work the
+    model must search the transcript for (docs/design.md, "Record folds")."""
     max_consecutive_failures: int = 3
     """Failed span summaries in a row after which the ctx-agent stops asking the model for the
     session (its breaker, kept across a resume as AutoCompact's is); an emergency fold is then

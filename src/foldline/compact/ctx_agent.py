@@ -10,7 +10,8 @@ bytes from its first message on, so folding the oldest spans first keeps the cac
 folds inside what the first one already rewrites.
 
 Each span's summary comes from a forked request (`compact.fork`): the main conversation's request
-with `span_prompt` as the last user message, so it reads the main prefix from the cache. A reply
+with `span_prompt` as the last user message, so it reads the main prefix from the cache (or, with
+`CollapseConfig.folds = "record"`, from a record of the span's entries, with no request). A reply
 that `read_summary` rejects is a failure, reported and never staged (R3.4.9's rule, applied here).
 A summary cut at the output limit is no summary either (it silently loses what came past the cut);
 a span of several turns is then summarized again as two halves, each half of the turns to tell. A

@@ -1,4 +1,5 @@
-"""The mechanical fold: what stands in for a summary when the model cannot write one (design.md R3.4.11).
+"""The mechanical fold: what stands in for a summary when the model cannot write one (design.md R3.4.11),
+and the record fold built the same way when Collapse is set to fold by records.
 
 A small local model (SmolLM2 on an 8K window) may answer every summary request with nothing, or
 with text that is not the sections asked for. Failing then ends the turn ("nothing more could be
@@ -7,6 +8,9 @@ the entries alone, with no model call: the user's prompts, the files the tools t
 first lines of each tool result, under a heading that says plainly it is not a summary. Context
 Collapse commits one for a span whose emergency summary failed, and AutoCompact's reactive
 compaction for the conversation when its summary failed; each says so once (`MECHANICAL_NOTICE`).
+
+A record fold (`CollapseConfig.folds = "record"`) is the same record by choice, with each turn's
+final reply beside its prompt, under a heading that says where the rest is (the transcript).
 """
 
 from __future__ import annotations
