@@ -142,6 +142,9 @@ class MechanicalFoldConfig:
     reply_chars: int = 400
     """Each final reply a record fold keeps (`CollapseConfig.folds = "record"`), cut to this many
     characters: its opening, where a reply says what it found or did."""
+    step_chars: int = 200
+    """What the assistant said beside each step of its work, in a record fold, cut to this many
+    characters: why it made the calls that follow."""
     max_chars: int = 6_000
     """The whole fold; past it the oldest prompts and results go first (the newest work matters)."""
     max_share: float = 0.05

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from foldline.compact.mechanical import MECHANICAL_HEADING, mechanical_fold
+from foldline.compact.mechanical import MECHANICAL_HEADING, RECORD_HEADING, mechanical_fold, record_fold
 from foldline.config import Config, MechanicalFoldConfig
 from foldline.timeline import AssistantEntry, AssistantMessage, Entry, UserEntry, UserMessage, new_uuid
 
@@ -48,3 +48,70 @@ def test_past_its_budget_the_oldest_results_go_first() -> None:
     assert "result 39 line 0" in text  # the newest work is kept
     assert "result 0 line 0" not in text
     assert "- the task" in text
+
+
+def _step(n: int, said: str, command: str, output: str) -> list[Entry]:
+    use = {"type": "tool_use", "id": f"toolu_s{n}", "name": "Bash", "input": {"command": command}}
+    content: list[dict[str, object]] = [{"type": "text", "text": said}, use]
+    reply = AssistantEntry(
+        uuid=new_uuid(), timestamp=T, message=AssistantMessage(id=f"s{n}", model="m", content=content)
+    )
+    return [reply, _user([{"type": "tool_result", "tool_use_id": f"toolu_s{n}", "content": output}])]
+
+
+def _final(text: str) -> AssistantEntry:
+    content: list[dict[str, object]] = [{"type": "text", "text": text}]
+    return AssistantEntry(
+        uuid=new_uuid(), timestamp=T, message=AssistantMessage(id="f", model="m", content=content)
+    )
+
+
+def test_a_record_keeps_each_turn_in_order_with_what_the_assistant_said_and_did() -> None:
+    """A record fold masks the tool output and keeps the agent's words and actions, turn by turn:
+    which result belongs to which call, and why it was made, stay readable."""
+    entries: list[Entry] = [
+        _user("the deploy script fails on staging"),
+        *_step(1, "The log should say why; reading it.", "tail deploy.log", "ERROR: port 8443 in use\n" * 30),
+        *_step(2, "Port 8443 is taken by the old worker, so stop it first.", "systemctl stop w", ""),
+        _final("Fixed: the old worker held port 8443; I stop it before the deploy now."),
+        _user("now add a retry"),
+        *_read(3, "deploy.sh"),
+        _final("Added three retries to deploy.sh."),
+    ]
+    text = record_fold(entries, Config())
+    assert text.startswith(RECORD_HEADING)
+    lines = text.splitlines()
+    order = [
+        "- prompt: the deploy script fails on staging",
+        "  - said: The log should say why; reading it.",
+        "  - Bash `tail deploy.log` -> ERROR: port 8443 in use",
+        "  - said: Port 8443 is taken by the old worker, so stop it first.",
+        "  - Bash `systemctl stop w` -> (no output)",
+        "- reply: Fixed: the old worker held port 8443",
+        "- prompt: now add a retry",
+        "  - Read deploy.sh -> result 3 line 0",
+        "- reply: Added three retries",
+    ]
+    found = [next(i for i, line in enumerate(lines) if line.startswith(want)) for want in order]
+    assert found == sorted(found), "the record follows the turns in order"
+    assert "(+27 more lines)" in text  # the observation is masked down to its first lines
+    assert lines[-1] == "Files touched: deploy.sh"
+
+
+def test_past_its_budget_a_record_drops_the_oldest_results_then_words_then_turns() -> None:
+    entries: list[Entry] = [_user("the first task")]
+    for n in range(30):
+        entries += _step(n, f"step {n} because of reason {n}", f"run {n}", f"output {n}\nmore")
+    entries += [_final("first done"), _user("the second task"), _final("second done")]
+    roomy = record_fold(entries, Config(mechanical_fold=MechanicalFoldConfig(max_chars=2_400)))
+    assert len(roomy) <= 2_400
+    assert "run 29` -> output 29" in roomy
+    assert "run 0` -> output 0" not in roomy
+    assert "step 0 because" in roomy  # the words stay while results can go
+    tight = record_fold(entries, Config(mechanical_fold=MechanicalFoldConfig(max_chars=1_100)))
+    assert len(tight) <= 1_100
+    assert "step 0 because" not in tight
+    assert "Bash `run 0`" in tight
+    tiny = record_fold(entries, Config(mechanical_fold=MechanicalFoldConfig(max_chars=400)))
+    assert "- prompt: the second task" in tiny
+    assert "the first task" not in tiny

@@ -9,13 +9,19 @@ first lines of each tool result, under a heading that says plainly it is not a s
 Collapse commits one for a span whose emergency summary failed, and AutoCompact's reactive
 compaction for the conversation when its summary failed; each says so once (`MECHANICAL_NOTICE`).
 
-A record fold (`CollapseConfig.folds = "record"`) is the same record by choice, with each turn's
-final reply beside its prompt, under a heading that says where the rest is (the transcript).
+A record fold (`CollapseConfig.folds = "record"`) is a record by choice, laid out as the turns went:
+each prompt word for word, then each step of the assistant's work (what it said, cut short, and each
+tool call with the first lines of its result), then the opening of the final reply, under a heading
+that says where the rest is (the transcript). It masks the observations (tool output), the bulk of
+an agent's context, and keeps the agent's own words and actions in order: the design that matched
+model-written summaries on real models at half the cost (design.md, "Record folds").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from foldline._types import Block
 from foldline.config import Config, MechanicalFoldConfig
@@ -39,9 +45,9 @@ MECHANICAL_HEADING = (
 """Opens every mechanical fold, so neither the model nor a reader takes it for a summary."""
 
 RECORD_HEADING = (
-    "[A record of these turns, not a summary: the user's prompts and the final replies, the files "
-    "touched and the first lines of each tool result. The session's transcript holds everything "
-    "else; search it when a detail matters.]"
+    "[A record of these turns, not a summary: each of the user's prompts, then what the assistant "
+    "said and did (cut short), each tool call with the first lines of its result, and the opening of "
+    "the final reply. The session's transcript holds everything else; search it when a detail matters.]"
 )
 """Opens every record fold (`CollapseConfig.folds = "record"`): chosen, not a fallback."""
 
@@ -62,18 +68,86 @@ def said_before(records: Sequence[AnyRecord]) -> bool:
 
 
 def record_fold(entries: Sequence[Entry], settings: Config) -> str:
-    """A span's record when Collapse folds by records rather than summaries: the mechanical record,
-    with each turn's final reply beside the prompts (what the model concluded: a summary would keep
-    it), under a heading that says it was chosen and where the rest is."""
-    return mechanical_fold(entries, settings, heading=RECORD_HEADING, replies=True)
+    """A span's record when Collapse folds by records rather than summaries, within the fold's budget
+    (`MechanicalFoldConfig`): each turn in order, its prompt (cut to `prompt_chars`), each step of the
+    assistant's work (its words cut to `step_chars`; each tool call with its result's first lines)
+    and its final reply's opening (`reply_chars`). Past the budget the results' lines go first,
+    oldest first, then the assistant's words, then whole turns, oldest first: the newest work and
+    what the user asked matter most."""
+    config = settings.mechanical_fold
+    turns: list[list[_Line]] = []
+    files: dict[str, None] = {}
+    calls: dict[str, _Line] = {}
+    for entry in entries:
+        if isinstance(entry, AssistantEntry):
+            uses = [b for b in entry.message.content if b.get("type") == "tool_use"]
+            said = " ".join(str(b.get("text", "")) for b in entry.message.content if b.get("type") == "text")
+            if not turns:  # the span opens mid-turn: work with no prompt before it
+                turns.append([])
+            turn = turns[-1]
+            if not uses:
+                if said.strip():
+                    turn.append(_Line("reply", f"- reply: {_cut(said, config.reply_chars)}"))
+                continue
+            if said.strip():
+                turn.append(_Line("said", f"  - said: {_cut(said, config.step_chars)}"))
+            for block in uses:
+                line = _Line("call", f"  - {_call_label(block, files)}")
+                calls[str(block.get("id"))] = line
+                turn.append(line)
+        elif isinstance(entry, UserEntry) and not entry.is_meta and not entry.is_compact_summary:
+            content = entry.message.content
+            blocks: list[Block] = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            tool_results = [b for b in blocks if b.get("type") == "tool_result"]
+            for block in tool_results:
+                if (call := calls.get(str(block.get("tool_use_id")))) is not None:
+                    call.result = _first_lines(_text_of(block.get("content")), config)
+            text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
+            if not tool_results and text:
+                turns.append([_Line("prompt", f"- prompt: {_cut(text, config.prompt_chars)}")])
+    budget = min(config.max_chars, int(settings.blocking_limit * config.max_share * CHARS_PER_TOKEN))
+    return _assemble_record(turns, list(files), budget)
 
 
-def mechanical_fold(
-    entries: Sequence[Entry], settings: Config, *, heading: str = MECHANICAL_HEADING, replies: bool = False
-) -> str:
+@dataclass(eq=False, slots=True)
+class _Line:
+    """One line of a record fold; a tool call's line carries its result's first lines until the
+    budget takes them."""
+
+    kind: Literal["prompt", "said", "call", "reply"]
+    text: str
+    result: str = ""
+
+    def render(self) -> str:
+        return f"{self.text} -> {self.result}" if self.result else self.text
+
+
+def _assemble_record(turns: list[list[_Line]], files: list[str], max_chars: int) -> str:
+    def text() -> str:
+        lines = [line.render() for turn in turns for line in turn]
+        parts = [RECORD_HEADING, *(lines or ["- (nothing)"])]
+        if files:
+            parts.append("Files touched: " + ", ".join(files))
+        return "\n".join(parts)
+
+    current = text()
+    while len(current) > max_chars:
+        every = [line for turn in turns for line in turn]
+        if result := next((line for line in every if line.result), None):
+            result.result = ""
+        elif said := next((line for line in every if line.kind == "said"), None):
+            next(turn for turn in turns if said in turn).remove(said)
+        elif len(turns) > 1:
+            turns.pop(0)
+        else:
+            return current[:max_chars]
+        current = text()
+    return current
+
+
+def mechanical_fold(entries: Sequence[Entry], settings: Config) -> str:
     """The mechanical record of `entries` (API-visible entries, oldest first), within its budget
-    (`MechanicalFoldConfig`): the oldest prompts and results are left out first. `replies`: the
-    final replies (text with no tool call) too, cut to `reply_chars`, in order among the prompts."""
+    (`MechanicalFoldConfig`): the oldest prompts and results are left out first."""
     config = settings.mechanical_fold
     budget = min(config.max_chars, int(settings.blocking_limit * config.max_share * CHARS_PER_TOKEN))
     prompts: list[str] = []
@@ -85,9 +159,6 @@ def mechanical_fold(
             uses = [b for b in entry.message.content if b.get("type") == "tool_use"]
             for block in uses:
                 calls[str(block.get("id"))] = _call_label(block, files)
-            said = " ".join(str(b.get("text", "")) for b in entry.message.content if b.get("type") == "text")
-            if replies and not uses and said.strip():
-                prompts.append(f"- reply: {_cut(said, config.reply_chars)}")
         elif isinstance(entry, UserEntry) and not entry.is_meta and not entry.is_compact_summary:
             content = entry.message.content
             blocks: list[Block] = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -98,9 +169,8 @@ def mechanical_fold(
             if not tool_results:
                 text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
                 if text:
-                    prompts.append(f"- {'prompt: ' if replies else ''}{_cut(text, config.prompt_chars)}")
-    title = "Prompts and final replies:" if replies else "User prompts:"
-    return _assemble(heading, title, prompts, list(files), results, budget)
+                    prompts.append(f"- {_cut(text, config.prompt_chars)}")
+    return _assemble(MECHANICAL_HEADING, "User prompts:", prompts, list(files), results, budget)
 
 
 def _call_label(block: Block, files: dict[str, None]) -> str:
