@@ -42,17 +42,13 @@ agents do to the bytes they send, applied to every request the engine makes:
 - `foldline-no-edits-at-90`: the headline row with Collapse committing only at 90% of the window
   (`CollapseConfig.commit_when_it_pays=False`), the default before design.md R3.3.7.
 - `foldline-no-edits-100k`: the headline row managing to a 100K working window on the 200K model.
-- `foldline-no-edits-span5k`, `-span15k`, `-span20k` (opt-in): the headline row with 5K-, 15K- or
-  20K-token Collapse spans (10K by default; 20K was the default before); `-budget5k` / `-budget2k`
-  / `-budget10k`: fold summaries replaced by one at 5K / 2K / 10K tokens of them (3K by default);
-  `-nudge25`: the Snip reminder past 25% of the window. Each is one design choice beside the
-  defaults.
-- `foldline-no-edits-records` (opt-in): the headline row folding each span into a record of its
-  entries (`CollapseConfig.folds = "record"`: the user's prompts word for word, the opening of each
-  final reply, the files touched, the first lines of each result, and that the transcript holds
-  the rest) instead of a model's
-  summary: no summary request to pay for or to lose facts in. `-records-span3k` / `-records-span2k`:
-  the same with 3K- / 2K-token spans (a record costs no output, so folding sooner is cheap).
+- `foldline-no-edits-summaries`: the headline row folding 10K-token spans into the model's
+  summaries (`CollapseConfig.folds = "summary"`, R3.3.1), the default before record folds: every
+  summary is a request to pay for and a place where a lossy summarizer drops what it was told.
+- `foldline-no-edits-span3k`, `-span5k`, `-span10k` (opt-in): the headline row with 3K-, 5K- or
+  10K-token record spans (2K by default); `-budget5k` / `-budget2k` / `-budget10k`: folds
+  replaced by one summary at 5K / 2K / 10K tokens of them (3K by default); `-nudge25`: the Snip
+  reminder past 25% of the window. Each is one design choice beside the defaults.
 - `foldline-no-edits-memory` (opt-in): the headline row with the session memory refreshed beside
   Collapse, the old default, to measure that change side by side.
 - `foldline-no-edits-no-snip` (opt-in): the headline row with Snip off (`Config.snip_enabled`), to
@@ -801,34 +797,40 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         "foldline-no-edits committing folds only at 90% of the window (the default before R3.3.7)",
         commit_when_it_pays=False,
     ),
+    "foldline-no-edits-summaries": _no_edits(
+        "summaries",
+        "foldline-no-edits folding 10K-token spans into the model's summaries (R3.3.1, the old default)",
+        folds="summary",
+        span_target_tokens=10_000,
+    ),
+    "foldline-no-edits-span3k": _no_edits(
+        "span3k",
+        "foldline-no-edits folding 3K-token spans into records (2K by default)",
+        span_target_tokens=3_000,
+    ),
     "foldline-no-edits-span5k": _no_edits(
         "span5k",
-        "foldline-no-edits with Collapse summaries of 5K-token spans (10K by default)",
+        "foldline-no-edits folding 5K-token spans into records (2K by default)",
         span_target_tokens=5_000,
     ),
-    "foldline-no-edits-span15k": _no_edits(
-        "span15k",
-        "foldline-no-edits with Collapse summaries of 15K-token spans (10K by default)",
-        span_target_tokens=15_000,
-    ),
-    "foldline-no-edits-span20k": _no_edits(
-        "span20k",
-        "foldline-no-edits with Collapse summaries of 20K-token spans (the default before 10K)",
-        span_target_tokens=20_000,
+    "foldline-no-edits-span10k": _no_edits(
+        "span10k",
+        "foldline-no-edits folding 10K-token spans into records (2K by default)",
+        span_target_tokens=10_000,
     ),
     "foldline-no-edits-budget5k": _no_edits(
         "budget5k",
-        "foldline-no-edits replacing fold summaries by one at 5K tokens of them (3K by default)",
+        "foldline-no-edits replacing folds by one summary at 5K tokens of them (3K by default)",
         summaries_budget_tokens=5_000,
     ),
     "foldline-no-edits-budget2k": _no_edits(
         "budget2k",
-        "foldline-no-edits replacing fold summaries by one at 2K tokens of them (3K by default)",
+        "foldline-no-edits replacing folds by one summary at 2K tokens of them (3K by default)",
         summaries_budget_tokens=2_000,
     ),
     "foldline-no-edits-budget10k": _no_edits(
         "budget10k",
-        "foldline-no-edits replacing fold summaries by one at 10K tokens of them (3K by default)",
+        "foldline-no-edits replacing folds by one summary at 10K tokens of them (3K by default)",
         summaries_budget_tokens=10_000,
     ),
     "foldline-no-edits-nudge25": _no_edits(
@@ -841,23 +843,6 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
         "foldline-no-edits without the session's transcript named in the system prompt (the default before)",
         transcript_named=False,
     ),
-    "foldline-no-edits-records": _no_edits(
-        "records",
-        "foldline-no-edits folding spans into records of their entries instead of summaries (no request)",
-        folds="record",
-    ),
-    "foldline-no-edits-records-span3k": _no_edits(
-        "records-span3k",
-        "foldline-no-edits folding 3K-token spans into records of their entries (no summary request)",
-        folds="record",
-        span_target_tokens=3_000,
-    ),
-    "foldline-no-edits-records-span2k": _no_edits(
-        "records-span2k",
-        "foldline-no-edits folding 2K-token spans into records of their entries (no summary request)",
-        folds="record",
-        span_target_tokens=2_000,
-    ),
     "foldline-no-edits-100k": _no_edits(
         "100k",
         "foldline-no-edits managing to a 100K working window on the 200K model",
@@ -869,11 +854,11 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
 (the slowest row, and 3-5x the headline's cost on every profile of the last page that ran it) and
 `foldline` (cache_edits have no public pricing, so the row is never judged) to keep `make bench`
 within two hours on two cores; and
-`foldline-no-edits-memory`, `foldline-no-edits-no-snip`, `foldline-no-edits-span5k`,
-`-span15k`, `-span20k`, `-budget5k`, `-budget2k`, `-budget10k` and `-nudge25`: each measures one change of
-foldline's defaults side by side. `foldline-no-edits-at-90` (the default
-before R3.3.7) and `foldline-no-edits-100k` (a smaller working window) run by default: the page
-shows the design choices beside the headline."""
+`foldline-no-edits-memory`, `foldline-no-edits-no-snip`, `foldline-no-edits-span3k`,
+`-span5k`, `-span10k`, `-budget5k`, `-budget2k`, `-budget10k` and `-nudge25`: each measures one change of
+foldline's defaults side by side. `foldline-no-edits-summaries` (model-written folds, the default
+before records), `foldline-no-edits-at-90` (the default before R3.3.7) and `foldline-no-edits-100k`
+(a smaller working window) run by default: the page shows the design choices beside the headline."""
 _OPT_IN = (
     "none",
     "mask10",
@@ -881,16 +866,13 @@ _OPT_IN = (
     "foldline",
     "foldline-no-edits-memory",
     "foldline-no-edits-no-snip",
+    "foldline-no-edits-span3k",
     "foldline-no-edits-span5k",
-    "foldline-no-edits-span15k",
-    "foldline-no-edits-span20k",
+    "foldline-no-edits-span10k",
     "foldline-no-edits-budget5k",
     "foldline-no-edits-budget2k",
     "foldline-no-edits-budget10k",
     "foldline-no-edits-nudge25",
-    "foldline-no-edits-records",
-    "foldline-no-edits-records-span3k",
-    "foldline-no-edits-records-span2k",
 )
 DEFAULT_STRATEGIES = tuple(n for n in STRATEGIES if n not in _OPT_IN)
 

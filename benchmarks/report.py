@@ -742,8 +742,8 @@ STRATEGY_TEXT = {
     "claude-code-design": "foldline's engine as Claude Code is designed: AutoCompact with a "
     "cache-sharing summary fork, no Context Collapse, the public API (no cache_edits).",
     "foldline-no-edits": "every level, the public API: **the headline row** (foldline's defaults: Context "
-    "Collapse commits a staged fold as soon as the reads it saves pay for its cache rewrite, design.md "
-    "R3.3.7).",
+    "Collapse folds 2K-token spans into records of their turns, with no summary request, and commits a "
+    "fold as soon as the reads it saves pay for its cache rewrite, design.md R3.3.7).",
     "foldline-no-edits-at-90": "the headline row with folds committed only at 90% of the window, the "
     "default before R3.3.7: a design choice, side by side.",
     "foldline-no-edits-100k": "the headline row managing to a 100K working window on the 200K model "
@@ -751,8 +751,9 @@ STRATEGY_TEXT = {
     "foldline-no-edits-no-transcript": "the headline row without the session's transcript named in its "
     "system prompt (`TranscriptConfig.named_to_model`, design.md §3.5; the default names it, so a detail a "
     "summary dropped can be searched for): the default before, side by side.",
-    "foldline-no-edits-span20k": "the headline row with Collapse summaries of 20K-token spans, the "
-    "default before 10K: a design choice, side by side.",
+    "foldline-no-edits-summaries": "the headline row folding 10K-token spans into the model's own "
+    'summaries (R3.3.1), the default before record folds (design.md, "Record folds"): a design choice, '
+    "side by side.",
     "foldline": "every level with `cache_edits`. That feature has no public pricing; its billing here is "
     "this server's own model, so this row is shown but not judged.",
 }

@@ -35,10 +35,10 @@ def test_compact_typed_into_the_repl_summarizes_and_the_chat_goes_on(
     workspace = tmp_path / "ws"
     workspace.mkdir()
     args = ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(workspace)]
-    # a first turn long enough for its summary to be smaller (one that is not is not committed)
-    stdin = (
-        "the port is 6543" + " and more" * 1_000 + "\nsecond\n/compact keep the port numbers\nthird\n/exit\n"
-    )
+    # a turn long enough for its summary to be smaller (one that is not is not committed), just
+    # before /compact: a finished turn before it is folded into a record of it already (Collapse)
+    bulk = " and more" * 1_000
+    stdin = "the port is 6543\nsecond" + bulk + "\n/compact keep the port numbers\nthird\n/exit\n"
     args += ["--sessions-dir", str(tmp_path / "sessions"), "--repl"]
     result = CliRunner().invoke(cli, args, input=stdin)
     assert result.exit_code == 0, result.output
@@ -69,7 +69,7 @@ def test_after_compact_the_receipt_and_context_give_the_same_count(
     (workspace / "FOLDLINE.md").write_text("Use tabs. " * 300)  # an instruction file, re-attached
     args = ["chat", "--base-url", url, "--api-key", "k", "--workspace", str(workspace)]
     args += ["--sessions-dir", str(tmp_path / "sessions"), "--repl"]
-    stdin = "the port is 6543 " + "and more " * 2_000 + "\nsecond\n/compact\n/context\n/exit\n"
+    stdin = "the port is 6543\nsecond " + "and more " * 2_000 + "\n/compact\n/context\n/exit\n"
     result = CliRunner(env={"COLUMNS": "200"}).invoke(cli, args, input=stdin)
     assert result.exit_code == 0, result.output
     receipt = re.search(r"compacted the conversation \(manual.*?: ([\d,]+) -> ([\d,]+) tokens", result.output)

@@ -91,12 +91,12 @@ class CollapseConfig:
     """User turns never folded, counting the one in progress: 1 keeps the current task whole and lets
     a finished turn be folded once no turn is in progress (the background run after a turn's final
     reply); 2 also keeps the finished turn before it verbatim (design.md §3.3)."""
-    span_target_tokens: int = 10_000
-    """A span closes once its turns reach this many estimated tokens: one summary per span. The
+    span_target_tokens: int = 2_000
+    """A span closes once its turns reach this many estimated tokens: one fold per span. The
     background run waits until a span is this big; an emergency fold takes any finished turns.
-    Smaller spans fold sooner, so fewer requests read a finished turn verbatim, at the price of more
-    summary requests; 10K was the cheapest of 5K, 10K, 15K and 20K over three workloads with every
-    planted fact kept (design.md §3.3, docs/benchmarks.md)."""
+    Smaller spans fold sooner, so fewer requests read a finished turn verbatim; a record costs no
+    request, so 2K was the cheapest of 2K, 3K and 10K. With `folds="summary"` each span is a summary request:
+    10K was the cheapest of 5K, 10K, 15K and 20K there (design.md §3.3, docs/benchmarks.md)."""
     max_spans_per_run: int = 4
     """Forked summary requests per ctx-agent run, so one run's cost stays bounded."""
     summary_max_tokens: int = 4_000
@@ -116,13 +116,14 @@ class CollapseConfig:
     expected_rest_min_requests: int = 20
     """The fewest requests a session is expected to have left: the estimate is the requests it has
     made so far (a session that has run n requests is, as likely as not, halfway), never below this."""
-    folds: Literal["summary", "record"] = "summary"
-    """What stands in for a folded span: the model's summary (a forked request, R3.3.1), or a record
-    made from the entries alone with no model call (`compact.mechanical.record_fold`: the user's
-    prompts word for word, the openings of the final replies, the files touched, the first lines of
-    each result, and that the session's transcript holds the rest). A record pays no summary output
-    and no summarizer can drop a prompt from it; what it leaves out of the assistant's work the
-    model must search the transcript for (docs/design.md, "Record folds")."""
+    folds: Literal["summary", "record"] = "record"
+    """What stands in for a folded span: a record built from the entries alone, with no model call
+    (`compact.mechanical.record_fold`: each prompt word for word, the assistant's words and tool
+    calls with their results' first lines, the openings of its final replies, and that the
+    session's transcript holds the rest), or the model's summary (a forked request, R3.3.1 as
+    written). Records by default: no summarizer can drop what the user said from one and none is
+    paid for; what a record leaves out the model searches the transcript for (docs/design.md,
+    "Record folds")."""
     max_consecutive_failures: int = 3
     """Failed span summaries in a row after which the ctx-agent stops asking the model for the
     session (its breaker, kept across a resume as AutoCompact's is); an emergency fold is then
@@ -139,6 +140,9 @@ class MechanicalFoldConfig:
     """The first lines of each tool result."""
     line_chars: int = 160
     """Each kept line, cut to this many characters."""
+    record_prompt_chars: int = 2_000
+    """Each user prompt a record fold keeps, cut to this many characters: what the user asked is the
+    part a record exists to keep, so only a pasted log or file is cut (the transcript has it whole)."""
     reply_chars: int = 400
     """Each final reply a record fold keeps (`CollapseConfig.folds = "record"`), cut to this many
     characters: its opening, where a reply says what it found or did."""

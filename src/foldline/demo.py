@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from foldline.config import Config, MicrocompactConfig, TranscriptConfig
+from foldline.config import CollapseConfig, Config, MicrocompactConfig, TranscriptConfig
 from foldline.events import CompactionEvent, RetryEvent, UIEvent
 from foldline.providers.anthropic import FOLDLINE_SERVE_CAPABILITIES, AnthropicProvider
 from foldline.simulation import SimulatedClock, SimulationReport, simulate
@@ -72,10 +72,15 @@ class DemoSettings:
     context_window: int = 60_000
     snip_nudge_share: float = 0.2
     """Earlier than the default (0.5): folds commit at a turn's first request as soon as they pay
-    (design.md R3.3.7), and a turn is folded as soon as it ends and fills a 10K-token span, so the
-    context seldom stays full long enough for the model to answer a later nudge while something
-    bulky is still in view (the 60-turn demo: 0 snips at 0.25 to 0.35, 3 at 0.2; with 20K spans, 0
-    at 0.4 to 0.6 and 3 at 0.35)."""
+    (design.md R3.3.7), and a turn is folded as soon as it ends and fills a span, so the context
+    seldom stays full long enough for the model to answer a later nudge while something bulky is
+    still in view (the 60-turn demo with 10K spans: 0 snips at 0.25 to 0.35, 3 at 0.2; with 20K
+    spans, 0 at 0.4 to 0.6 and 3 at 0.35)."""
+    span_target_tokens: int = 10_000
+    """Collapse's spans, larger than the default (2K, `CollapseConfig.span_target_tokens`) so the demo
+    shows every level: with 2K-token record spans each finished turn is folded so soon that the
+    context never holds anything bulky long enough for the model to snip it (0 snips in the 60
+    turns at nudge shares 0.1 to 0.3; 3 with 10K spans, 2 with 5K)."""
     snip_renudge_turns: int = 5
     """Nudge again after 5 prompts without a snip (off by default, `Config.snip_renudge_turns`): a
     nudge that comes while Microcompact has just cleared the bulky results is otherwise the last one
@@ -111,7 +116,8 @@ def demo_header(settings: DemoSettings = DEMO_SETTINGS) -> str:
     return (
         f"{settings.turns} turns of the {settings.profile!r} profile (seed {settings.seed}) on a "
         f"{settings.context_window:,}-token window (requests kept under {limit:,} tokens: room for the "
-        "reply and a margin), every level on"
+        f"reply and a margin), every level on (Collapse spans: {settings.span_target_tokens:,} tokens, "
+        f"{CollapseConfig().span_target_tokens:,} by default)"
     )
 
 
@@ -125,6 +131,7 @@ def demo_config(settings: DemoSettings, root: Path, *, managed: bool) -> Config:
         context_window=settings.context_window if managed else UNLIMITED,
         snip_nudge_share=settings.snip_nudge_share,
         snip_renudge_turns=settings.snip_renudge_turns,
+        collapse=CollapseConfig(span_target_tokens=settings.span_target_tokens),
         transcript=TranscriptConfig(sessions_dir=root / "sessions", fsync="never"),
     )
 

@@ -29,16 +29,17 @@ WORDS = 3_000
 
 
 def collapse_config(**collapse: Any) -> Config:
-    """The rigs' config. Folds commit only at the 90% line unless a test asks for R3.3.7's rule
+    """The rigs' config: span summaries (R3.3.1; record folds are the default, and a test asks for
+    them with `folds="record"`). Folds commit only at the 90% line unless a test asks for R3.3.7's rule
     (`commit_when_it_pays=True`): the threshold tests place the context against that line."""
-    collapse = {"commit_when_it_pays": False, **collapse}
+    collapse = {"commit_when_it_pays": False, "folds": "summary", "span_target_tokens": 6_000, **collapse}
     return Config(
         model="claude-sonnet-4-5",
         context_window=40_000,
         output_reserve=4_000,
         max_output_tokens=1_024,
         autocompact=AutoCompactConfig(blocking_margin=500),
-        collapse=CollapseConfig(span_target_tokens=6_000, **collapse),
+        collapse=CollapseConfig(**collapse),
         retry=RetryConfig(base_backoff_s=0.01, max_backoff_s=0.05),
     )
 

@@ -38,7 +38,7 @@ from foldline.tools.base import tool_specs
 
 pytestmark = pytest.mark.anyio
 
-CONFIG = Config(collapse=CollapseConfig(span_target_tokens=1_000))
+CONFIG = Config(collapse=CollapseConfig(folds="summary", span_target_tokens=1_000))
 
 
 def _uuid(n: int) -> str:
@@ -88,7 +88,7 @@ def test_spans_close_at_the_target_and_a_committed_fold_is_never_crossed() -> No
         last_uuid=spans[2].last_uuid,
         summary="turns 2-3",
     )
-    wide = Config(collapse=CollapseConfig(span_target_tokens=100_000))
+    wide = Config(collapse=CollapseConfig(folds="summary", span_target_tokens=100_000))
     after = find_spans([*records, commit], wide, min_tokens=0)
     # Turn 1 and turns 4-5 are on either side of the fold: two spans, neither holding the summary.
     assert [(s.first_turn, s.last_turn) for s in after] == [(1, 1), (4, 5)]
@@ -108,7 +108,7 @@ def test_a_finished_turn_is_foldable_once_no_turn_is_in_progress() -> None:
     call = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a"}}
     calling = [*waiting, replace(last, message=replace(last.message, content=[call]))]
     assert [(s.first_turn, s.last_turn) for s in find_spans(calling, CONFIG)] == [(1, 1), (2, 2)]
-    two = Config(collapse=CollapseConfig(span_target_tokens=1_000, keep_recent_turns=2))
+    two = Config(collapse=CollapseConfig(folds="summary", span_target_tokens=1_000, keep_recent_turns=2))
     assert [(s.first_turn, s.last_turn) for s in find_spans(finished, two)] == [(1, 1), (2, 2)]
 
 
@@ -131,7 +131,9 @@ def _ctx(records: list[AnyRecord], tokens: int) -> CompactionContext:
 async def test_a_fold_that_pays_commits_at_a_turns_first_request_not_inside_the_turn() -> None:
     # R3.3.7: inside a turn the commit would also write again the turn's rounds so far; at the next
     # prompt, only what follows the folds.
-    config = Config(collapse=CollapseConfig(span_target_tokens=1_000, expected_rest_min_requests=1_000))
+    config = Config(
+        collapse=CollapseConfig(folds="summary", span_target_tokens=1_000, expected_rest_min_requests=1_000)
+    )
     records = conversation(6)
     spans = find_spans(records, config)[:2]
 
@@ -236,7 +238,9 @@ async def test_a_span_fork_over_the_limit_is_sent_again_cut_after_the_span() -> 
     """What follows the span is not needed to summarize it: the fork drops it rather than fail."""
     records = conversation(6)
     config = Config(
-        context_window=8_000, output_reserve=2_000, collapse=CollapseConfig(span_target_tokens=1_000)
+        context_window=8_000,
+        output_reserve=2_000,
+        collapse=CollapseConfig(folds="summary", span_target_tokens=1_000),
     )
     assert config.blocking_limit == 3_000  # the whole conversation (~6K tokens) is over it
     answer = "## Task\nturn 1\n\n## Outcome\ndone\n\n## Facts to Keep\nFACT-1 = v1"
@@ -269,7 +273,7 @@ def _cut_first(calls: int) -> FunctionProvider:
 async def test_a_span_whose_summary_is_cut_is_summarized_again_as_two_halves() -> None:
     """A cut summary of three turns was a failure asked again after every turn, and the turns stayed
     in view until AutoCompact: each half has half as much to tell."""
-    config = Config(collapse=CollapseConfig(span_target_tokens=4_000))
+    config = Config(collapse=CollapseConfig(folds="summary", span_target_tokens=4_000))
     records = conversation(6)
     span = find_spans(records, config)[0]
     assert (span.first_turn, span.last_turn) == (1, 3)
@@ -282,7 +286,7 @@ async def test_a_span_whose_summary_is_cut_is_summarized_again_as_two_halves() -
 
 
 async def test_a_single_turn_whose_summary_is_cut_is_left_out_of_later_runs() -> None:
-    config = Config(collapse=CollapseConfig(span_target_tokens=4_000))
+    config = Config(collapse=CollapseConfig(folds="summary", span_target_tokens=4_000))
     records = conversation(6)[:-1]  # turn 6 in progress
     provider = _cut_first(100)
     store = Collapse(provider, "sys", [], config)

@@ -115,3 +115,11 @@ def test_past_its_budget_a_record_drops_the_oldest_results_then_words_then_turns
     tiny = record_fold(entries, Config(mechanical_fold=MechanicalFoldConfig(max_chars=400)))
     assert "- prompt: the second task" in tiny
     assert "the first task" not in tiny
+
+
+def test_a_record_keeps_a_long_prompt_that_a_mechanical_fold_cuts() -> None:
+    ask = "Keep these rules: " + " ".join(f"rule {n} says the limit is {n * 7}." for n in range(40))
+    entries: list[Entry] = [_user(ask), _final("Understood.")]
+    assert 600 < len(ask) < Config().mechanical_fold.record_prompt_chars
+    assert f"- prompt: {ask}" in record_fold(entries, Config())
+    assert "rule 39 says" not in mechanical_fold(entries, Config())

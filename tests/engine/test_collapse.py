@@ -39,7 +39,7 @@ from foldline.compact.ctx_agent import StagedFold, find_spans, summary_tokens
 from foldline.compact.levels import Levels, install_levels
 from foldline.compact.mechanical import MECHANICAL_HEADING, MECHANICAL_NOTICE, RECORD_HEADING
 from foldline.compact.pipeline import CompactionContext, StageResult
-from foldline.config import DESIGN_WINDOW, Config
+from foldline.config import DESIGN_WINDOW, CollapseConfig, Config
 from foldline.engine import QueryEngine
 from foldline.events import CompactionEvent, NoticeEvent, UIEvent
 from foldline.projection import context_tokens_of, project_view
@@ -638,12 +638,17 @@ async def test_300_turns_stay_under_the_blocking_limit_and_keep_every_planted_fa
 
 
 async def test_record_folds_ask_the_model_nothing_and_keep_every_prompt(tmp_path: Path) -> None:
-    """`CollapseConfig.folds = "record"`: a span is folded into a record of its entries (the prompts,
-    the files touched, the results' first lines) with no summary request, so a lossy summarizer has
-    nothing to lose; the context still stays under the blocking limit."""
+    """Collapse as it ships (`CollapseConfig()`: record folds of 2K-token spans): a span is folded
+    into a record of its turns (the prompts, what the assistant said and did, the results' first
+    lines, the final replies) with no summary request, so a lossy summarizer has nothing to lose; the
+    context still stays under the blocking limit."""
     model = CollapseModel()
     provider = FunctionProvider(model.answer, context_window=40_000)
-    r = rig(tmp_path, provider, config=collapse_config(folds="record", commit_when_it_pays=True))
+    shipped = CollapseConfig()
+    config = collapse_config(
+        folds=shipped.folds, span_target_tokens=shipped.span_target_tokens, commit_when_it_pays=True
+    )
+    r = rig(tmp_path, provider, config=config)
     for n in range(1, 41):
         await r.turn(n, 600)
         await r.settle()
@@ -766,7 +771,11 @@ async def test_seven_resumed_turns_on_8k_with_a_model_that_cannot_summarize(tmp_
 
     provider = FunctionProvider(answer, context_window=8_192)
     config = Config(
-        model="local", context_window=8_192, reference_window=DESIGN_WINDOW, model_max_output=2_048
+        model="local",
+        context_window=8_192,
+        reference_window=DESIGN_WINDOW,
+        model_max_output=2_048,
+        collapse=CollapseConfig(folds="summary"),
     )
     counts = []
     for n in range(7):

@@ -78,7 +78,7 @@ def _config(sessions: Path) -> Config:
         context_window=100_000,
         # A small span target so the ctx-agent starts after a few turns; session memory off so the
         # only fork in the tail is Collapse's and request numbers are the same in both runs.
-        collapse=CollapseConfig(span_target_tokens=3_000),
+        collapse=CollapseConfig(folds="summary", span_target_tokens=3_000),
         autocompact=AutoCompactConfig(blocking_margin=500, memory=SessionMemoryConfig(enabled=False)),
         retry=RetryConfig(base_backoff_s=0.01, max_backoff_s=0.05),
         transcript=TranscriptConfig(sessions_dir=sessions, fsync="never"),

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from foldline.compact.prompts import snip_nudge
-from foldline.config import CacheConfig, Config, TranscriptConfig
+from foldline.config import CacheConfig, CollapseConfig, Config, TranscriptConfig
 from foldline.server.backend import BackendRequest
 from foldline.server.config import SimulatedConfig
 from foldline.server.simulated import SimulatedBackend, generate_workspace, output_facts_for, think_time
@@ -1061,7 +1061,10 @@ async def test_the_work_a_turn_leaves_in_the_background_runs_before_the_users_pa
 
     seed, turns = 7, 12
     app = create_app(ServerConfig(), backend=SimulatedBackend(seed=seed, profile="debug"), clock=clock)
-    config = Config(transcript=TranscriptConfig(sessions_dir=tmp_path / "s", fsync="never"))
+    # span summaries (a record fold makes no request to time)
+    collapse = CollapseConfig(folds="summary")
+    transcript = TranscriptConfig(sessions_dir=tmp_path / "s", fsync="never")
+    config = Config(transcript=transcript, collapse=collapse)
     with run_server(app) as url:
         report = await simulate(
             Stamped(base_url=url, api_key="k"),

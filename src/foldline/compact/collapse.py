@@ -292,11 +292,12 @@ class Collapse:
                 self._flush()
 
     def _progress(self, total: int, how: str) -> Callable[[int, TaskSpan], None]:
-        """R3.3.6: a progress notice before each span's request."""
+        """R3.3.6: a progress notice before each span is summarized or recorded."""
+        verb = "recording" if self.config.collapse.folds == "record" else "summarizing"
 
         def report(i: int, span: TaskSpan) -> None:
             if self.events is not None:
-                text = f"context collapse: summarizing {span.turns()} {how} ({i + 1}/{total})…"
+                text = f"context collapse: {verb} {span.turns()} {how} ({i + 1}/{total})…"
                 self.events.emit(NoticeEvent(text, "progress"))
 
         return report

@@ -1,4 +1,5 @@
-"""The ctx-agent of Context Collapse: which finished spans to fold, and their summaries (R3.3.1).
+"""The ctx-agent of Context Collapse: which finished spans to fold, and the text of each fold: a record
+of its turns by default, or the model's summary (R3.3.1; docs/design.md, "Record folds").
 
 A *task span* is a run of whole user turns, each from the typed prompt (with the attachments sent
 just before it) through the last entry before the next prompt. Whole turns never split a
@@ -9,9 +10,10 @@ entries already folded or already staged. Spans are found oldest first: a fold c
 bytes from its first message on, so folding the oldest spans first keeps the cache rewrite of later
 folds inside what the first one already rewrites.
 
-Each span's summary comes from a forked request (`compact.fork`): the main conversation's request
-with `span_prompt` as the last user message, so it reads the main prefix from the cache (or, with
-`CollapseConfig.folds = "record"`, from a record of the span's entries, with no request). A reply
+A span's record (`CollapseConfig.folds = "record"`, the default) is built from its entries with no
+request (`compact.mechanical.record_fold`). A span's summary (`folds = "summary"`) comes from a
+forked request (`compact.fork`): the main conversation's request with `span_prompt` as the last user
+message, so it reads the main prefix from the cache. A reply
 that `read_summary` rejects is a failure, reported and never staged (R3.4.9's rule, applied here).
 A summary cut at the output limit is no summary either (it silently loses what came past the cut);
 a span of several turns is then summarized again as two halves, each half of the turns to tell. A

@@ -69,9 +69,9 @@ def said_before(records: Sequence[AnyRecord]) -> bool:
 
 def record_fold(entries: Sequence[Entry], settings: Config) -> str:
     """A span's record when Collapse folds by records rather than summaries, within the fold's budget
-    (`MechanicalFoldConfig`): each turn in order, its prompt (cut to `prompt_chars`), each step of the
-    assistant's work (its words cut to `step_chars`; each tool call with its result's first lines)
-    and its final reply's opening (`reply_chars`). Past the budget the results' lines go first,
+    (`MechanicalFoldConfig`): each turn in order, its prompt (cut to `record_prompt_chars`), each
+    step of the assistant's work (its words cut to `step_chars`; each tool call with its result's
+    first lines) and its final reply's opening (`reply_chars`). Past the budget the results' lines go first,
     oldest first, then the assistant's words, then whole turns, oldest first: the newest work and
     what the user asked matter most."""
     config = settings.mechanical_fold
@@ -104,7 +104,7 @@ def record_fold(entries: Sequence[Entry], settings: Config) -> str:
                     call.result = _first_lines(_text_of(block.get("content")), config)
             text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
             if not tool_results and text:
-                turns.append([_Line("prompt", f"- prompt: {_cut(text, config.prompt_chars)}")])
+                turns.append([_Line("prompt", f"- prompt: {_cut(text, config.record_prompt_chars)}")])
     budget = min(config.max_chars, int(settings.blocking_limit * config.max_share * CHARS_PER_TOKEN))
     return _assemble_record(turns, list(files), budget)
 
