@@ -74,13 +74,13 @@ class DemoSettings:
     """Earlier than the default (0.5): folds commit at a turn's first request as soon as they pay
     (design.md R3.3.7), and a turn is folded as soon as it ends and fills a span, so the context
     seldom stays full long enough for the model to answer a later nudge while something bulky is
-    still in view (the 60-turn demo with 10K spans: 0 snips at 0.25 to 0.35, 3 at 0.2; with 20K
-    spans, 0 at 0.4 to 0.6 and 3 at 0.35)."""
+    still in view (the 60-turn demo with 10K-token summary folds: 0 snips at 0.25 to 0.35, 3 at
+    0.2; with 20K, 0 at 0.4 to 0.6 and 3 at 0.35)."""
     span_target_tokens: int = 10_000
     """Collapse's spans, larger than the default (2K, `CollapseConfig.span_target_tokens`) so the demo
     shows every level: with 2K-token record spans each finished turn is folded so soon that the
     context never holds anything bulky long enough for the model to snip it (0 snips in the 60
-    turns at nudge shares 0.1 to 0.3; 3 with 10K spans, 2 with 5K)."""
+    turns at nudge shares 0.1 to 0.3; with 10K-token spans the demo snips twice)."""
     snip_renudge_turns: int = 5
     """Nudge again after 5 prompts without a snip (off by default, `Config.snip_renudge_turns`): a
     nudge that comes while Microcompact has just cleared the bulky results is otherwise the last one
