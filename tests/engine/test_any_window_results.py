@@ -54,6 +54,16 @@ def _text(content: Any) -> str:
     return " ".join(t for t in texts if not t.startswith("[id:"))  # Snip's tags are not the prompt
 
 
+def _prompt(content: Any) -> str:
+    """The user's newest words: a fold (`<collapsed-context ...>`) or a reminder merged into the same
+    user message is not what the user asked now (a record of an earlier turn quotes its prompt)."""
+    if isinstance(content, str):
+        return content
+    texts = [str(b.get("text", "")) for b in content if b.get("type") == "text"]
+    said = [t for t in texts if not t.startswith(("[id:", "<collapsed-context", "<system-reminder>"))]
+    return said[-1] if said else ""
+
+
 def _model(tool: str) -> Any:
     def answer(body: dict[str, Any], betas: tuple[str, ...]) -> dict[str, Any]:
         last = body["messages"][-1]["content"]
@@ -63,7 +73,7 @@ def _model(tool: str) -> Any:
             return {"text": "\n\n".join(f"## {title}\nThe user ran {tool}." for title in sections)}
         if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
             return {"text": "done"}
-        if "run the tool" in text:
+        if "run the tool" in _prompt(last):
             return {"tool_calls": [{"name": name, "input": args} for name, args in CALLS[tool]]}
         return {"text": "ok"}
 
