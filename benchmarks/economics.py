@@ -853,7 +853,7 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
 `mask10` too (the naive masking no agent ships; `mask-batched` is its best form); `anthropic-clear`
 (the slowest row, and 3-5x the headline's cost on every profile of the last page that ran it) and
 `foldline` (cache_edits have no public pricing, so the row is never judged) to keep `make bench`
-within two hours on two cores; and
+near two hours on two cores (122 minutes at c058fdd; the summaries row adds 15 sessions); and
 `foldline-no-edits-memory`, `foldline-no-edits-no-snip`, `foldline-no-edits-span3k`,
 `-span5k`, `-span10k`, `-budget5k`, `-budget2k`, `-budget10k` and `-nudge25`: each measures one change of
 foldline's defaults side by side. `foldline-no-edits-summaries` (model-written folds, the default
