@@ -71,9 +71,9 @@ def record_fold(entries: Sequence[Entry], settings: Config) -> str:
     """A span's record when Collapse folds by records rather than summaries, within the fold's budget
     (`MechanicalFoldConfig`): each turn in order, its prompt (cut to `record_prompt_chars`), each
     step of the assistant's work (its words cut to `step_chars`; each tool call with its result's
-    first lines) and its final reply's opening (`reply_chars`). Past the budget the results' lines go first,
-    oldest first, then the assistant's words, then whole turns, oldest first: the newest work and
-    what the user asked matter most."""
+    first lines) and its final reply's opening (`reply_chars`). Past the budget the results' lines
+    go first, oldest first, then the assistant's words, then whole turns, oldest first: the newest
+    work and what the user asked matter most."""
     config = settings.mechanical_fold
     turns: list[list[_Line]] = []
     files: dict[str, None] = {}
@@ -96,17 +96,13 @@ def record_fold(entries: Sequence[Entry], settings: Config) -> str:
                 calls[str(block.get("id"))] = line
                 turn.append(line)
         elif isinstance(entry, UserEntry) and not entry.is_meta and not entry.is_compact_summary:
-            content = entry.message.content
-            blocks: list[Block] = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            tool_results = [b for b in blocks if b.get("type") == "tool_result"]
+            tool_results, text = _user_parts(entry)
             for block in tool_results:
                 if (call := calls.get(str(block.get("tool_use_id")))) is not None:
                     call.result = _first_lines(_text_of(block.get("content")), config)
-            text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
             if not tool_results and text:
                 turns.append([_Line("prompt", f"- prompt: {_cut(text, config.record_prompt_chars)}")])
-    budget = min(config.max_chars, int(settings.blocking_limit * config.max_share * CHARS_PER_TOKEN))
-    return _assemble_record(turns, list(files), budget)
+    return _assemble_record(turns, list(files), _budget(settings))
 
 
 @dataclass(eq=False, slots=True)
@@ -149,7 +145,6 @@ def mechanical_fold(entries: Sequence[Entry], settings: Config) -> str:
     """The mechanical record of `entries` (API-visible entries, oldest first), within its budget
     (`MechanicalFoldConfig`): the oldest prompts and results are left out first."""
     config = settings.mechanical_fold
-    budget = min(config.max_chars, int(settings.blocking_limit * config.max_share * CHARS_PER_TOKEN))
     prompts: list[str] = []
     files: dict[str, None] = {}
     results: list[str] = []
@@ -160,17 +155,27 @@ def mechanical_fold(entries: Sequence[Entry], settings: Config) -> str:
             for block in uses:
                 calls[str(block.get("id"))] = _call_label(block, files)
         elif isinstance(entry, UserEntry) and not entry.is_meta and not entry.is_compact_summary:
-            content = entry.message.content
-            blocks: list[Block] = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            tool_results = [b for b in blocks if b.get("type") == "tool_result"]
+            tool_results, text = _user_parts(entry)
             for block in tool_results:
                 label = calls.get(str(block.get("tool_use_id")), "a tool")
                 results.append(f"- {label}: {_first_lines(_text_of(block.get('content')), config)}")
-            if not tool_results:
-                text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
-                if text:
-                    prompts.append(f"- {_cut(text, config.prompt_chars)}")
-    return _assemble(MECHANICAL_HEADING, "User prompts:", prompts, list(files), results, budget)
+            if not tool_results and text:
+                prompts.append(f"- {_cut(text, config.prompt_chars)}")
+    return _assemble(MECHANICAL_HEADING, "User prompts:", prompts, list(files), results, _budget(settings))
+
+
+def _budget(settings: Config) -> int:
+    """A fold's characters: `max_chars`, and at most `max_share` of the blocking limit."""
+    config = settings.mechanical_fold
+    return min(config.max_chars, int(settings.blocking_limit * config.max_share * CHARS_PER_TOKEN))
+
+
+def _user_parts(entry: UserEntry) -> tuple[list[Block], str]:
+    """A user message's tool results and its typed text (text blocks joined)."""
+    content = entry.message.content
+    blocks: list[Block] = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    return results, " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text").strip()
 
 
 def _call_label(block: Block, files: dict[str, None]) -> str:
