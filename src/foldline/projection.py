@@ -9,6 +9,7 @@ session rebuilds exactly the projection it had (R2.2).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -149,9 +150,16 @@ _FOLD_SUMMARY_OPENING = "<collapsed-context id="
 """How the text that stands in for a folded span begins (`collapse_summary_text`)."""
 
 
+_FOLD_CLOSING = re.compile(r"<(\s*/\s*collapsed-context)", re.IGNORECASE)
+"""A closing tag of the fold's wrapper, however a model might still read it as one."""
+
+
 def collapse_summary_text(commit: CollapseCommit) -> str:
     """The text that stands in for a folded span in the API view."""
-    return f"{_FOLD_SUMMARY_OPENING}{commit.collapse_id}>\n{commit.summary}\n</collapsed-context>"
+    # A fold quotes tool output and model text, which an attacker may have written: a closing tag
+    # among them would end the fold early and pass what follows off as the user's own words.
+    body = _FOLD_CLOSING.sub(r"&lt;\1", commit.summary)
+    return f"{_FOLD_SUMMARY_OPENING}{commit.collapse_id}>\n{body}\n</collapsed-context>"
 
 
 def is_summary(entry: Entry) -> bool:
