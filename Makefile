@@ -81,6 +81,7 @@ bench-retention: $(DEV_STAMP)
 	PYTHONPATH="$(CURDIR)/src" $(BIN)/python benchmarks/report.py --fidelity 1.0,0.9,0.7 \
 		--economics-json benchmarks/results/retention_economics.jsonl \
 		--peers-json benchmarks/results/retention_peers.jsonl --long-json benchmarks/results/retention_long.jsonl \
+		--fleet-json benchmarks/results/retention_fleet.json \
 		--skip pipeline_overhead,resume,cli_startup,server_speed,microcompact,prefix_cache \
 		--note benchmarks/retention_note.md --out docs/benchmarks-retention.md
 
